@@ -1,0 +1,299 @@
+//! The one CPU kernel behind E and Eᴴ: a phase-weighted sum
+//!
+//!   out_l(o) = Σ_i w_l(i) · exp(±i·2π·Σ_f a_f(i)·b_f(o))
+//!
+//! over "inner" points i for every "outer" point o and coil l. The adjoint
+//! has outer = voxels, inner = samples, w = data, sign −; the forward has
+//! outer = samples, inner = voxels, w = S·ρ, sign +.
+//!
+//! Outer points go in lanes of `LANES` (the vectorised dimension); inner
+//! points in tiles of `TILE`. Per tile: (1) phase, reduction and sin/cos
+//! for TILE×LANES pairs into a table; (2) per coil, a complex
+//! multiply-accumulate over the table into tile sums, which are then added
+//! to the running sums (two-level summation keeps the float32 rounding
+//! error of long sums near u·(√TILE + √(inner/TILE)) instead of u·√inner).
+
+use super::real::Real;
+use super::trig::sincos_cycles;
+use num_complex::Complex;
+use rayon::prelude::*;
+
+/// Outer points per vector group.
+pub const LANES: usize = 16;
+/// Inner points per tile.
+const TILE: usize = 64;
+/// Vector groups per parallel task.
+const GROUPS: usize = 4;
+
+/// The arithmetic of a precision mode.
+pub trait Mode: Send + Sync + 'static {
+    /// Type of the phase sum (features are stored in it).
+    type Phase: Real;
+    /// Type of sin/cos and of the accumulation.
+    type Acc: Real;
+    /// (sin, cos) of 2π·x for x ∈ [−½, ½].
+    fn sincos<const FMA: bool>(x: Self::Phase) -> (Self::Acc, Self::Acc);
+}
+
+/// Phase in float64, reduced there, sin/cos and sums in float32.
+pub struct Accurate;
+/// Everything in float32 with short polynomials.
+pub struct Fast;
+/// Everything in float64.
+pub struct Double;
+
+impl Mode for Accurate {
+    type Phase = f64;
+    type Acc = f32;
+    #[inline(always)]
+    fn sincos<const FMA: bool>(x: f64) -> (f32, f32) {
+        sincos_cycles::<f32, FMA, 4, 5>(x as f32)
+    }
+}
+impl Mode for Fast {
+    type Phase = f32;
+    type Acc = f32;
+    #[inline(always)]
+    fn sincos<const FMA: bool>(x: f32) -> (f32, f32) {
+        sincos_cycles::<f32, FMA, 2, 3>(x)
+    }
+}
+impl Mode for Double {
+    type Phase = f64;
+    type Acc = f64;
+    #[inline(always)]
+    fn sincos<const FMA: bool>(x: f64) -> (f64, f64) {
+        sincos_cycles::<f64, FMA, 7, 8>(x)
+    }
+}
+
+/// One side of the sum: F×count features (point index fastest).
+#[derive(Clone, Copy)]
+pub struct Points<'a, P> {
+    pub features: &'a [P],
+    pub count: usize,
+}
+
+/// Sums into `out` (coils × GROUPS·LANES, lane fastest) for the outer
+/// points starting at `o0` and inner points `inner_range`.
+#[inline(always)]
+fn task<Mo: Mode, const FMA: bool>(
+    terms: usize,
+    outer: Points<'_, Mo::Phase>,
+    o0: usize,
+    inner: Points<'_, Mo::Phase>,
+    inner_range: (usize, usize),
+    weights: &[Complex<Mo::Acc>],
+    coils: usize,
+    conjugate: bool,
+    out: &mut [Complex<Mo::Acc>],
+) {
+    type P<M> = <M as Mode>::Phase;
+    type A<M> = <M as Mode>::Acc;
+    let zero_a = A::<Mo>::default();
+    let sign = if conjugate {
+        A::<Mo>::from_f64(-1.0)
+    } else {
+        A::<Mo>::from_f64(1.0)
+    };
+    let mut lane_features = vec![[P::<Mo>::default(); LANES]; terms];
+    let mut cos_table = [[zero_a; LANES]; TILE];
+    let mut sin_table = [[zero_a; LANES]; TILE];
+    for g in 0..GROUPS {
+        let base = o0 + g * LANES;
+        if base >= outer.count {
+            break;
+        }
+        for (f, row) in lane_features.iter_mut().enumerate() {
+            for (k, v) in row.iter_mut().enumerate() {
+                let o = base + k;
+                *v = if o < outer.count {
+                    outer.features[f * outer.count + o]
+                } else {
+                    P::<Mo>::default()
+                };
+            }
+        }
+        let mut sum_re = vec![[zero_a; LANES]; coils];
+        let mut sum_im = vec![[zero_a; LANES]; coils];
+        let (start, end) = inner_range;
+        let mut i0 = start;
+        while i0 < end {
+            let nt = TILE.min(end - i0);
+            for t in 0..nt {
+                let i = i0 + t;
+                let mut phase = [P::<Mo>::default(); LANES];
+                for (f, row) in lane_features.iter().enumerate() {
+                    let a = inner.features[f * inner.count + i];
+                    for k in 0..LANES {
+                        phase[k] = a.madd::<FMA>(row[k], phase[k]);
+                    }
+                }
+                for k in 0..LANES {
+                    let (s, c) = Mo::sincos::<FMA>(phase[k] - phase[k].round_even());
+                    cos_table[t][k] = c;
+                    sin_table[t][k] = s * sign;
+                }
+            }
+            for l in 0..coils {
+                let w = &weights[l * inner.count + i0..l * inner.count + i0 + nt];
+                let mut tile_re = [zero_a; LANES];
+                let mut tile_im = [zero_a; LANES];
+                for t in 0..nt {
+                    let (wr, wi) = (w[t].re, w[t].im);
+                    for k in 0..LANES {
+                        let (c, s) = (cos_table[t][k], sin_table[t][k]);
+                        tile_re[k] = wr.madd::<FMA>(c, (-wi).madd::<FMA>(s, tile_re[k]));
+                        tile_im[k] = wr.madd::<FMA>(s, wi.madd::<FMA>(c, tile_im[k]));
+                    }
+                }
+                for k in 0..LANES {
+                    sum_re[l][k] = sum_re[l][k] + tile_re[k];
+                    sum_im[l][k] = sum_im[l][k] + tile_im[k];
+                }
+            }
+            i0 += nt;
+        }
+        for l in 0..coils {
+            for k in 0..LANES {
+                out[l * GROUPS * LANES + g * LANES + k] = Complex::new(sum_re[l][k], sum_im[l][k]);
+            }
+        }
+    }
+}
+
+/// The widest instruction set this CPU has, picked once.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Isa {
+    Avx512,
+    Avx2,
+    Baseline,
+}
+
+fn isa() -> Isa {
+    static ISA: once_cell::sync::Lazy<Isa> = once_cell::sync::Lazy::new(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::env::var_os("HORECON_CPU_BASELINE").is_none() {
+                if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("fma") {
+                    return Isa::Avx512;
+                }
+                if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                    return Isa::Avx2;
+                }
+            }
+        }
+        Isa::Baseline
+    });
+    *ISA
+}
+
+macro_rules! isa_entry {
+    ($name:ident, $features:literal) => {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $features)]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn $name<Mo: Mode>(
+            terms: usize,
+            outer: Points<'_, Mo::Phase>,
+            o0: usize,
+            inner: Points<'_, Mo::Phase>,
+            inner_range: (usize, usize),
+            weights: &[Complex<Mo::Acc>],
+            coils: usize,
+            conjugate: bool,
+            out: &mut [Complex<Mo::Acc>],
+        ) {
+            task::<Mo, true>(
+                terms,
+                outer,
+                o0,
+                inner,
+                inner_range,
+                weights,
+                coils,
+                conjugate,
+                out,
+            )
+        }
+    };
+}
+isa_entry!(task_avx512, "avx512f,avx512dq,avx512vl,avx2,fma");
+isa_entry!(task_avx2, "avx2,fma");
+
+/// out (coils × outer.count, outer index fastest) = the phase-weighted sums.
+/// `weights` is coils × inner.count. Runs on the current rayon pool.
+pub fn phase_sum<Mo: Mode>(
+    terms: usize,
+    outer: Points<'_, Mo::Phase>,
+    inner: Points<'_, Mo::Phase>,
+    weights: &[Complex<Mo::Acc>],
+    coils: usize,
+    conjugate: bool,
+    out: &mut [Complex<Mo::Acc>],
+) {
+    debug_assert_eq!(outer.features.len(), terms * outer.count);
+    debug_assert_eq!(inner.features.len(), terms * inner.count);
+    debug_assert_eq!(weights.len(), coils * inner.count);
+    debug_assert_eq!(out.len(), coils * outer.count);
+    let width = GROUPS * LANES;
+    let tasks = outer.count.div_ceil(width);
+    // Few outer points (e.g. one sample): split the inner sum too, so all threads work.
+    let wanted = 4 * rayon::current_num_threads();
+    let parts = if tasks >= wanted {
+        1
+    } else {
+        wanted
+            .div_ceil(tasks)
+            .min(inner.count.div_ceil(4 * TILE))
+            .max(1)
+    };
+    let span = inner.count.div_ceil(parts);
+    let block = coils * width;
+    let mut partial =
+        vec![Complex::new(Mo::Acc::default(), Mo::Acc::default()); tasks * parts * block];
+    let isa = isa();
+    partial
+        .par_chunks_mut(block)
+        .enumerate()
+        .for_each(|(index, chunk)| {
+            let (t, p) = (index / parts, index % parts);
+            let range = (
+                (p * span).min(inner.count),
+                ((p + 1) * span).min(inner.count),
+            );
+            let o0 = t * width;
+            match isa {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the CPU has these features (checked at run time in `isa`).
+                Isa::Avx512 => unsafe {
+                    task_avx512::<Mo>(
+                        terms, outer, o0, inner, range, weights, coils, conjugate, chunk,
+                    )
+                },
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: as above.
+                Isa::Avx2 => unsafe {
+                    task_avx2::<Mo>(
+                        terms, outer, o0, inner, range, weights, coils, conjugate, chunk,
+                    )
+                },
+                _ => task::<Mo, false>(
+                    terms, outer, o0, inner, range, weights, coils, conjugate, chunk,
+                ),
+            }
+        });
+    out.par_chunks_mut(outer.count)
+        .enumerate()
+        .for_each(|(l, row)| {
+            for (o, value) in row.iter_mut().enumerate() {
+                let (t, k) = (o / width, o % width);
+                let mut sum = partial[(t * parts) * block + l * width + k];
+                for p in 1..parts {
+                    let add = partial[(t * parts + p) * block + l * width + k];
+                    sum = Complex::new(sum.re + add.re, sum.im + add.im);
+                }
+                *value = sum;
+            }
+        });
+}

@@ -1,0 +1,639 @@
+//! The C API (design/C-API.md). Only checking and translation live here:
+//! every body runs inside [`guard::guard`], checks each pointer, builds
+//! slices of the sizes the plan implies, and writes outputs only on success.
+//!
+//! In-place calls (an output pointer equal to, or overlapping, an input) are
+//! supported: inputs are copied before any output is written.
+
+#![allow(non_camel_case_types)]
+#![allow(clippy::missing_safety_doc)]
+
+mod guard;
+
+use crate::error::{Error, Result};
+use crate::op::Precision;
+use crate::plan::{BackendKind, CgOptions, Options, Plan};
+use crate::solver::Regularizer;
+use guard::{guard, guard_value};
+use num_complex::Complex32;
+use std::ffi::c_void;
+use std::os::raw::c_char;
+
+/// Status of every call: `HORECON_OK` (0) or an error code.
+pub type horecon_status = i32;
+
+pub const HORECON_OK: horecon_status = 0;
+pub const HORECON_ERR_NULL_POINTER: horecon_status = 1;
+pub const HORECON_ERR_INVALID_ARGUMENT: horecon_status = 2;
+pub const HORECON_ERR_SIZE_MISMATCH: horecon_status = 3;
+pub const HORECON_ERR_NOT_FINITE: horecon_status = 4;
+pub const HORECON_ERR_INCOMPLETE_PLAN: horecon_status = 5;
+pub const HORECON_ERR_OUT_OF_MEMORY: horecon_status = 6;
+pub const HORECON_ERR_BACKEND_UNAVAILABLE: horecon_status = 7;
+pub const HORECON_ERR_BACKEND: horecon_status = 8;
+pub const HORECON_ERR_CANCELLED: horecon_status = 9;
+pub const HORECON_ERR_INTERNAL: horecon_status = 99;
+
+pub const HORECON_BACKEND_AUTO: i32 = 0;
+pub const HORECON_BACKEND_CPU: i32 = 1;
+pub const HORECON_BACKEND_CUDA: i32 = 2;
+
+pub const HORECON_PRECISION_ACCURATE: i32 = 0;
+pub const HORECON_PRECISION_FAST: i32 = 1;
+pub const HORECON_PRECISION_DOUBLE: i32 = 2;
+
+pub const HORECON_REG_NONE: i32 = 0;
+pub const HORECON_REG_TIKHONOV: i32 = 1;
+pub const HORECON_REG_FINITE_DIFFERENCE: i32 = 2;
+pub const HORECON_REG_TOTAL_VARIATION: i32 = 3;
+pub const HORECON_REG_LAPLACE: i32 = 4;
+
+/// A single-precision complex number: the layout of C99 `float _Complex`,
+/// numpy `complex64` and MATLAB's interleaved single.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct horecon_c32 {
+    pub re: f32,
+    pub im: f32,
+}
+
+/// An opaque plan: geometry, phase model, coils and the operator built from them.
+pub struct horecon_plan {
+    plan: Plan,
+}
+
+/// Plan options; fill with `horecon_default_options`, then change fields.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct horecon_options {
+    /// = sizeof(horecon_options); set by horecon_default_options.
+    pub struct_size: u32,
+    /// HORECON_BACKEND_AUTO (CUDA if usable, else CPU), _CPU or _CUDA.
+    pub backend: i32,
+    /// First CUDA device index.
+    pub device: i32,
+    /// CUDA devices to use (1).
+    pub num_devices: i32,
+    /// CPU threads, 0 = all cores.
+    pub num_threads: i32,
+    /// HORECON_PRECISION_ACCURATE (≤ 1e-5), _FAST (≤ 1e-3) or _DOUBLE (≤ 1e-7).
+    pub precision: i32,
+    /// 0 silent, 1 one line per solve, 2 one line per iteration (stderr).
+    pub verbosity: i32,
+}
+
+/// Progress callback of `horecon_cg`: called after every iteration; return
+/// nonzero to stop (the call then returns HORECON_ERR_CANCELLED).
+pub type horecon_progress_fn =
+    Option<unsafe extern "C" fn(user: *mut c_void, iteration: i32, rel_residual: f64) -> i32>;
+
+/// Options of `horecon_cg`; fill with `horecon_default_cg_options`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct horecon_cg_options {
+    /// = sizeof(horecon_cg_options).
+    pub struct_size: u32,
+    /// 50.
+    pub max_iterations: i32,
+    /// Relative residual ‖b − Aρ‖/‖b‖ of the normal equations at which to stop (1e-6).
+    pub tolerance: f64,
+    /// HORECON_REG_NONE, _TIKHONOV (others: later versions).
+    pub regularizer: i32,
+    /// Regularisation weight λ ≥ 0.
+    pub lambda: f64,
+    /// Outer reweighting steps for TV / Laplace.
+    pub reweightings: i32,
+    /// Smoothing for TV / Laplace.
+    pub epsilon: f64,
+    /// σ of the Laplace prior.
+    pub sigma: f64,
+    /// M non-negative per-sample weights W shared by all coils, or NULL.
+    pub sample_weights: *const f32,
+    /// N×ndims per-edge weights for the finite-difference prior, or NULL.
+    pub fd_weights: *const f32,
+    /// Nonzero: start from *image instead of 0.
+    pub warm_start: i32,
+    pub progress: horecon_progress_fn,
+    pub progress_user: *mut c_void,
+}
+
+/// What `horecon_cg` did.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct horecon_cg_info {
+    pub iterations: i32,
+    pub converged: i32,
+    pub rel_residual: f64,
+    pub seconds: f64,
+}
+
+fn default_options() -> horecon_options {
+    let d = Options::default();
+    horecon_options {
+        struct_size: std::mem::size_of::<horecon_options>() as u32,
+        backend: d.backend as i32,
+        device: d.device,
+        num_devices: d.num_devices,
+        num_threads: d.num_threads as i32,
+        precision: d.precision as i32,
+        verbosity: d.verbosity,
+    }
+}
+
+fn default_cg_options() -> horecon_cg_options {
+    horecon_cg_options {
+        struct_size: std::mem::size_of::<horecon_cg_options>() as u32,
+        max_iterations: 50,
+        tolerance: 1e-6,
+        regularizer: HORECON_REG_NONE,
+        lambda: 0.0,
+        reweightings: 5,
+        epsilon: 1e-3,
+        sigma: 1.0,
+        sample_weights: std::ptr::null(),
+        fd_weights: std::ptr::null(),
+        warm_start: 0,
+        progress: None,
+        progress_user: std::ptr::null_mut(),
+    }
+}
+
+fn check_struct_size(argument: &str, got: u32, expected: usize) -> Result<()> {
+    if got as usize != expected {
+        return Err(Error::invalid(format!(
+            "{argument}->struct_size is {got}, expected {expected}: initialise it with its horecon_default_* function"
+        )));
+    }
+    Ok(())
+}
+
+fn options_from_c(o: &horecon_options) -> Result<Options> {
+    check_struct_size(
+        "opts",
+        o.struct_size,
+        std::mem::size_of::<horecon_options>(),
+    )?;
+    let backend = BackendKind::from_code(o.backend).ok_or_else(|| {
+        Error::invalid(format!(
+            "opts->backend must be 0 (auto), 1 (cpu) or 2 (cuda), got {}",
+            o.backend
+        ))
+    })?;
+    let precision = Precision::from_code(o.precision).ok_or_else(|| {
+        Error::invalid(format!(
+            "opts->precision must be 0 (accurate), 1 (fast) or 2 (double), got {}",
+            o.precision
+        ))
+    })?;
+    if o.num_threads < 0 {
+        return Err(Error::invalid(format!(
+            "opts->num_threads must be >= 0, got {}",
+            o.num_threads
+        )));
+    }
+    Ok(Options {
+        backend,
+        device: o.device,
+        num_devices: o.num_devices,
+        num_threads: o.num_threads as usize,
+        precision,
+        verbosity: o.verbosity,
+    })
+}
+
+/// A non-null pointer or `NullPointer` naming the argument.
+fn non_null<T>(argument: &str, p: *const T) -> Result<*const T> {
+    if p.is_null() {
+        Err(Error::null(argument))
+    } else {
+        Ok(p)
+    }
+}
+
+/// Copies `len` elements from C memory (so outputs may alias inputs).
+unsafe fn read<T: Copy>(argument: &str, p: *const T, len: usize) -> Result<Vec<T>> {
+    let p = non_null(argument, p)?;
+    let mut out = crate::error::try_vec(len, std::mem::zeroed::<T>(), argument)?;
+    std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), len);
+    Ok(out)
+}
+
+unsafe fn read_c32(argument: &str, p: *const horecon_c32, len: usize) -> Result<Vec<Complex32>> {
+    let v = read(argument, p, len)?;
+    Ok(v.into_iter().map(|c| Complex32::new(c.re, c.im)).collect())
+}
+
+/// Writes results to C memory (only called once everything succeeded).
+unsafe fn write_c32(out: *mut horecon_c32, values: &[Complex32]) {
+    let dst = std::slice::from_raw_parts_mut(out, values.len());
+    for (d, v) in dst.iter_mut().zip(values) {
+        *d = horecon_c32 { re: v.re, im: v.im };
+    }
+}
+
+unsafe fn plan_ref<'a>(p: *const horecon_plan) -> Result<&'a Plan> {
+    Ok(&(*non_null("plan", p)?).plan)
+}
+
+unsafe fn plan_mut<'a>(p: *mut horecon_plan) -> Result<&'a mut Plan> {
+    if p.is_null() {
+        return Err(Error::null("plan"));
+    }
+    Ok(&mut (*p).plan)
+}
+
+/// Fills `opts` with the defaults (AUTO backend, accurate precision, all cores).
+#[no_mangle]
+pub unsafe extern "C" fn horecon_default_options(opts: *mut horecon_options) {
+    guard_value((), || {
+        if !opts.is_null() {
+            *opts = default_options();
+        }
+    })
+}
+
+/// Fills `o` with the CG defaults (50 iterations, tolerance 1e-6, no regularizer).
+#[no_mangle]
+pub unsafe extern "C" fn horecon_default_cg_options(o: *mut horecon_cg_options) {
+    guard_value((), || {
+        if !o.is_null() {
+            *o = default_cg_options();
+        }
+    })
+}
+
+/// Creates a plan for an nx×ny×nz image (N = nx·ny·nz voxels, voxel
+/// n = ix + nx·(iy + ny·iz)), `ncoils` coils and `nsamples` samples per coil.
+/// `opts` NULL means defaults. On success *plan_out holds the plan.
+#[no_mangle]
+pub unsafe extern "C" fn horecon_plan_create(
+    opts: *const horecon_options,
+    nx: i64,
+    ny: i64,
+    nz: i64,
+    ncoils: i64,
+    nsamples: i64,
+    plan_out: *mut *mut horecon_plan,
+) -> horecon_status {
+    guard("horecon_plan_create", || {
+        non_null("plan_out", plan_out)?;
+        let options = if opts.is_null() {
+            Options::default()
+        } else {
+            options_from_c(&*opts)?
+        };
+        let plan = Plan::new(options, nx, ny, nz, ncoils, nsamples)?;
+        *plan_out = Box::into_raw(Box::new(horecon_plan { plan }));
+        Ok(())
+    })
+}
+
+/// Destroys a plan; NULL is a no-op.
+#[no_mangle]
+pub unsafe extern "C" fn horecon_plan_destroy(plan: *mut horecon_plan) -> horecon_status {
+    guard("horecon_plan_destroy", || {
+        if !plan.is_null() {
+            drop(Box::from_raw(plan));
+        }
+        Ok(())
+    })
+}
+
+/// Voxel positions, N×3 in metres (all x, then all y, then all z).
+#[no_mangle]
+pub unsafe extern "C" fn horecon_set_positions(
+    plan: *mut horecon_plan,
+    positions: *const f64,
+) -> horecon_status {
+    guard("horecon_set_positions", || {
+        let p = plan_mut(plan)?;
+        let v = read("positions", positions, 3 * p.sizes().voxels)?;
+        p.set_positions(&v)
+    })
+}
+
+/// Grid positions: x_i = center_x + (i − ⌊nx/2⌋)·fov_x/nx, likewise y and z.
+#[no_mangle]
+pub unsafe extern "C" fn horecon_set_grid_positions(
+    plan: *mut horecon_plan,
+    fov: *const f64,
+    center: *const f64,
+) -> horecon_status {
+    guard("horecon_set_grid_positions", || {
+        let p = plan_mut(plan)?;
+        let fov = read("fov", fov, 3)?;
+        let center = read("center", center, 3)?;
+        p.set_grid_positions([fov[0], fov[1], fov[2]], [center[0], center[1], center[2]])
+    })
+}
+
+/// Built-in real solid harmonics (nterms 1, 4, 9, 16) with M×nterms
+/// coefficients in rad/m^order. Needs positions.
+#[no_mangle]
+pub unsafe extern "C" fn horecon_set_solid_harmonics(
+    plan: *mut horecon_plan,
+    nterms: i32,
+    coefficients: *const f64,
+) -> horecon_status {
+    guard("horecon_set_solid_harmonics", || {
+        let p = plan_mut(plan)?;
+        if ![1, 4, 9, 16].contains(&nterms) {
+            return Err(Error::invalid(format!(
+                "nterms must be 1, 4, 9 or 16, got {nterms}"
+            )));
+        }
+        let c = read(
+            "coefficients",
+            coefficients,
+            nterms as usize * p.sizes().samples,
+        )?;
+        p.set_solid_harmonics(nterms, &c)
+    })
+}
+
+/// A user basis h_b(r_n), N×nterms, with M×nterms coefficients.
+#[no_mangle]
+pub unsafe extern "C" fn horecon_set_basis(
+    plan: *mut horecon_plan,
+    nterms: i32,
+    basis: *const f64,
+    coefficients: *const f64,
+) -> horecon_status {
+    guard("horecon_set_basis", || {
+        let p = plan_mut(plan)?;
+        if !(1..=4096).contains(&nterms) {
+            return Err(Error::invalid(format!(
+                "nterms must be 1..4096, got {nterms}"
+            )));
+        }
+        let s = p.sizes();
+        let h = read("basis", basis, nterms as usize * s.voxels)?;
+        let c = read("coefficients", coefficients, nterms as usize * s.samples)?;
+        p.set_basis(nterms, &h, &c)
+    })
+}
+
+/// A k-space trajectory k (M×ndims, rad/m): B = ndims, h = (x, y, z). Needs positions.
+#[no_mangle]
+pub unsafe extern "C" fn horecon_set_trajectory(
+    plan: *mut horecon_plan,
+    ndims: i32,
+    k: *const f64,
+) -> horecon_status {
+    guard("horecon_set_trajectory", || {
+        let p = plan_mut(plan)?;
+        if !(1..=3).contains(&ndims) {
+            return Err(Error::invalid(format!(
+                "ndims must be 1, 2 or 3, got {ndims}"
+            )));
+        }
+        let k = read("k", k, ndims as usize * p.sizes().samples)?;
+        p.set_trajectory(ndims, &k)
+    })
+}
+
+/// Off-resonance ω (N, rad/s) and sample times (M, s); omega NULL clears it
+/// (times is then ignored).
+#[no_mangle]
+pub unsafe extern "C" fn horecon_set_off_resonance(
+    plan: *mut horecon_plan,
+    omega: *const f64,
+    times: *const f64,
+) -> horecon_status {
+    guard("horecon_set_off_resonance", || {
+        let p = plan_mut(plan)?;
+        if omega.is_null() {
+            return p.set_off_resonance(None);
+        }
+        let s = p.sizes();
+        let w = read("omega", omega, s.voxels)?;
+        let t = read("times", times, s.samples)?;
+        p.set_off_resonance(Some((&w, &t)))
+    })
+}
+
+/// Coil sensitivities S (N×L complex); NULL means S ≡ 1 and needs L = 1.
+#[no_mangle]
+pub unsafe extern "C" fn horecon_set_sensitivities(
+    plan: *mut horecon_plan,
+    s: *const horecon_c32,
+) -> horecon_status {
+    guard("horecon_set_sensitivities", || {
+        let p = plan_mut(plan)?;
+        if s.is_null() {
+            return p.set_sensitivities(None);
+        }
+        let sz = p.sizes();
+        let v = read_c32("s", s, sz.voxels * sz.coils)?;
+        p.set_sensitivities(Some(&v))
+    })
+}
+
+/// d = E ρ: image N → data M×L. Safe to call concurrently on one plan.
+#[no_mangle]
+pub unsafe extern "C" fn horecon_forward(
+    plan: *const horecon_plan,
+    image: *const horecon_c32,
+    data: *mut horecon_c32,
+) -> horecon_status {
+    guard("horecon_forward", || {
+        let p = plan_ref(plan)?;
+        let s = p.sizes();
+        let x = read_c32("image", image, s.voxels)?;
+        non_null("data", data)?;
+        let mut d = crate::error::try_vec(s.samples * s.coils, Complex32::default(), "data")?;
+        p.forward(&x, &mut d)?;
+        write_c32(data, &d);
+        Ok(())
+    })
+}
+
+/// ρ = Eᴴ d: data M×L → image N. Safe to call concurrently on one plan.
+#[no_mangle]
+pub unsafe extern "C" fn horecon_adjoint(
+    plan: *const horecon_plan,
+    data: *const horecon_c32,
+    image: *mut horecon_c32,
+) -> horecon_status {
+    guard("horecon_adjoint", || {
+        let p = plan_ref(plan)?;
+        let s = p.sizes();
+        let d = read_c32("data", data, s.samples * s.coils)?;
+        non_null("image", image)?;
+        let mut x = crate::error::try_vec(s.voxels, Complex32::default(), "image")?;
+        p.adjoint(&d, &mut x)?;
+        write_c32(image, &x);
+        Ok(())
+    })
+}
+
+/// out = Eᴴ E ρ (N → N). Safe to call concurrently on one plan.
+#[no_mangle]
+pub unsafe extern "C" fn horecon_normal(
+    plan: *const horecon_plan,
+    image: *const horecon_c32,
+    out: *mut horecon_c32,
+) -> horecon_status {
+    guard("horecon_normal", || {
+        let p = plan_ref(plan)?;
+        let n = p.sizes().voxels;
+        let x = read_c32("image", image, n)?;
+        non_null("out", out)?;
+        let mut y = crate::error::try_vec(n, Complex32::default(), "out")?;
+        p.normal(&x, &mut y)?;
+        write_c32(out, &y);
+        Ok(())
+    })
+}
+
+/// Conjugate gradient on (EᴴWE + λR)ρ = EᴴWd. `image` (N) is the start when
+/// `warm_start` is set and receives the solution. On any error, cancellation
+/// included, `image` is left untouched. `o` NULL = defaults; `info` may be NULL.
+#[no_mangle]
+pub unsafe extern "C" fn horecon_cg(
+    plan: *const horecon_plan,
+    data: *const horecon_c32,
+    o: *const horecon_cg_options,
+    image: *mut horecon_c32,
+    info: *mut horecon_cg_info,
+) -> horecon_status {
+    guard("horecon_cg", || {
+        let p = plan_ref(plan)?;
+        let s = p.sizes();
+        let c = if o.is_null() {
+            default_cg_options()
+        } else {
+            *o
+        };
+        check_struct_size(
+            "o",
+            c.struct_size,
+            std::mem::size_of::<horecon_cg_options>(),
+        )?;
+        let regularizer = Regularizer::from_code(c.regularizer)?;
+        if c.max_iterations < 0 {
+            return Err(Error::invalid(format!(
+                "o->max_iterations must be >= 0, got {}",
+                c.max_iterations
+            )));
+        }
+        let d = read_c32("data", data, s.samples * s.coils)?;
+        non_null("image", image)?;
+        let mut x = if c.warm_start != 0 {
+            read_c32("image", image, s.voxels)?
+        } else {
+            crate::error::try_vec(s.voxels, Complex32::default(), "image")?
+        };
+        let weights = if c.sample_weights.is_null() {
+            None
+        } else {
+            Some(read("o->sample_weights", c.sample_weights, s.samples)?)
+        };
+        let callback = c.progress;
+        let user = c.progress_user as usize;
+        let progress = move |iteration: usize, rel: f64| -> bool {
+            // SAFETY: the caller promises `progress` is callable with its `progress_user`.
+            callback.is_some_and(|f| unsafe { f(user as *mut c_void, iteration as i32, rel) != 0 })
+        };
+        let options = CgOptions {
+            max_iterations: c.max_iterations as usize,
+            tolerance: c.tolerance,
+            regularizer,
+            lambda: c.lambda,
+            sample_weights: weights.as_deref(),
+            warm_start: c.warm_start != 0,
+            progress: if callback.is_some() {
+                Some(&progress)
+            } else {
+                None
+            },
+        };
+        let result = p.cg(&d, &options, &mut x)?;
+        write_c32(image, &x);
+        if !info.is_null() {
+            *info = horecon_cg_info {
+                iterations: result.iterations as i32,
+                converged: result.converged as i32,
+                rel_residual: result.rel_residual,
+                seconds: result.seconds,
+            };
+        }
+        Ok(())
+    })
+}
+
+/// The message of the last failing call on this thread ("" if none). Valid
+/// until the next horecon call on this thread.
+#[no_mangle]
+pub extern "C" fn horecon_last_error() -> *const c_char {
+    guard_value(c"".as_ptr(), guard::last_error_ptr)
+}
+
+/// A static description of a status code.
+#[no_mangle]
+pub extern "C" fn horecon_status_string(s: horecon_status) -> *const c_char {
+    use crate::error::Status::*;
+    guard_value(
+        c"unknown status".as_ptr(),
+        || match crate::error::Status::from_code(s) {
+            Some(Ok) => c"HORECON_OK: success".as_ptr(),
+            Some(NullPointer) => c"HORECON_ERR_NULL_POINTER: a required pointer is NULL".as_ptr(),
+            Some(InvalidArgument) => {
+                c"HORECON_ERR_INVALID_ARGUMENT: bad count, size, enum or option value".as_ptr()
+            }
+            Some(SizeMismatch) => {
+                c"HORECON_ERR_SIZE_MISMATCH: array sizes disagree with the plan".as_ptr()
+            }
+            Some(NotFinite) => c"HORECON_ERR_NOT_FINITE: NaN or Inf in an input array".as_ptr(),
+            Some(IncompletePlan) => {
+                c"HORECON_ERR_INCOMPLETE_PLAN: positions and phase model must be set first".as_ptr()
+            }
+            Some(OutOfMemory) => {
+                c"HORECON_ERR_OUT_OF_MEMORY: host or device allocation failed".as_ptr()
+            }
+            Some(BackendUnavailable) => {
+                c"HORECON_ERR_BACKEND_UNAVAILABLE: CUDA requested but no driver, GPU or NVRTC"
+                    .as_ptr()
+            }
+            Some(Backend) => c"HORECON_ERR_BACKEND: a CUDA, NVRTC or cuFFT call failed".as_ptr(),
+            Some(Cancelled) => {
+                c"HORECON_ERR_CANCELLED: the progress callback asked to stop".as_ptr()
+            }
+            Some(Internal) => {
+                c"HORECON_ERR_INTERNAL: internal error (a bug, please report it)".as_ptr()
+            }
+            None => c"unknown status".as_ptr(),
+        },
+    )
+}
+
+/// The library version, "MAJOR.MINOR.PATCH".
+#[no_mangle]
+pub extern "C" fn horecon_version() -> *const c_char {
+    static VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "\0");
+    VERSION.as_ptr() as *const c_char
+}
+
+/// Number of usable CUDA devices; 0 without driver or GPU (never an error).
+#[no_mangle]
+pub unsafe extern "C" fn horecon_cuda_device_count(count: *mut i32) -> horecon_status {
+    guard("horecon_cuda_device_count", || {
+        non_null("count", count)?;
+        *count = crate::backend::cuda_device_count() as i32;
+        Ok(())
+    })
+}
+
+/// The backend the plan runs on: HORECON_BACKEND_CPU or HORECON_BACKEND_CUDA (never AUTO).
+#[no_mangle]
+pub unsafe extern "C" fn horecon_plan_backend(
+    plan: *const horecon_plan,
+    backend: *mut i32,
+) -> horecon_status {
+    guard("horecon_plan_backend", || {
+        let p = plan_ref(plan)?;
+        non_null("backend", backend)?;
+        *backend = p.backend() as i32;
+        Ok(())
+    })
+}

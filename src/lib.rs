@@ -1,0 +1,31 @@
+//! # horecon: exact MRI reconstruction with higher-order field models
+//!
+//! The encoding model (design/MODEL.md), computed exactly, on the fly:
+//!
+//! $$\varphi(j,n) = \sum_b k_b(t_j)\,h_b(\mathbf r_n) + \omega_n t_j,\qquad
+//!   E_{(j,c),n} = S_c(\mathbf r_n)\, e^{+i\varphi(j,n)}$$
+//!
+//! - forward $d = E\rho$, adjoint $\hat\rho = E^H d$, normal $E^H E\rho$;
+//! - images are N = nx·ny·nz voxels (x fastest), data M×L (sample fastest);
+//! - no normalisation and no implicit density compensation;
+//! - the sign is $+i$ in $E$: a user with $e^{-i k\cdot r}$ passes $-k$.
+//!
+//! Reconstruction solves $(E^H W E + \lambda R)\rho = E^H W d$ by conjugate
+//! gradient ([`solver`]), generic over the backend.
+//!
+//! Layers, one direction of dependency: [`ffi`] → [`plan`] → [`solver`] →
+//! [`op`] → [`backend`] → [`model`].
+
+pub mod backend;
+pub mod error;
+pub mod ffi;
+pub mod model;
+pub mod op;
+pub mod plan;
+pub mod solver;
+
+pub use error::{Error, Result, Status};
+pub use num_complex::Complex32;
+pub use op::Precision;
+pub use plan::{BackendKind, CgInfo, CgOptions, Options, Plan};
+pub use solver::Regularizer;

@@ -1,0 +1,355 @@
+//! The encoding model of MODEL.md as plain, validated host data.
+//!
+//! φ(j, n) = Σ_b k_b(t_j)·h_b(r_n) + ω_n·t_j,   E[(j,c), n] = S_c(r_n)·exp(+i·φ(j, n)).
+//!
+//! All arrays use MODEL.md's layouts, first index fastest. The model knows
+//! nothing of backends: they consume its [`Features`].
+
+pub mod grid;
+pub mod harmonics;
+
+use crate::error::{try_vec, Error, Result, Status};
+use num_complex::Complex32;
+
+/// Problem sizes: N voxels on an nx×ny×nz grid, M samples per coil, L coils.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sizes {
+    pub dims: [usize; 3],
+    pub voxels: usize,
+    pub samples: usize,
+    pub coils: usize,
+}
+
+/// Largest number of elements of any one array: keeps every byte count
+/// (elements × 16 bytes × a few) far from overflowing isize.
+const MAX_ELEMENTS: usize = 1 << 40;
+
+impl Sizes {
+    /// Checks counts given through the C API (signed there).
+    pub fn new(nx: i64, ny: i64, nz: i64, ncoils: i64, nsamples: i64) -> Result<Sizes> {
+        for (name, v) in [
+            ("nx", nx),
+            ("ny", ny),
+            ("nz", nz),
+            ("ncoils", ncoils),
+            ("nsamples", nsamples),
+        ] {
+            if v < 1 {
+                return Err(Error::invalid(format!("{name} must be >= 1, got {v}")));
+            }
+            if v as u64 > MAX_ELEMENTS as u64 {
+                return Err(Error::invalid(format!("{name} = {v} is too large")));
+            }
+        }
+        let dims = [nx as usize, ny as usize, nz as usize];
+        let voxels = dims[0]
+            .checked_mul(dims[1])
+            .and_then(|v| v.checked_mul(dims[2]))
+            .filter(|&v| v <= MAX_ELEMENTS / 64)
+            .ok_or_else(|| Error::invalid(format!("nx*ny*nz = {nx}*{ny}*{nz} is too large")))?;
+        let (samples, coils) = (nsamples as usize, ncoils as usize);
+        for (name, count) in [
+            ("nsamples*ncoils", samples.checked_mul(coils)),
+            ("nx*ny*nz*ncoils", voxels.checked_mul(coils)),
+        ] {
+            if count.is_none_or(|c| c > MAX_ELEMENTS / 64) {
+                return Err(Error::invalid(format!("{name} is too large")));
+            }
+        }
+        Ok(Sizes {
+            dims,
+            voxels,
+            samples,
+            coils,
+        })
+    }
+
+    /// Number of grid axes with more than one voxel (at least 1).
+    pub fn grid_axes(&self) -> usize {
+        self.dims.iter().filter(|&&d| d > 1).count().max(1)
+    }
+}
+
+/// Fails with `NotFinite` naming `argument` if any value is NaN or ±Inf.
+pub fn check_finite(argument: &str, values: &[f64]) -> Result<()> {
+    match values.iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(i) => Err(Error::new(
+            Status::NotFinite,
+            format!("{argument}[{i}] = {} is not finite", values[i]),
+        )),
+    }
+}
+
+/// As [`check_finite`], for complex single-precision arrays.
+pub fn check_finite_c32(argument: &str, values: &[Complex32]) -> Result<()> {
+    match values
+        .iter()
+        .position(|v| !(v.re.is_finite() && v.im.is_finite()))
+    {
+        None => Ok(()),
+        Some(i) => Err(Error::new(
+            Status::NotFinite,
+            format!("{argument}[{i}] = {} is not finite", values[i]),
+        )),
+    }
+}
+
+/// As [`check_finite`], for real single-precision arrays.
+pub fn check_finite_f32(argument: &str, values: &[f32]) -> Result<()> {
+    match values.iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(i) => Err(Error::new(
+            Status::NotFinite,
+            format!("{argument}[{i}] = {} is not finite", values[i]),
+        )),
+    }
+}
+
+/// The spatial basis h_b(r) of the phase model.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Basis {
+    /// The first `nterms` built-in real solid harmonics, evaluated at the positions.
+    SolidHarmonics(usize),
+    /// A plain k-space trajectory: h = (x, y, z) truncated to `ndims`.
+    Trajectory(usize),
+    /// A user basis, N×B (first index fastest).
+    User(Vec<f64>),
+}
+
+/// A phase model: a basis and its M×B coefficients (rad/m^order).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PhaseModel {
+    pub basis: Basis,
+    pub terms: usize,
+    pub coefficients: Vec<f64>,
+}
+
+/// Static off-resonance ω (N, rad/s) with the sample times t (M, s).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OffResonance {
+    pub omega: Vec<f64>,
+    pub times: Vec<f64>,
+}
+
+/// Everything a plan knows about the encoding: sizes, positions, phase
+/// model, off-resonance and coil sensitivities.
+#[derive(Clone, Debug)]
+pub struct Model {
+    pub sizes: Sizes,
+    pub positions: Option<Vec<f64>>,
+    pub phase: Option<PhaseModel>,
+    pub off_resonance: Option<OffResonance>,
+    /// N×L complex sensitivities; `None` means S ≡ 1 (and L = 1).
+    pub sensitivities: Option<Vec<Complex32>>,
+}
+
+impl Model {
+    pub fn new(sizes: Sizes) -> Model {
+        Model {
+            sizes,
+            positions: None,
+            phase: None,
+            off_resonance: None,
+            sensitivities: None,
+        }
+    }
+
+    pub fn set_positions(&mut self, positions: &[f64]) -> Result<()> {
+        check_finite("positions", positions)?;
+        self.positions = Some(positions.to_vec());
+        Ok(())
+    }
+
+    pub fn set_grid_positions(&mut self, fov: [f64; 3], center: [f64; 3]) -> Result<()> {
+        check_finite("fov", &fov)?;
+        check_finite("center", &center)?;
+        if let Some(axis) = fov.iter().position(|&f| f <= 0.0) {
+            return Err(Error::invalid(format!(
+                "fov[{axis}] must be > 0 metres, got {}",
+                fov[axis]
+            )));
+        }
+        self.positions = Some(grid::grid_positions(self.sizes.dims, fov, center));
+        Ok(())
+    }
+
+    fn require_positions(&self, what: &str) -> Result<()> {
+        if self.positions.is_none() {
+            return Err(Error::incomplete(format!(
+                "{what} needs positions: set positions first"
+            )));
+        }
+        Ok(())
+    }
+
+    pub fn set_solid_harmonics(&mut self, nterms: i32, coefficients: &[f64]) -> Result<()> {
+        let terms = usize::try_from(nterms)
+            .ok()
+            .filter(|t| harmonics::SOLID_HARMONIC_TERMS.contains(t))
+            .ok_or_else(|| Error::invalid(format!("nterms must be 1, 4, 9 or 16, got {nterms}")))?;
+        check_finite("coefficients", coefficients)?;
+        self.require_positions("set_solid_harmonics")?;
+        self.phase = Some(PhaseModel {
+            basis: Basis::SolidHarmonics(terms),
+            terms,
+            coefficients: coefficients.to_vec(),
+        });
+        Ok(())
+    }
+
+    pub fn set_trajectory(&mut self, ndims: i32, k: &[f64]) -> Result<()> {
+        let terms = usize::try_from(ndims)
+            .ok()
+            .filter(|d| (1..=3).contains(d))
+            .ok_or_else(|| Error::invalid(format!("ndims must be 1, 2 or 3, got {ndims}")))?;
+        check_finite("k", k)?;
+        self.require_positions("set_trajectory")?;
+        self.phase = Some(PhaseModel {
+            basis: Basis::Trajectory(terms),
+            terms,
+            coefficients: k.to_vec(),
+        });
+        Ok(())
+    }
+
+    /// `nterms` has been checked ≥ 1 by the caller (it sized the slices).
+    pub fn set_basis(&mut self, basis: &[f64], coefficients: &[f64]) -> Result<()> {
+        check_finite("basis", basis)?;
+        check_finite("coefficients", coefficients)?;
+        let terms = basis.len() / self.sizes.voxels;
+        self.phase = Some(PhaseModel {
+            basis: Basis::User(basis.to_vec()),
+            terms,
+            coefficients: coefficients.to_vec(),
+        });
+        Ok(())
+    }
+
+    pub fn set_off_resonance(&mut self, omega_and_times: Option<(&[f64], &[f64])>) -> Result<()> {
+        match omega_and_times {
+            None => self.off_resonance = None,
+            Some((omega, times)) => {
+                check_finite("omega", omega)?;
+                check_finite("times", times)?;
+                self.off_resonance = Some(OffResonance {
+                    omega: omega.to_vec(),
+                    times: times.to_vec(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub fn set_sensitivities(&mut self, sensitivities: Option<&[Complex32]>) -> Result<()> {
+        match sensitivities {
+            None if self.sizes.coils != 1 => Err(Error::invalid(format!(
+                "sensitivities may be NULL (S = 1) only when ncoils = 1, but the plan has {} coils",
+                self.sizes.coils
+            ))),
+            None => {
+                self.sensitivities = None;
+                Ok(())
+            }
+            Some(s) => {
+                check_finite_c32("sensitivities", s)?;
+                self.sensitivities = Some(s.to_vec());
+                Ok(())
+            }
+        }
+    }
+
+    /// Checks that the operators can be applied.
+    pub fn check_complete(&self) -> Result<()> {
+        if self.positions.is_none()
+            && !matches!(
+                self.phase,
+                Some(PhaseModel {
+                    basis: Basis::User(_),
+                    ..
+                })
+            )
+        {
+            return Err(Error::incomplete(
+                "positions are not set (horecon_set_positions or horecon_set_grid_positions)",
+            ));
+        }
+        if self.phase.is_none() {
+            return Err(Error::incomplete(
+                "no phase model is set (horecon_set_trajectory, horecon_set_solid_harmonics or horecon_set_basis)",
+            ));
+        }
+        if self.sizes.coils > 1 && self.sensitivities.is_none() {
+            return Err(Error::incomplete(format!(
+                "the plan has {} coils but no sensitivities are set (horecon_set_sensitivities)",
+                self.sizes.coils
+            )));
+        }
+        Ok(())
+    }
+
+    /// The phase as a bilinear form in cycles, ready for a backend.
+    pub fn features(&self) -> Result<Features> {
+        self.check_complete()?;
+        let Sizes {
+            voxels: n,
+            samples: m,
+            ..
+        } = self.sizes;
+        let phase = self
+            .phase
+            .as_ref()
+            .ok_or_else(|| Error::internal("phase model missing"))?;
+        let b = phase.terms;
+        let f = b + usize::from(self.off_resonance.is_some());
+        let mut voxel = try_vec(f * n, 0.0f64, "voxel features (N x terms)")?;
+        let mut sample = try_vec(f * m, 0.0f64, "sample features (M x terms)")?;
+        match &phase.basis {
+            Basis::SolidHarmonics(t) => {
+                let p = self
+                    .positions
+                    .as_ref()
+                    .ok_or_else(|| Error::internal("positions missing"))?;
+                harmonics::evaluate(*t, p, n, &mut voxel[..t * n]);
+            }
+            Basis::Trajectory(d) => {
+                let p = self
+                    .positions
+                    .as_ref()
+                    .ok_or_else(|| Error::internal("positions missing"))?;
+                voxel[..d * n].copy_from_slice(&p[..d * n]);
+            }
+            Basis::User(h) => voxel[..b * n].copy_from_slice(h),
+        }
+        let cycles = 1.0 / (2.0 * std::f64::consts::PI);
+        for (s, k) in sample[..b * m].iter_mut().zip(&phase.coefficients) {
+            *s = k * cycles;
+        }
+        if let Some(or) = &self.off_resonance {
+            voxel[b * n..].copy_from_slice(&or.omega);
+            for (s, t) in sample[b * m..].iter_mut().zip(&or.times) {
+                *s = t * cycles;
+            }
+        }
+        Ok(Features {
+            terms: f,
+            voxel,
+            sample,
+            sensitivities: self.sensitivities.clone(),
+        })
+    }
+}
+
+/// The phase in cycles as a sum of products, φ(j,n)/2π = Σ_f a_f(j)·v_f(n),
+/// with off-resonance as one more term (v = ω, a = t/2π).
+#[derive(Clone, Debug)]
+pub struct Features {
+    /// F = B (+1 with off-resonance).
+    pub terms: usize,
+    /// v_f(n): F×N, voxel index fastest.
+    pub voxel: Vec<f64>,
+    /// a_f(j) in cycles: F×M, sample index fastest.
+    pub sample: Vec<f64>,
+    /// N×L, or `None` for S ≡ 1.
+    pub sensitivities: Option<Vec<Complex32>>,
+}

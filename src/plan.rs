@@ -1,0 +1,409 @@
+//! A plan: the geometry and phase model of one acquisition (the expensive,
+//! reusable part) plus the operator built from it on the chosen backend.
+//!
+//! The Rust face of the C API; `ffi` is a thin, checked layer over it.
+
+use crate::backend;
+use crate::error::{Error, Result, Status};
+use crate::model::{check_finite_c32, check_finite_f32, Model, Sizes};
+use crate::op::{CgReport, EncodingOperator, Precision};
+use crate::solver::{CgProblem, Regularizer};
+use num_complex::Complex32;
+use std::sync::{Arc, Mutex};
+
+/// Where the operators run.
+#[repr(i32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum BackendKind {
+    /// CUDA when a usable GPU, driver and NVRTC are present, else the CPU.
+    #[default]
+    Auto = 0,
+    Cpu = 1,
+    Cuda = 2,
+}
+
+impl BackendKind {
+    pub fn from_code(code: i32) -> Option<BackendKind> {
+        [BackendKind::Auto, BackendKind::Cpu, BackendKind::Cuda]
+            .into_iter()
+            .find(|b| *b as i32 == code)
+    }
+}
+
+/// Plan options (the Rust mirror of `horecon_options`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    pub backend: BackendKind,
+    pub device: i32,
+    pub num_devices: i32,
+    /// CPU threads; 0 = all.
+    pub num_threads: usize,
+    pub precision: Precision,
+    /// 0 silent, 1 one line per solve, 2 one line per iteration (stderr).
+    pub verbosity: i32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            backend: BackendKind::Auto,
+            device: 0,
+            num_devices: 1,
+            num_threads: 0,
+            precision: Precision::Accurate,
+            verbosity: 0,
+        }
+    }
+}
+
+/// Options of a conjugate-gradient solve (the Rust mirror of `horecon_cg_options`).
+#[derive(Clone, Copy)]
+pub struct CgOptions<'a> {
+    pub max_iterations: usize,
+    pub tolerance: f64,
+    pub regularizer: Regularizer,
+    pub lambda: f64,
+    pub sample_weights: Option<&'a [f32]>,
+    pub warm_start: bool,
+    /// (iteration, relative residual) → true to stop.
+    pub progress: Option<&'a (dyn Fn(usize, f64) -> bool + Sync)>,
+}
+
+impl Default for CgOptions<'_> {
+    fn default() -> Self {
+        CgOptions {
+            max_iterations: 50,
+            tolerance: 1e-6,
+            regularizer: Regularizer::None,
+            lambda: 0.0,
+            sample_weights: None,
+            warm_start: false,
+            progress: None,
+        }
+    }
+}
+
+/// The result of [`Plan::cg`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CgInfo {
+    pub iterations: usize,
+    pub converged: bool,
+    pub rel_residual: f64,
+    pub seconds: f64,
+}
+
+/// A reconstruction plan. Setters need `&mut self`; the operators take
+/// `&self` and may be called from several threads at once.
+pub struct Plan {
+    options: Options,
+    backend: BackendKind,
+    model: Model,
+    pool: Arc<rayon::ThreadPool>,
+    /// Built on first use after the model changed (so a GPU gets the model once).
+    operator: Mutex<Option<Arc<dyn EncodingOperator>>>,
+}
+
+fn expect_len(argument: &str, got: usize, expected: usize, shape: &str) -> Result<()> {
+    if got != expected {
+        return Err(Error::size(format!(
+            "{argument} has {got} elements, expected {expected} ({shape})"
+        )));
+    }
+    Ok(())
+}
+
+impl Plan {
+    /// A plan for an nx×ny×nz image, `ncoils` coils and `nsamples` samples per coil.
+    pub fn new(
+        options: Options,
+        nx: i64,
+        ny: i64,
+        nz: i64,
+        ncoils: i64,
+        nsamples: i64,
+    ) -> Result<Plan> {
+        let sizes = Sizes::new(nx, ny, nz, ncoils, nsamples)?;
+        if options.device < 0 {
+            return Err(Error::invalid(format!(
+                "device must be >= 0, got {}",
+                options.device
+            )));
+        }
+        if options.num_devices < 1 {
+            return Err(Error::invalid(format!(
+                "num_devices must be >= 1, got {}",
+                options.num_devices
+            )));
+        }
+        if !(0..=2).contains(&options.verbosity) {
+            return Err(Error::invalid(format!(
+                "verbosity must be 0, 1 or 2, got {}",
+                options.verbosity
+            )));
+        }
+        let backend = backend::resolve(&options)?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(options.num_threads)
+            .thread_name(|i| format!("horecon-{i}"))
+            .build()
+            .map_err(|e| {
+                Error::new(
+                    Status::Internal,
+                    format!("could not start the CPU thread pool: {e}"),
+                )
+            })?;
+        Ok(Plan {
+            options,
+            backend,
+            model: Model::new(sizes),
+            pool: Arc::new(pool),
+            operator: Mutex::new(None),
+        })
+    }
+
+    pub fn sizes(&self) -> Sizes {
+        self.model.sizes
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// The backend the operators run on (never `Auto`).
+    pub fn backend(&self) -> BackendKind {
+        self.backend
+    }
+
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    fn changed(&mut self) {
+        *self.operator.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// Voxel positions, N×3 metres (x column, then y, then z).
+    pub fn set_positions(&mut self, positions: &[f64]) -> Result<()> {
+        expect_len(
+            "positions",
+            positions.len(),
+            3 * self.sizes().voxels,
+            "N x 3",
+        )?;
+        self.model.set_positions(positions)?;
+        self.changed();
+        Ok(())
+    }
+
+    /// Grid positions (MODEL.md's FFT-centred helper).
+    pub fn set_grid_positions(&mut self, fov: [f64; 3], center: [f64; 3]) -> Result<()> {
+        self.model.set_grid_positions(fov, center)?;
+        self.changed();
+        Ok(())
+    }
+
+    /// The built-in solid harmonics (nterms 1, 4, 9 or 16) with M×nterms coefficients.
+    pub fn set_solid_harmonics(&mut self, nterms: i32, coefficients: &[f64]) -> Result<()> {
+        if let Ok(t) = usize::try_from(nterms) {
+            expect_len(
+                "coefficients",
+                coefficients.len(),
+                t * self.sizes().samples,
+                "M x nterms",
+            )?;
+        }
+        self.model.set_solid_harmonics(nterms, coefficients)?;
+        self.changed();
+        Ok(())
+    }
+
+    /// A user basis, N×B, with M×B coefficients.
+    pub fn set_basis(&mut self, nterms: i32, basis: &[f64], coefficients: &[f64]) -> Result<()> {
+        let terms = usize::try_from(nterms)
+            .ok()
+            .filter(|&t| (1..=4096).contains(&t))
+            .ok_or_else(|| Error::invalid(format!("nterms must be 1..4096, got {nterms}")))?;
+        let s = self.sizes();
+        expect_len("basis", basis.len(), terms * s.voxels, "N x nterms")?;
+        expect_len(
+            "coefficients",
+            coefficients.len(),
+            terms * s.samples,
+            "M x nterms",
+        )?;
+        self.model.set_basis(basis, coefficients)?;
+        self.changed();
+        Ok(())
+    }
+
+    /// A k-space trajectory, M×ndims rad/m (h = x, y, z).
+    pub fn set_trajectory(&mut self, ndims: i32, k: &[f64]) -> Result<()> {
+        if let Ok(d) = usize::try_from(ndims) {
+            expect_len("k", k.len(), d * self.sizes().samples, "M x ndims")?;
+        }
+        self.model.set_trajectory(ndims, k)?;
+        self.changed();
+        Ok(())
+    }
+
+    /// Off-resonance ω (N, rad/s) with sample times (M, s); `None` clears it.
+    pub fn set_off_resonance(&mut self, omega_and_times: Option<(&[f64], &[f64])>) -> Result<()> {
+        if let Some((omega, times)) = omega_and_times {
+            expect_len("omega", omega.len(), self.sizes().voxels, "N")?;
+            expect_len("times", times.len(), self.sizes().samples, "M")?;
+        }
+        self.model.set_off_resonance(omega_and_times)?;
+        self.changed();
+        Ok(())
+    }
+
+    /// Coil sensitivities, N×L; `None` = S ≡ 1 (only with one coil).
+    pub fn set_sensitivities(&mut self, sensitivities: Option<&[Complex32]>) -> Result<()> {
+        if let Some(s) = sensitivities {
+            expect_len(
+                "sensitivities",
+                s.len(),
+                self.sizes().voxels * self.sizes().coils,
+                "N x L",
+            )?;
+        }
+        self.model.set_sensitivities(sensitivities)?;
+        self.changed();
+        Ok(())
+    }
+
+    /// The operator for the current model, built on first use.
+    pub fn operator(&self) -> Result<Arc<dyn EncodingOperator>> {
+        let mut slot = self.operator.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(op) = slot.as_ref() {
+            return Ok(op.clone());
+        }
+        let features = self.model.features()?;
+        let op: Arc<dyn EncodingOperator> = Arc::from(backend::build(
+            self.backend,
+            &features,
+            self.sizes(),
+            &self.options,
+            self.pool.clone(),
+        )?);
+        *slot = Some(op.clone());
+        Ok(op)
+    }
+
+    fn check_image(&self, argument: &str, image: &[Complex32]) -> Result<()> {
+        expect_len(argument, image.len(), self.sizes().voxels, "N = nx*ny*nz")
+    }
+
+    fn check_data(&self, argument: &str, data: &[Complex32]) -> Result<()> {
+        let s = self.sizes();
+        expect_len(argument, data.len(), s.samples * s.coils, "M x L")
+    }
+
+    /// d = E ρ (MODEL.md).
+    pub fn forward(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
+        self.check_image("image", image)?;
+        self.check_data("data", data)?;
+        check_finite_c32("image", image)?;
+        self.operator()?.forward(image, data)
+    }
+
+    /// ρ = Eᴴ d.
+    pub fn adjoint(&self, data: &[Complex32], image: &mut [Complex32]) -> Result<()> {
+        self.check_data("data", data)?;
+        self.check_image("image", image)?;
+        check_finite_c32("data", data)?;
+        self.operator()?.adjoint(data, image)
+    }
+
+    /// out = Eᴴ E ρ.
+    pub fn normal(&self, image: &[Complex32], out: &mut [Complex32]) -> Result<()> {
+        self.check_image("image", image)?;
+        self.check_image("out", out)?;
+        check_finite_c32("image", image)?;
+        self.operator()?.normal(image, out, None)
+    }
+
+    /// Conjugate gradient on (EᴴWE + λR)ρ = EᴴWd. `image` holds the start
+    /// when `warm_start`, and receives the solution. On error (cancellation
+    /// included) `image` is left untouched.
+    pub fn cg(
+        &self,
+        data: &[Complex32],
+        options: &CgOptions<'_>,
+        image: &mut [Complex32],
+    ) -> Result<CgInfo> {
+        let s = self.sizes();
+        self.check_data("data", data)?;
+        self.check_image("image", image)?;
+        check_finite_c32("data", data)?;
+        if options.warm_start {
+            check_finite_c32("image (warm start)", image)?;
+        }
+        if !(options.tolerance.is_finite() && options.tolerance >= 0.0) {
+            return Err(Error::invalid(format!(
+                "tolerance must be finite and >= 0, got {}",
+                options.tolerance
+            )));
+        }
+        if !(options.lambda.is_finite() && options.lambda >= 0.0) {
+            return Err(Error::invalid(format!(
+                "lambda must be finite and >= 0, got {}",
+                options.lambda
+            )));
+        }
+        if let Some(w) = options.sample_weights {
+            expect_len("sample_weights", w.len(), s.samples, "M")?;
+            check_finite_f32("sample_weights", w)?;
+            if let Some(i) = w.iter().position(|&v| v < 0.0) {
+                return Err(Error::invalid(format!(
+                    "sample_weights[{i}] = {} is negative",
+                    w[i]
+                )));
+            }
+        }
+        let op = self.operator()?;
+        let verbosity = self.options.verbosity;
+        let user = options.progress;
+        let progress = move |iteration: usize, rel: f64| {
+            if verbosity >= 2 {
+                eprintln!("horecon cg: iteration {iteration:4}  relative residual {rel:.3e}");
+            }
+            user.is_some_and(|f| f(iteration, rel))
+        };
+        let problem = CgProblem {
+            data,
+            sample_weights: options.sample_weights,
+            regularizer: options.regularizer,
+            lambda: options.lambda,
+            max_iterations: options.max_iterations,
+            tolerance: options.tolerance,
+            warm_start: options.warm_start,
+            progress: Some(&progress),
+        };
+        let start = std::time::Instant::now();
+        let mut solution = image.to_vec();
+        let report: CgReport = op.solve(&problem, &mut solution)?;
+        image.copy_from_slice(&solution);
+        let info = CgInfo {
+            iterations: report.iterations,
+            converged: report.converged,
+            rel_residual: report.rel_residual,
+            seconds: start.elapsed().as_secs_f64(),
+        };
+        if verbosity >= 1 {
+            eprintln!(
+                "horecon cg: {} iterations, relative residual {:.3e}, {}, {:.3} s on {}",
+                info.iterations,
+                info.rel_residual,
+                if info.converged {
+                    "converged"
+                } else {
+                    "not converged"
+                },
+                info.seconds,
+                op.backend_name()
+            );
+        }
+        Ok(info)
+    }
+}

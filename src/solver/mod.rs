@@ -1,0 +1,6 @@
+//! Solvers, generic over where the vectors live (BART's vector-operations
+//! table): one conjugate gradient serves the CPU and the GPU.
+
+mod cg;
+
+pub use cg::{cg, CgProblem, CgSpace, Regularizer};

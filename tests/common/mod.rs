@@ -1,0 +1,268 @@
+//! Shared test helpers: random problems with a printed seed and the float64
+//! direct sums of MODEL.md, written independently of the library's kernels.
+#![allow(dead_code)]
+
+use horecon::model::harmonics::solid_harmonic;
+use horecon::{Complex32, Options, Plan, Precision};
+use num_complex::Complex64;
+
+/// A small deterministic generator (SplitMix64), so the tests need no crate.
+pub struct Rng(u64);
+
+impl Rng {
+    /// Seeded from HORECON_TEST_SEED or the clock; prints the seed.
+    pub fn fresh(test: &str) -> Rng {
+        let seed = std::env::var("HORECON_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(1)
+            });
+        eprintln!("{test}: seed {seed} (rerun with HORECON_TEST_SEED={seed})");
+        Rng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1).
+    pub fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    pub fn range(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * self.uniform()
+    }
+    pub fn int(&mut self, lo: usize, hi_inclusive: usize) -> usize {
+        lo + (self.next_u64() % (hi_inclusive - lo + 1) as u64) as usize
+    }
+    pub fn normal(&mut self) -> f64 {
+        let (u, v) = (self.uniform().max(1e-300), self.uniform());
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    }
+    pub fn complex(&mut self, n: usize) -> Vec<Complex32> {
+        (0..n)
+            .map(|_| Complex32::new(self.normal() as f32, self.normal() as f32))
+            .collect()
+    }
+}
+
+/// A random higher-order problem in MODEL.md layouts.
+#[derive(Clone, Debug)]
+pub struct Problem {
+    pub dims: [usize; 3],
+    pub coils: usize,
+    pub samples: usize,
+    pub positions: Vec<f64>,
+    /// (nterms, M×B) for the built-in solid harmonics, or a user basis (N×B, M×B).
+    pub terms: usize,
+    pub user_basis: Option<Vec<f64>>,
+    pub coefficients: Vec<f64>,
+    pub off_resonance: Option<(Vec<f64>, Vec<f64>)>,
+    pub sensitivities: Option<Vec<Complex32>>,
+}
+
+impl Problem {
+    pub fn voxels(&self) -> usize {
+        self.dims.iter().product()
+    }
+
+    /// Random sizes up to `max_voxels`, phases up to `max_cycles` cycles from the linear terms.
+    pub fn random(
+        rng: &mut Rng,
+        max_voxels: usize,
+        max_samples: usize,
+        max_cycles: f64,
+    ) -> Problem {
+        let nx = rng.int(1, 24);
+        let ny = rng.int(1, (max_voxels / nx).clamp(1, 24));
+        let nz = rng.int(1, (max_voxels / (nx * ny)).clamp(1, 6));
+        let dims = [nx, ny, nz];
+        let n = nx * ny * nz;
+        let m = rng.int(1, max_samples);
+        let coils = rng.int(1, 5);
+        let fov = 0.22;
+        let positions: Vec<f64> = (0..3 * n)
+            .map(|_| rng.range(-fov / 2.0, fov / 2.0))
+            .collect();
+        let with_user_basis = rng.uniform() < 0.25;
+        let terms = if with_user_basis {
+            rng.int(1, 7)
+        } else {
+            [1, 4, 9, 16][rng.int(0, 3)]
+        };
+        let kmax = max_cycles * std::f64::consts::TAU / (fov / 2.0); // rad/m giving max_cycles at the edge
+        let mut coefficients = vec![0.0; m * terms];
+        for b in 0..terms {
+            let scale = match if with_user_basis {
+                1
+            } else {
+                horecon::model::harmonics::ORDER[b]
+            } {
+                0 => 3.0,
+                1 => kmax,
+                2 => 300.0,
+                _ => 3000.0,
+            };
+            for j in 0..m {
+                coefficients[b * m + j] = scale * rng.range(-1.0, 1.0);
+            }
+        }
+        let user_basis = with_user_basis.then(|| {
+            (0..n * terms)
+                .map(|_| rng.range(-fov / 2.0, fov / 2.0))
+                .collect()
+        });
+        let off_resonance = (rng.uniform() < 0.6).then(|| {
+            let omega = (0..n)
+                .map(|_| rng.range(-1.0, 1.0) * 2.0 * std::f64::consts::PI * 200.0)
+                .collect();
+            let times = (0..m).map(|j| 0.03 * j as f64 / m as f64).collect();
+            (omega, times)
+        });
+        let sensitivities = (coils > 1 || rng.uniform() < 0.5).then(|| rng.complex(n * coils));
+        Problem {
+            dims,
+            coils,
+            samples: m,
+            positions,
+            terms,
+            user_basis,
+            coefficients,
+            off_resonance,
+            sensitivities,
+        }
+    }
+
+    pub fn basis_value(&self, b: usize, n: usize) -> f64 {
+        let nv = self.voxels();
+        match &self.user_basis {
+            Some(h) => h[b * nv + n],
+            None => solid_harmonic(
+                b,
+                self.positions[n],
+                self.positions[nv + n],
+                self.positions[2 * nv + n],
+            ),
+        }
+    }
+
+    pub fn phase(&self, j: usize, n: usize) -> f64 {
+        let m = self.samples;
+        let mut phi: f64 = (0..self.terms)
+            .map(|b| self.coefficients[b * m + j] * self.basis_value(b, n))
+            .sum();
+        if let Some((omega, times)) = &self.off_resonance {
+            phi += omega[n] * times[j];
+        }
+        phi
+    }
+
+    pub fn sensitivity(&self, c: usize, n: usize) -> Complex64 {
+        match &self.sensitivities {
+            Some(s) => {
+                let v = s[c * self.voxels() + n];
+                Complex64::new(v.re as f64, v.im as f64)
+            }
+            None => Complex64::new(1.0, 0.0),
+        }
+    }
+
+    /// float64 direct sum d = E ρ.
+    pub fn forward_f64(&self, image: &[Complex32]) -> Vec<Complex64> {
+        let (n, m) = (self.voxels(), self.samples);
+        let mut d = vec![Complex64::default(); m * self.coils];
+        for j in 0..m {
+            for v in 0..n {
+                let e = Complex64::from_polar(1.0, self.phase(j, v));
+                let x = Complex64::new(image[v].re as f64, image[v].im as f64);
+                for c in 0..self.coils {
+                    d[c * m + j] += self.sensitivity(c, v) * e * x;
+                }
+            }
+        }
+        d
+    }
+
+    /// float64 direct sum ρ = Eᴴ d.
+    pub fn adjoint_f64(&self, data: &[Complex32]) -> Vec<Complex64> {
+        let (n, m) = (self.voxels(), self.samples);
+        let mut x = vec![Complex64::default(); n];
+        for v in 0..n {
+            for j in 0..m {
+                let e = Complex64::from_polar(1.0, -self.phase(j, v));
+                for c in 0..self.coils {
+                    let d = data[c * m + j];
+                    x[v] += self.sensitivity(c, v).conj()
+                        * e
+                        * Complex64::new(d.re as f64, d.im as f64);
+                }
+            }
+        }
+        x
+    }
+
+    pub fn plan(&self, precision: Precision) -> Plan {
+        let options = Options {
+            precision,
+            ..Options::default()
+        };
+        let [nx, ny, nz] = self.dims;
+        let mut plan = Plan::new(
+            options,
+            nx as i64,
+            ny as i64,
+            nz as i64,
+            self.coils as i64,
+            self.samples as i64,
+        )
+        .expect("plan");
+        plan.set_positions(&self.positions).expect("positions");
+        match &self.user_basis {
+            Some(h) => plan
+                .set_basis(self.terms as i32, h, &self.coefficients)
+                .expect("basis"),
+            None => plan
+                .set_solid_harmonics(self.terms as i32, &self.coefficients)
+                .expect("harmonics"),
+        }
+        if let Some((w, t)) = &self.off_resonance {
+            plan.set_off_resonance(Some((w, t))).expect("off-resonance");
+        }
+        plan.set_sensitivities(self.sensitivities.as_deref())
+            .expect("sensitivities");
+        plan
+    }
+}
+
+/// ‖a − b‖ / ‖b‖.
+pub fn rel_error(a: &[Complex32], b: &[Complex64]) -> f64 {
+    let num: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(a, b)| (Complex64::new(a.re as f64, a.im as f64) - b).norm_sqr())
+        .sum();
+    let den: f64 = b.iter().map(|b| b.norm_sqr()).sum();
+    (num / den.max(1e-300)).sqrt()
+}
+
+pub fn to_c64(a: &[Complex32]) -> Vec<Complex64> {
+    a.iter()
+        .map(|a| Complex64::new(a.re as f64, a.im as f64))
+        .collect()
+}
+
+/// ⟨a, b⟩ = Σ conj(a)·b in float64.
+pub fn inner(a: &[Complex32], b: &[Complex32]) -> Complex64 {
+    a.iter()
+        .zip(b)
+        .map(|(a, b)| {
+            Complex64::new(a.re as f64, -a.im as f64) * Complex64::new(b.re as f64, b.im as f64)
+        })
+        .sum()
+}
