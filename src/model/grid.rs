@@ -3,9 +3,9 @@
 
 /// Positions (N×3, metres, first index fastest) of an nx×ny×nz grid with
 /// field of view `fov` and centre `center`. A singleton axis sits at its centre.
-pub fn grid_positions(dims: [usize; 3], fov: [f64; 3], center: [f64; 3]) -> Vec<f64> {
+pub fn grid_positions(dims: [usize; 3], fov: [f64; 3], center: [f64; 3]) -> crate::error::Result<Vec<f64>> {
     let n = dims[0] * dims[1] * dims[2];
-    let mut out = vec![0.0; 3 * n];
+    let mut out = crate::error::try_vec(3 * n, 0.0, "grid positions (N x 3)")?;
     for iz in 0..dims[2] {
         for iy in 0..dims[1] {
             for ix in 0..dims[0] {
@@ -16,7 +16,7 @@ pub fn grid_positions(dims: [usize; 3], fov: [f64; 3], center: [f64; 3]) -> Vec<
             }
         }
     }
-    out
+    Ok(out)
 }
 
 fn axis_position(i: usize, n: usize, fov: f64, center: f64) -> f64 {
@@ -33,7 +33,7 @@ mod tests {
 
     #[test]
     fn centre_index_sits_on_centre() {
-        let p = grid_positions([4, 5, 1], [0.2, 0.25, 0.01], [0.01, -0.02, 0.03]);
+        let p = grid_positions([4, 5, 1], [0.2, 0.25, 0.01], [0.01, -0.02, 0.03]).unwrap();
         let n = 20;
         // voxel (2, 2, 0) = index 2 + 4*2 = 10
         assert!((p[10] - 0.01).abs() < 1e-15);

@@ -170,7 +170,7 @@ impl Model {
                 fov[axis]
             )));
         }
-        self.positions = Some(grid::grid_positions(self.sizes.dims, fov, center));
+        self.positions = Some(grid::grid_positions(self.sizes.dims, fov, center)?);
         Ok(())
     }
 
