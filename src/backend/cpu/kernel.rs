@@ -47,7 +47,7 @@ impl Mode for Accurate {
     type Acc = f32;
     #[inline(always)]
     fn sincos<const FMA: bool>(x: f64) -> (f32, f32) {
-        sincos_cycles::<f32, FMA, 4, 5>(x as f32)
+        sincos_cycles::<f32, FMA, 5, 6>(x as f32)
     }
 }
 impl Mode for Fast {
@@ -55,7 +55,7 @@ impl Mode for Fast {
     type Acc = f32;
     #[inline(always)]
     fn sincos<const FMA: bool>(x: f32) -> (f32, f32) {
-        sincos_cycles::<f32, FMA, 2, 3>(x)
+        sincos_cycles::<f32, FMA, 3, 4>(x)
     }
 }
 impl Mode for Double {
@@ -63,14 +63,17 @@ impl Mode for Double {
     type Acc = f64;
     #[inline(always)]
     fn sincos<const FMA: bool>(x: f64) -> (f64, f64) {
-        sincos_cycles::<f64, FMA, 7, 8>(x)
+        sincos_cycles::<f64, FMA, 9, 10>(x)
     }
 }
 
-/// One side of the sum: F×count features (point index fastest).
+/// One side of the sum: its F features per point in two layouts, F×count
+/// (point fastest: read as vector lanes when the side is outer) and count×F
+/// (feature fastest: read as one contiguous row when the side is inner).
 #[derive(Clone, Copy)]
 pub struct Points<'a, P> {
-    pub features: &'a [P],
+    pub by_feature: &'a [P],
+    pub by_point: &'a [P],
     pub count: usize,
 }
 
@@ -108,7 +111,7 @@ fn task<Mo: Mode, const FMA: bool>(
             for (k, v) in row.iter_mut().enumerate() {
                 let o = base + k;
                 *v = if o < outer.count {
-                    outer.features[f * outer.count + o]
+                    outer.by_feature[f * outer.count + o]
                 } else {
                     P::<Mo>::default()
                 };
@@ -123,8 +126,8 @@ fn task<Mo: Mode, const FMA: bool>(
             for t in 0..nt {
                 let i = i0 + t;
                 let mut phase = [P::<Mo>::default(); LANES];
-                for (f, row) in lane_features.iter().enumerate() {
-                    let a = inner.features[f * inner.count + i];
+                let inner_row = &inner.by_point[i * terms..(i + 1) * terms];
+                for (&a, row) in inner_row.iter().zip(&lane_features) {
                     for k in 0..LANES {
                         phase[k] = a.madd::<FMA>(row[k], phase[k]);
                     }
@@ -135,22 +138,30 @@ fn task<Mo: Mode, const FMA: bool>(
                     sin_table[t][k] = s * sign;
                 }
             }
-            for l in 0..coils {
-                let w = &weights[l * inner.count + i0..l * inner.count + i0 + nt];
-                let mut tile_re = [zero_a; LANES];
-                let mut tile_im = [zero_a; LANES];
-                for t in 0..nt {
-                    let (wr, wi) = (w[t].re, w[t].im);
-                    for k in 0..LANES {
-                        let (c, s) = (cos_table[t][k], sin_table[t][k]);
-                        tile_re[k] = wr.madd::<FMA>(c, (-wi).madd::<FMA>(s, tile_re[k]));
-                        tile_im[k] = wr.madd::<FMA>(s, wi.madd::<FMA>(c, tile_im[k]));
-                    }
+            // Coils in pairs, so each loaded sin/cos row serves two accumulations.
+            let mut l = 0;
+            while l < coils {
+                let block = if l + 2 <= coils { 2 } else { 1 };
+                let rows = |c: usize| &weights[c * inner.count + i0..c * inner.count + i0 + nt];
+                let tiles = if block == 2 {
+                    accumulate::<Mo::Acc, FMA, 2>(
+                        [rows(l), rows(l + 1)],
+                        &cos_table[..nt],
+                        &sin_table[..nt],
+                    )
+                } else {
+                    let [one] = accumulate::<Mo::Acc, FMA, 1>(
+                        [rows(l)],
+                        &cos_table[..nt],
+                        &sin_table[..nt],
+                    );
+                    [one, one]
+                };
+                for (c, (tile_re, tile_im)) in tiles.iter().take(block).enumerate() {
+                    add_lanes(&mut sum_re[l + c], tile_re);
+                    add_lanes(&mut sum_im[l + c], tile_im);
                 }
-                for k in 0..LANES {
-                    sum_re[l][k] = sum_re[l][k] + tile_re[k];
-                    sum_im[l][k] = sum_im[l][k] + tile_im[k];
-                }
+                l += block;
             }
             i0 += nt;
         }
@@ -160,6 +171,35 @@ fn task<Mo: Mode, const FMA: bool>(
             }
         }
     }
+}
+
+#[inline(always)]
+fn add_lanes<A: Real>(sum: &mut [A; LANES], tile: &[A; LANES]) {
+    for (s, t) in sum.iter_mut().zip(tile) {
+        *s = *s + *t;
+    }
+}
+
+/// Σ_t w_c(t)·(cos + i·sin)[t][lane] for C coils at once: returns (re, im) lanes per coil.
+#[inline(always)]
+fn accumulate<A: Real, const FMA: bool, const C: usize>(
+    weights: [&[Complex<A>]; C],
+    cos_table: &[[A; LANES]],
+    sin_table: &[[A; LANES]],
+) -> [([A; LANES], [A; LANES]); C] {
+    let zero = A::default();
+    let mut tiles = [([zero; LANES], [zero; LANES]); C];
+    for (t, (cos_row, sin_row)) in cos_table.iter().zip(sin_table).enumerate() {
+        for (c, (tile_re, tile_im)) in tiles.iter_mut().enumerate() {
+            let (wr, wi) = (weights[c][t].re, weights[c][t].im);
+            for k in 0..LANES {
+                let (cs, sn) = (cos_row[k], sin_row[k]);
+                tile_re[k] = wr.madd::<FMA>(cs, (-wi).madd::<FMA>(sn, tile_re[k]));
+                tile_im[k] = wr.madd::<FMA>(sn, wi.madd::<FMA>(cs, tile_im[k]));
+            }
+        }
+    }
+    tiles
 }
 
 /// The widest instruction set this CPU has, picked once.
@@ -232,8 +272,8 @@ pub fn phase_sum<Mo: Mode>(
     conjugate: bool,
     out: &mut [Complex<Mo::Acc>],
 ) {
-    debug_assert_eq!(outer.features.len(), terms * outer.count);
-    debug_assert_eq!(inner.features.len(), terms * inner.count);
+    debug_assert_eq!(outer.by_feature.len(), terms * outer.count);
+    debug_assert_eq!(inner.by_point.len(), terms * inner.count);
     debug_assert_eq!(weights.len(), coils * inner.count);
     debug_assert_eq!(out.len(), coils * outer.count);
     let width = GROUPS * LANES;

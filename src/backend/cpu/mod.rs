@@ -37,7 +37,9 @@ pub struct CpuOperator<Mo: Mode> {
     sizes: Sizes,
     terms: usize,
     voxel: Vec<Mo::Phase>,
+    voxel_by_point: Vec<Mo::Phase>,
     sample: Vec<Mo::Phase>,
+    sample_by_point: Vec<Mo::Phase>,
     sensitivities: Option<Vec<Acc<Mo>>>,
     pool: Arc<rayon::ThreadPool>,
 }
@@ -47,6 +49,18 @@ fn convert<T: Real>(values: &[f64], what: &str) -> Result<Vec<T>> {
     out.iter_mut()
         .zip(values)
         .for_each(|(o, v)| *o = T::from_f64(*v));
+    Ok(out)
+}
+
+/// F×count (point fastest) → count×F (feature fastest).
+fn transpose<T: Real>(by_feature: &[T], terms: usize, what: &str) -> Result<Vec<T>> {
+    let count = by_feature.len() / terms.max(1);
+    let mut out = try_vec(by_feature.len(), T::default(), what)?;
+    for (i, row) in out.chunks_exact_mut(terms).enumerate() {
+        for (f, v) in row.iter_mut().enumerate() {
+            *v = by_feature[f * count + i];
+        }
+    }
     Ok(out)
 }
 
@@ -76,11 +90,16 @@ impl<Mo: Mode> CpuOperator<Mo> {
                 Some(out)
             }
         };
+        let terms = features.terms;
+        let voxel = convert(&features.voxel, "voxel features")?;
+        let sample = convert(&features.sample, "sample features")?;
         Ok(CpuOperator {
             sizes,
-            terms: features.terms,
-            voxel: convert(&features.voxel, "voxel features")?,
-            sample: convert(&features.sample, "sample features")?,
+            terms,
+            voxel_by_point: transpose(&voxel, terms, "voxel features")?,
+            sample_by_point: transpose(&sample, terms, "sample features")?,
+            voxel,
+            sample,
             sensitivities,
             pool,
         })
@@ -96,14 +115,16 @@ impl<Mo: Mode> CpuOperator<Mo> {
 
     fn voxels(&self) -> Points<'_, Mo::Phase> {
         Points {
-            features: &self.voxel,
+            by_feature: &self.voxel,
+            by_point: &self.voxel_by_point,
             count: self.sizes.voxels,
         }
     }
 
     fn samples(&self) -> Points<'_, Mo::Phase> {
         Points {
-            features: &self.sample,
+            by_feature: &self.sample,
+            by_point: &self.sample_by_point,
             count: self.sizes.samples,
         }
     }

@@ -15,7 +15,7 @@ pub trait Real:
 {
     fn from_f64(v: f64) -> Self;
     fn to_f64(self) -> f64;
-    fn to_i32(self) -> i32;
+    fn abs_(self) -> Self;
     fn round_even(self) -> Self;
     /// self·a + b, fused when the caller runs with FMA enabled.
     fn madd<const FMA: bool>(self, a: Self, b: Self) -> Self;
@@ -33,8 +33,8 @@ macro_rules! real {
                 self as f64
             }
             #[inline(always)]
-            fn to_i32(self) -> i32 {
-                self as i32
+            fn abs_(self) -> Self {
+                self.abs()
             }
             #[inline(always)]
             fn round_even(self) -> Self {
