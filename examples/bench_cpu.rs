@@ -7,6 +7,7 @@
 //!
 //! Cases: bieri-64, bieri-128 (default), bieri-256, fourier-256-1coil.
 
+#![allow(clippy::needless_range_loop)]
 use horecon::model::harmonics::solid_harmonic;
 use horecon::{Complex32, Options, Plan, Precision};
 use num_complex::Complex64;

@@ -110,9 +110,9 @@ mod tests {
     #[test]
     fn homogeneous_of_their_order() {
         let (x, y, z, s) = (0.2, 0.3, -0.1, 1.7);
-        for b in 0..16 {
+        for (b, order) in ORDER.iter().enumerate() {
             let scaled = solid_harmonic(b, s * x, s * y, s * z);
-            let expect = s.powi(ORDER[b] as i32) * solid_harmonic(b, x, y, z);
+            let expect = s.powi(*order as i32) * solid_harmonic(b, x, y, z);
             assert!((scaled - expect).abs() < 1e-12, "term {b}");
         }
     }

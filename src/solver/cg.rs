@@ -129,7 +129,7 @@ pub fn cg<S: CgSpace>(space: &S, problem: &CgProblem<'_>, x: &mut S::Vector) -> 
     while report.iterations < problem.max_iterations {
         apply(space, problem, &p, &mut ap)?;
         let p_ap = space.dot_re(&p, &ap);
-        if !(p_ap > 0.0) {
+        if p_ap.is_nan() || p_ap <= 0.0 {
             break; // A is singular along p (or the residual vanished): no further progress possible
         }
         let alpha = rr / p_ap;

@@ -1,6 +1,6 @@
 //! Shared test helpers: random problems with a printed seed and the float64
 //! direct sums of MODEL.md, written independently of the library's kernels.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::needless_range_loop)]
 
 use horecon::model::harmonics::solid_harmonic;
 use horecon::{Complex32, Options, Plan, Precision};

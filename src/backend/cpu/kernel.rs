@@ -80,6 +80,7 @@ pub struct Points<'a, P> {
 /// Sums into `out` (coils × GROUPS·LANES, lane fastest) for the outer
 /// points starting at `o0` and inner points `inner_range`.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn task<Mo: Mode, const FMA: bool>(
     terms: usize,
     outer: Points<'_, Mo::Phase>,

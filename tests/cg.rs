@@ -1,0 +1,294 @@
+//! Conjugate gradient against dense float64 solutions of the normal equations.
+
+#![allow(clippy::needless_range_loop)]
+mod common;
+use common::*;
+use horecon::{CgOptions, Complex32, Precision, Regularizer, Status};
+use num_complex::Complex64;
+
+/// Dense E ((M·L) × N) of a problem, float64.
+fn dense(problem: &Problem) -> Vec<Vec<Complex64>> {
+    let (n, m) = (problem.voxels(), problem.samples);
+    let mut rows = vec![vec![Complex64::default(); n]; m * problem.coils];
+    for c in 0..problem.coils {
+        for j in 0..m {
+            for v in 0..n {
+                rows[c * m + j][v] =
+                    problem.sensitivity(c, v) * Complex64::from_polar(1.0, problem.phase(j, v));
+            }
+        }
+    }
+    rows
+}
+
+/// Solves (EᴴWE + λI) x = EᴴWd by Gaussian elimination with partial pivoting.
+fn direct_solution(
+    e: &[Vec<Complex64>],
+    d: &[Complex32],
+    weights: Option<&[f32]>,
+    m: usize,
+    lambda: f64,
+) -> Vec<Complex64> {
+    let n = e[0].len();
+    let w = |row: usize| weights.map_or(1.0, |w| w[row % m] as f64);
+    let mut a = vec![vec![Complex64::default(); n + 1]; n];
+    for (p, arow) in a.iter_mut().enumerate() {
+        for q in 0..n {
+            arow[q] = (0..e.len())
+                .map(|r| e[r][p].conj() * w(r) * e[r][q])
+                .sum::<Complex64>();
+        }
+        arow[p] += lambda;
+        arow[n] = (0..e.len())
+            .map(|r| e[r][p].conj() * w(r) * Complex64::new(d[r].re as f64, d[r].im as f64))
+            .sum();
+    }
+    for col in 0..n {
+        let pivot = (col..n)
+            .max_by(|&x, &y| a[x][col].norm().total_cmp(&a[y][col].norm()))
+            .unwrap();
+        a.swap(col, pivot);
+        for row in col + 1..n {
+            let f = a[row][col] / a[col][col];
+            for k in col..=n {
+                let v = a[col][k];
+                a[row][k] -= f * v;
+            }
+        }
+    }
+    let mut x = vec![Complex64::default(); n];
+    for row in (0..n).rev() {
+        let s: Complex64 = (row + 1..n).map(|k| a[row][k] * x[k]).sum();
+        x[row] = (a[row][n] - s) / a[row][row];
+    }
+    x
+}
+
+/// An overdetermined, well-conditioned problem: 2D grid, several coils, random k.
+fn well_posed(rng: &mut Rng) -> Problem {
+    let (nx, ny) = (rng.int(3, 6), rng.int(3, 5));
+    let n = nx * ny;
+    let coils = rng.int(2, 3);
+    let m = 3 * n;
+    let fov = 0.2;
+    let mut positions = vec![0.0; 3 * n];
+    for iy in 0..ny {
+        for ix in 0..nx {
+            positions[ix + nx * iy] = (ix as f64 - (nx / 2) as f64) * fov / nx as f64;
+            positions[n + ix + nx * iy] = (iy as f64 - (ny / 2) as f64) * fov / ny as f64;
+        }
+    }
+    let kmax = std::f64::consts::PI * nx.max(ny) as f64 / fov;
+    let mut coefficients = vec![0.0; 4 * m];
+    for j in 0..m {
+        coefficients[m + j] = rng.range(-kmax, kmax);
+        coefficients[2 * m + j] = rng.range(-kmax, kmax);
+    }
+    Problem {
+        dims: [nx, ny, 1],
+        coils,
+        samples: m,
+        positions,
+        terms: 4,
+        user_basis: None,
+        coefficients,
+        off_resonance: Some((
+            (0..n).map(|_| rng.range(-300.0, 300.0)).collect(),
+            (0..m).map(|j| 0.02 * j as f64 / m as f64).collect(),
+        )),
+        sensitivities: Some(rng.complex(n * coils)),
+    }
+}
+
+fn solve(
+    problem: &Problem,
+    data: &[Complex32],
+    options: &CgOptions<'_>,
+) -> (Vec<Complex32>, horecon::CgInfo) {
+    let plan = problem.plan(Precision::Accurate);
+    let mut x = vec![Complex32::default(); problem.voxels()];
+    let info = plan.cg(data, options, &mut x).unwrap();
+    (x, info)
+}
+
+#[test]
+fn converges_to_the_direct_solution() {
+    let mut rng = Rng::fresh("converges_to_the_direct_solution");
+    for _ in 0..3 {
+        let problem = well_posed(&mut rng);
+        let data = rng.complex(problem.samples * problem.coils);
+        let expect = direct_solution(&dense(&problem), &data, None, problem.samples, 0.0);
+        let options = CgOptions {
+            max_iterations: 200,
+            tolerance: 1e-7,
+            ..Default::default()
+        };
+        let (x, info) = solve(&problem, &data, &options);
+        let err = rel_error(&x, &expect);
+        eprintln!(
+            "N {} iterations {} residual {:.1e} error {err:.1e}",
+            problem.voxels(),
+            info.iterations,
+            info.rel_residual
+        );
+        assert!(info.converged, "{info:?}");
+        assert!(err <= 1e-4, "CG vs direct: {err:e}");
+    }
+}
+
+#[test]
+fn tikhonov_matches_the_closed_form() {
+    let mut rng = Rng::fresh("tikhonov_matches_the_closed_form");
+    let problem = well_posed(&mut rng);
+    let e = dense(&problem);
+    let data = rng.complex(problem.samples * problem.coils);
+    // λ comparable to the spectrum of EᴴE so that it matters.
+    let trace: f64 = (0..problem.voxels())
+        .map(|v| e.iter().map(|r| r[v].norm_sqr()).sum::<f64>())
+        .sum();
+    let lambda = 0.5 * trace / problem.voxels() as f64;
+    let expect = direct_solution(&e, &data, None, problem.samples, lambda);
+    let plain = direct_solution(&e, &data, None, problem.samples, 0.0);
+    let options = CgOptions {
+        max_iterations: 200,
+        tolerance: 1e-7,
+        regularizer: Regularizer::Tikhonov,
+        lambda,
+        ..Default::default()
+    };
+    let (x, _) = solve(&problem, &data, &options);
+    let err = rel_error(&x, &expect);
+    let x64 = to_c64(&x);
+    let moved: f64 = x64
+        .iter()
+        .zip(&plain)
+        .map(|(a, b)| (a - b).norm_sqr())
+        .sum::<f64>()
+        .sqrt()
+        / plain.iter().map(|b| b.norm_sqr()).sum::<f64>().sqrt();
+    assert!(err <= 1e-4, "Tikhonov CG vs closed form: {err:e}");
+    assert!(
+        moved > 1e-2,
+        "λ = {lambda} had no visible effect ({moved:e})"
+    );
+}
+
+#[test]
+fn sample_weights_act_as_weighted_least_squares() {
+    let mut rng = Rng::fresh("sample_weights_act_as_weighted_least_squares");
+    let problem = well_posed(&mut rng);
+    let e = dense(&problem);
+    let m = problem.samples;
+    let truth = rng.complex(problem.voxels());
+    let plan = problem.plan(Precision::Double);
+    let mut data = vec![Complex32::default(); m * problem.coils];
+    plan.forward(&truth, &mut data).unwrap();
+    // corrupt a third of the samples in every coil, then weight them to zero
+    let mut weights = vec![1.0f32; m];
+    for j in (0..m).step_by(3) {
+        weights[j] = 0.0;
+        for c in 0..problem.coils {
+            data[c * m + j] += Complex32::new(5.0, -3.0);
+        }
+    }
+    let expect = direct_solution(&e, &data, Some(&weights), m, 0.0);
+    let options = CgOptions {
+        max_iterations: 300,
+        tolerance: 1e-7,
+        sample_weights: Some(&weights),
+        ..Default::default()
+    };
+    let (weighted, _) = solve(&problem, &data, &options);
+    assert!(
+        rel_error(&weighted, &expect) <= 1e-4,
+        "weighted CG vs closed form"
+    );
+    let truth64 = to_c64(&truth);
+    let unweighted = solve(
+        &problem,
+        &data,
+        &CgOptions {
+            max_iterations: 300,
+            tolerance: 1e-7,
+            ..Default::default()
+        },
+    )
+    .0;
+    let (ew, eu) = (
+        rel_error(&weighted, &truth64),
+        rel_error(&unweighted, &truth64),
+    );
+    eprintln!("error vs truth: weighted {ew:.2e}, unweighted {eu:.2e}");
+    assert!(
+        ew < 1e-3 && eu > 0.1,
+        "zero weights must remove the corrupted samples"
+    );
+}
+
+#[test]
+fn warm_start_cancellation_and_iteration_limit() {
+    let mut rng = Rng::fresh("warm_start_cancellation_and_iteration_limit");
+    let problem = well_posed(&mut rng);
+    let data = rng.complex(problem.samples * problem.coils);
+    let plan = problem.plan(Precision::Accurate);
+    let options = CgOptions {
+        max_iterations: 200,
+        tolerance: 1e-6,
+        ..Default::default()
+    };
+    let mut solution = vec![Complex32::default(); problem.voxels()];
+    let info = plan.cg(&data, &options, &mut solution).unwrap();
+    assert!(info.converged && info.iterations > 2);
+    // warm start at the solution: (almost) no work
+    let mut again = solution.clone();
+    let warm = plan
+        .cg(
+            &data,
+            &CgOptions {
+                warm_start: true,
+                ..options
+            },
+            &mut again,
+        )
+        .unwrap();
+    assert!(
+        warm.iterations <= 1,
+        "warm start took {} iterations",
+        warm.iterations
+    );
+    // iteration limit: not an error, converged = false
+    let mut limited = vec![Complex32::default(); problem.voxels()];
+    let few = plan
+        .cg(
+            &data,
+            &CgOptions {
+                max_iterations: 2,
+                tolerance: 1e-12,
+                ..options
+            },
+            &mut limited,
+        )
+        .unwrap();
+    assert_eq!((few.iterations, few.converged), (2, false));
+    // cancellation: error, image untouched, callback saw iterations 1..=3
+    let seen = std::sync::Mutex::new(vec![]);
+    let stop = |iteration: usize, _rel: f64| {
+        seen.lock().unwrap().push(iteration);
+        iteration == 3
+    };
+    let mut image = rng.complex(problem.voxels());
+    let before = image.clone();
+    let err = plan
+        .cg(
+            &data,
+            &CgOptions {
+                progress: Some(&stop),
+                ..options
+            },
+            &mut image,
+        )
+        .unwrap_err();
+    assert_eq!(err.status, Status::Cancelled);
+    assert_eq!(image, before, "cancelled CG wrote the image");
+    assert_eq!(*seen.lock().unwrap(), vec![1, 2, 3]);
+}
