@@ -65,8 +65,9 @@ next to this file's parent folder, then ``ctypes.util.find_library("horecon")``.
 
 Threads
 -------
-ctypes drops the GIL during each library call, and the operators (forward, adjoint, normal, cg) may run concurrently on
-one plan from several Python threads. Setters must not race with operators.
+ctypes drops the GIL during each library call, and the operators (forward,
+adjoint, normal, cg) may run concurrently on one plan from several Python
+threads. Setters must not race with operators.
 """
 
 from __future__ import annotations
@@ -332,13 +333,22 @@ def library_path() -> str:
     return _LIB_PATH
 
 
+def _last_error() -> str:
+    """The library's message for the last failing call on *this* thread."""
+    raw = _load().horecon_last_error()
+    return raw.decode("utf-8", "replace") if raw else ""
+
+
+def _error(status: int, message: str, context: str = "") -> HoreconError:
+    if context:
+        message = f"{message} ({context})" if message else context
+    return HoreconError(status, STATUS_NAMES.get(status, f"HORECON_STATUS_{status}"), message)
+
+
 def _check(status: int, context: str = "") -> None:
+    """Raises HoreconError for a failing status (call on the thread that made the call)."""
     if status != HORECON_OK:
-        raw = _load().horecon_last_error()
-        message = raw.decode("utf-8", "replace") if raw else ""
-        if context:
-            message = f"{message} ({context})" if message else context
-        raise HoreconError(status, STATUS_NAMES.get(status, f"HORECON_STATUS_{status}"), message)
+        raise _error(status, _last_error(), context)
 
 
 # ---------------------------------------------------------- module functions
@@ -423,7 +433,11 @@ class Plan:
         threads: int = 0,
         verbosity: int = 0,
     ):
+        # set first: close() and __del__ must work even if creation fails
         self._handle = None
+        self._lock = threading.Lock()
+        self._active = 0  # library calls in flight on this plan
+        self._pending = None  # a handle closed while calls were in flight
         lib = _load()
         dims = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
         if not 1 <= len(dims) <= 3:
@@ -458,10 +472,36 @@ class Plan:
 
     # ---------------------------------------------------------- life cycle
     def close(self) -> None:
-        """Frees the plan (idempotent)."""
-        handle, self._handle = getattr(self, "_handle", None), None
+        """Frees the plan (idempotent). Later calls raise HoreconError
+        (HORECON_ERR_NULL_POINTER). Closing while another thread is inside an
+        operator or CG on this plan is safe: the plan is freed when that ends."""
+        lock = getattr(self, "_lock", None)
+        if lock is None:
+            return
+        with lock:
+            handle, self._handle = self._handle, None
+            if handle is not None and self._active > 0:
+                self._pending, handle = handle, None
         if handle is not None and _LIB is not None:
             _check(_LIB.horecon_plan_destroy(handle))
+
+    def _begin(self):
+        """The handle for one library call (None once closed), counted as in flight."""
+        with self._lock:
+            if self._handle is not None:
+                self._active += 1
+            return self._handle
+
+    def _end(self, handle) -> None:
+        if handle is None:
+            return
+        with self._lock:
+            self._active -= 1
+            pending = None
+            if self._active == 0 and self._pending is not None:
+                pending, self._pending = self._pending, None
+        if pending is not None:
+            _LIB.horecon_plan_destroy(pending)
 
     def __del__(self):
         try:
@@ -481,16 +521,22 @@ class Plan:
         return self._handle is None
 
     def _call(self, name: str, *args):
-        _check(
-            getattr(_load(), name)(self._handle, *args),
-            "this Plan was closed" if self._handle is None else "",
-        )
+        """Calls ``name(handle, *args)``; raises HoreconError on failure."""
+        function = getattr(_load(), name)
+        handle = self._begin()
+        try:
+            status = function(handle, *args)
+            error = None
+            if status != HORECON_OK:  # read the message before anything else calls the library
+                error = _error(status, _last_error(), "this Plan was closed" if handle is None else "")
+        finally:
+            self._end(handle)
+        if error is not None:
+            raise error
 
     def __repr__(self):
         state = "closed" if self.closed else self.backend
-        return (
-            f"Plan(shape={self.shape}, ncoils={self.ncoils}, nsamples={self.nsamples}, {state})"
-        )
+        return f"Plan(shape={self.shape}, ncoils={self.ncoils}, nsamples={self.nsamples}, {state})"
 
     @property
     def backend(self) -> str:
@@ -564,8 +610,7 @@ class Plan:
             return s[0]
         raise _value_error(
             HORECON_ERR_SIZE_MISMATCH,
-            f"{name} has shape {_shape_str(s)}, expected ({length_name}, B) = ({length}, B) "
-            f"or (B, {length})",
+            f"{name} has shape {_shape_str(s)}, expected ({length_name}, B) = ({length}, B) or (B, {length})",
         )
 
     def _vector_in(self, name, a, length, length_name, dtype=np.float64):
@@ -578,9 +623,7 @@ class Plan:
         return np.ascontiguousarray(arr)
 
     def _data_in(self, name, d):
-        return self._matrix_in(
-            name, d, self.nsamples, self.ncoils, np.complex64, "M", "L"
-        )
+        return self._matrix_in(name, d, self.nsamples, self.ncoils, np.complex64, "M", "L")
 
     # ------------------------------------------------------------- model
     def set_positions(self, positions) -> None:
@@ -639,9 +682,7 @@ class Plan:
         extra = [s + (L,) for s in self._image_shapes() if len(s) > 1]
         if L == 1:
             extra += [s for s in self._image_shapes()]
-        s = self._matrix_in(
-            "sensitivities", sensitivities, self.nvoxels, L, np.complex64, "N", "L", extra
-        )
+        s = self._matrix_in("sensitivities", sensitivities, self.nvoxels, L, np.complex64, "N", "L", extra)
         self._call("horecon_set_sensitivities", _ptr(s, _C32))
 
     # ---------------------------------------------------------- operators
@@ -697,7 +738,11 @@ class Plan:
         x0 : start image (warm start), or None for zero.
         progress : callable(iteration, rel_residual) -> truthy to stop, or None.
             Stopping raises HoreconError(HORECON_ERR_CANCELLED); an exception
-            raised by the callback stops the solve and is re-raised.
+            raised by the callback stops the solve and is re-raised. The
+            callback runs on a library thread, not the caller's.
+
+        Ctrl-C (KeyboardInterrupt) during the solve stops it after the current
+        iteration and is then re-raised (chained to the CANCELLED error).
 
         Returns
         -------
@@ -728,30 +773,71 @@ class Plan:
             opts.warm_start = 1
         else:
             x = np.zeros(self.nvoxels, dtype=np.complex64)
+        # The solve runs on a worker thread so that this thread stays responsive
+        # to Ctrl-C (KeyboardInterrupt): it then asks the progress trampoline
+        # to stop the solve at the next iteration and re-raises once it has.
+        if progress is not None and not callable(progress):
+            raise TypeError("cg: progress must be callable(iteration, rel_residual) or None")
         raised = []
-        callback = None
-        if progress is not None:
-            if not callable(progress):
-                raise TypeError("cg: progress must be callable(iteration, rel_residual) or None")
+        stop = threading.Event()
 
-            def trampoline(_user, iteration, rel_residual):
-                try:
-                    return 1 if progress(int(iteration), float(rel_residual)) else 0
-                except BaseException as e:  # noqa: BLE001 - re-raised after the call
-                    raised.append(e)
-                    return 1
+        def trampoline(_user, iteration, rel_residual):
+            if stop.is_set():
+                return 1
+            if progress is None:
+                return 0
+            try:
+                return 1 if progress(int(iteration), float(rel_residual)) else 0
+            except BaseException as e:  # noqa: BLE001 - re-raised after the call
+                raised.append(e)
+                return 1
 
-            callback = _ProgressFn(trampoline)  # kept alive by this frame during the call
-            opts.progress = callback
+        callback = _ProgressFn(trampoline)  # referenced by this frame until the solve ends
+        opts.progress = callback
         info = _CgInfo()
-        try:
-            self._call("horecon_cg", _ptr(d, _C32), ctypes.byref(opts), _ptr(x, _C32), ctypes.byref(info))
-        except HoreconError as e:
+        outcome = {}
+        handle = self._begin()
+
+        def solve():
+            try:
+                status = lib.horecon_cg(
+                    handle, _ptr(d, _C32), ctypes.byref(opts), _ptr(x, _C32), ctypes.byref(info)
+                )
+                outcome["status"] = status
+                if status != HORECON_OK:
+                    outcome["message"] = _last_error()  # thread-local: read it here
+            except BaseException as e:  # noqa: BLE001 - handed to the caller
+                outcome["exception"] = e
+            finally:
+                self._end(handle)  # the worker holds the plan until the solve ends
+                done.set()
+
+        done = threading.Event()
+        worker = threading.Thread(target=solve, name="horecon-cg", daemon=True)
+        worker.start()
+        interrupt = None
+        # an Event, not Thread.join: an interrupted join can mark a live thread stopped
+        while not done.is_set():
+            try:
+                done.wait(0.05)
+            except KeyboardInterrupt as e:
+                interrupt = e
+                stop.set()
+        del callback
+        if "exception" in outcome:
+            raise outcome["exception"]
+        status = outcome["status"]
+        if status != HORECON_OK:
+            error = _error(
+                status, outcome.get("message", ""), "this Plan was closed" if handle is None else ""
+            )
+            if interrupt is not None:
+                raise interrupt from error
             if raised:
-                raise raised[0] from e
-            raise
-        finally:
-            del callback
+                raise raised[0] from error
+            raise error
+        if interrupt is not None:  # the solve finished before it saw the stop request
+            raise interrupt
         return self._image_out(x), {
             "iterations": info.iterations,
             "converged": bool(info.converged),

@@ -43,7 +43,7 @@ def grid_positions(dims, fov, center=(0.0, 0.0, 0.0)):
     """MODEL.md grid helper: x_i = c_x + (i - floor(nx/2)) fov_x/nx; (N, 3), x fastest."""
     axes = [
         c + (np.arange(n) - n // 2) * (f / n) if n > 1 else np.array([float(c)])
-        for n, f, c in zip(dims, fov, center)
+        for n, f, c in zip(dims, fov, center, strict=True)
     ]
     x, y, z = np.meshgrid(*axes, indexing="ij")
     return np.stack([a.ravel(order="F") for a in (x, y, z)], axis=1)

@@ -27,8 +27,9 @@ def test_cg_converges_and_recovers_the_image(rng):
         truth = rng.complex(*plan.shape).astype(np.complex64)
         data = plan.forward(truth)
         seen = []
-        image, info = plan.cg(data, max_iterations=200, tolerance=1e-5,
-                              progress=lambda i, r: seen.append((i, r)) and False)
+        image, info = plan.cg(
+            data, max_iterations=200, tolerance=1e-5, progress=lambda i, r: seen.append((i, r)) and False
+        )
         print(f"seed {rng.seed}: {info}, error {rel_rms(image, truth):.2e}")
         assert info["converged"] and info["rel_residual"] <= 1e-5
         assert 0 < info["iterations"] <= 200 and info["seconds"] >= 0
@@ -105,5 +106,38 @@ def test_cg_exception_in_progress_is_reraised(rng):
         with pytest.raises(TypeError):
             plan.cg(data, progress=42)
         # the plan still works afterwards
+        _, ok = plan.cg(data, max_iterations=200, tolerance=1e-5)
+        assert ok["converged"]
+
+
+def test_keyboard_interrupt_stops_the_solve(rng):
+    """Ctrl-C (SIGINT) during cg stops the solve after the current iteration
+    and re-raises KeyboardInterrupt, chained to the CANCELLED error."""
+    import signal
+    import time
+
+    if not hasattr(signal, "pthread_kill"):
+        pytest.skip("needs signal.pthread_kill")
+    import threading
+
+    main = threading.main_thread().ident
+    if threading.get_ident() != main:
+        pytest.skip("signals reach only the main thread")
+    with fourier_problem(rng) as plan:
+        data = plan.forward(rng.complex(plan.nvoxels).astype(np.complex64))
+        calls = []
+
+        def slow(iteration, rel_residual):
+            calls.append(iteration)
+            if iteration == 3:
+                signal.pthread_kill(main, signal.SIGINT)
+            time.sleep(0.02)
+            return False
+
+        with pytest.raises(KeyboardInterrupt) as info:
+            plan.cg(data, max_iterations=500, tolerance=0.0, progress=slow)
+        assert 3 <= len(calls) < 500, calls
+        assert isinstance(info.value.__cause__, horecon.HoreconError)
+        assert info.value.__cause__.status == horecon.HORECON_ERR_CANCELLED
         _, ok = plan.cg(data, max_iterations=200, tolerance=1e-5)
         assert ok["converged"]

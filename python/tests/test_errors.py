@@ -140,8 +140,12 @@ def test_cancelled():
     with ready_plan() as plan:
         calls = []
         with pytest.raises(horecon.HoreconError) as info:
-            plan.cg(np.ones(5), max_iterations=50, tolerance=0.0,
-                    progress=lambda i, r: calls.append((i, r)) or len(calls) >= 2)
+            plan.cg(
+                np.ones(5),
+                max_iterations=50,
+                tolerance=0.0,
+                progress=lambda i, r: calls.append((i, r)) or len(calls) >= 2,
+            )
         check(info, horecon.HORECON_ERR_CANCELLED)
         assert len(calls) == 2
 

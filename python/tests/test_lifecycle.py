@@ -120,3 +120,38 @@ def test_many_plans_do_not_leak():
     gc.collect()
     grown = rss_mb() - before
     assert grown < 100, f"resident size grew by {grown:.0f} MB over 400 plans"
+
+
+def test_close_while_a_solve_runs_frees_after_it(destroy):
+    """close() from another thread during cg: later calls raise at once, the
+    running solve finishes safely, and the plan is freed when it ends."""
+    import threading
+
+    plan = make_plan()
+    handle = plan._handle
+    data = plan.forward(np.arange(12.0))
+    started, release = threading.Event(), threading.Event()
+    result = {}
+
+    def progress(iteration, rel_residual):
+        started.set()
+        release.wait(5)
+        return False
+
+    def run():
+        result["out"] = plan.cg(data, max_iterations=3, tolerance=0.0, progress=progress)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    assert started.wait(5)
+    plan.close()
+    assert destroy.freed == [], "must not free while the solve runs"
+    with pytest.raises(horecon.HoreconError) as info:
+        plan.forward(np.ones(12))
+    assert info.value.status == horecon.HORECON_ERR_NULL_POINTER
+    release.set()
+    worker.join(10)
+    assert not worker.is_alive()
+    image, stats = result["out"]
+    assert stats["iterations"] == 3 and image.shape == (4, 3)
+    assert destroy.freed == [handle]

@@ -66,7 +66,9 @@ def test_sign_convention(rng):
         plan.set_trajectory(k.reshape(1, 3))
         d = plan.forward(np.ones(1))
         expected = np.exp(1j * k @ r0)
-        assert abs(d[0, 0] - expected) < 1e-6, f"seed {rng.seed}: got {d[0, 0]}, want exp(+i k.r0) = {expected}"
+        assert abs(d[0, 0] - expected) < 1e-6, (
+            f"seed {rng.seed}: got {d[0, 0]}, want exp(+i k.r0) = {expected}"
+        )
         assert abs(d[0, 0] - np.conj(expected)) > 1e-3 or abs(expected.imag) < 1e-3
         x = plan.adjoint(np.ones((1, 1)))
         assert abs(x[0] - np.conj(expected)) < 1e-6
@@ -84,9 +86,10 @@ def test_model_setters_agree(rng):
     x = rng.complex(*dims).astype(np.complex64)
     omega = 2 * np.pi * 100 * rng.uniform(-1, 1, n)
     times = np.linspace(0, 0.02, m)
-    with horecon.Plan(dims, nsamples=m, precision="double") as a, horecon.Plan(
-        dims, nsamples=m, precision="double"
-    ) as b:
+    with (
+        horecon.Plan(dims, nsamples=m, precision="double") as a,
+        horecon.Plan(dims, nsamples=m, precision="double") as b,
+    ):
         a.set_grid_positions(fov, center)
         b.set_positions(positions)
         a.set_solid_harmonics(coefficients)
@@ -149,7 +152,7 @@ def test_concurrent_operators_on_one_plan(rng):
             t.start()
         for t in threads:
             t.join()
-        for s, r in zip(serial, results):
+        for s, r in zip(serial, results, strict=True):
             assert np.array_equal(s, r)
 
 
