@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import operator
 import os
 import sys
 import threading
@@ -439,7 +440,7 @@ class Plan:
         self._active = 0  # library calls in flight on this plan
         self._pending = None  # a handle closed while calls were in flight
         lib = _load()
-        dims = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
+        dims = (operator.index(shape),) if np.isscalar(shape) else tuple(operator.index(s) for s in shape)
         if not 1 <= len(dims) <= 3:
             raise _value_error(
                 HORECON_ERR_INVALID_ARGUMENT, f"Plan: shape must have 1 to 3 entries, got {shape!r}"
@@ -451,8 +452,8 @@ class Plan:
         self.shape = dims if len(dims) < 3 or nz != 1 else dims[:2]
         """The shape of images this plan takes and returns."""
         self.nvoxels = nx * ny * nz
-        self.ncoils = int(ncoils)
-        self.nsamples = int(nsamples)
+        self.ncoils = operator.index(ncoils)
+        self.nsamples = operator.index(nsamples)
         opts = _Options()
         lib.horecon_default_options(ctypes.byref(opts))
         opts.backend = _enum("backend", backend, BACKENDS)
@@ -468,7 +469,6 @@ class Plan:
             )
         )
         self._handle = handle.value
-        self._nterms = None
 
     # ---------------------------------------------------------- life cycle
     def close(self) -> None:

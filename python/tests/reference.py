@@ -13,6 +13,9 @@ import horecon
 
 FOV = 0.22  # m
 
+# the backends to test: the CPU always, CUDA where a device is present
+BACKENDS = ["cpu"] + (["cuda"] if horecon.cuda_device_count() > 0 else [])
+
 
 def solid_harmonics(positions, nterms):
     """h_b(r_n), (N, nterms): the MODEL.md table (unnormalised, field-camera order)."""

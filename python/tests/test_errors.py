@@ -76,6 +76,8 @@ def test_invalid_argument():
         check(info, horecon.HORECON_ERR_INVALID_ARGUMENT)
     with pytest.raises(TypeError):
         horecon.Plan(4)  # nsamples is required
+    with pytest.raises(TypeError):
+        horecon.Plan((4.5, 2), nsamples=3)  # sizes must be integers, never truncated
 
 
 def test_size_mismatch():

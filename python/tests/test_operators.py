@@ -8,27 +8,29 @@ import numpy as np
 import pytest
 
 import horecon
-from reference import FOV, grid_positions, random_problem, rel_rms, solid_harmonics
+from reference import BACKENDS, FOV, grid_positions, random_problem, rel_rms, solid_harmonics
 
 CLASSES = [("accurate", 1e-5), ("fast", 1e-3), ("double", 1e-7)]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("kind", ["harmonics", "basis", "trajectory"])
-def test_forward_and_adjoint_match_float64_direct_sum(rng, kind):
+def test_forward_and_adjoint_match_float64_direct_sum(rng, kind, backend):
     for round_ in range(6):
         prob = random_problem(rng, kind=kind)
         image = rng.complex(prob.nvoxels).astype(np.complex64)
         data = rng.complex(prob.nsamples, prob.ncoils).astype(np.complex64)
         forward_ref, adjoint_ref = prob.forward(image), prob.adjoint(data)
         for precision, bound in CLASSES:
-            with prob.plan(precision) as plan:
+            with prob.plan(precision, backend) as plan:
+                assert plan.backend == backend
                 d = plan.forward(image)
                 x = plan.adjoint(data)
             assert d.shape == (prob.nsamples, prob.ncoils) and d.dtype == np.complex64
             assert x.shape == plan.shape
             ef, ea = rel_rms(d, forward_ref), rel_rms(x, adjoint_ref)
             print(
-                f"round {round_} {precision}: dims {prob.dims} M {prob.nsamples} L {prob.ncoils} "
+                f"round {round_} {backend} {precision}: dims {prob.dims} M {prob.nsamples} L {prob.ncoils} "
                 f"B {prob.coefficients.shape[1]} off-res {prob.omega is not None}: "
                 f"forward {ef:.2e} adjoint {ea:.2e}"
             )
