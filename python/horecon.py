@@ -51,7 +51,8 @@ Errors
 ------
 Every failing library call raises :class:`HoreconError` carrying the status
 code, its name (``"HORECON_ERR_NOT_FINITE"`` ...) and the library's
-``horecon_last_error()`` text. Shape problems found on the Python side raise
+``horecon_last_error()`` text. The C API receives bare pointers and cannot see
+an array's length, so shape problems are found on the Python side; they raise
 :class:`HoreconValueError`, which is both a ``HoreconError`` (status
 ``HORECON_ERR_SIZE_MISMATCH`` or ``HORECON_ERR_INVALID_ARGUMENT``) and a
 ``ValueError``; arrays of a non-numeric dtype raise ``TypeError``. An exception
@@ -66,8 +67,10 @@ next to this file's parent folder, then ``ctypes.util.find_library("horecon")``.
 Threads
 -------
 ctypes drops the GIL during each library call, and the operators (forward,
-adjoint, normal, cg) may run concurrently on one plan from several Python
-threads. Setters must not race with operators.
+adjoint, normal, cg) run concurrently on one plan from several Python threads.
+A setter waits until the operators in flight on its plan have finished (and
+holds off new ones meanwhile), so threads cannot corrupt a plan. close() while
+calls are in flight marks the plan closed at once and frees it when they end.
 """
 
 from __future__ import annotations
@@ -268,6 +271,7 @@ _SIGNATURES = {
 _LIB = None
 _LIB_PATH = None
 _LIB_LOCK = threading.Lock()
+_IN_PROGRESS = threading.local()  # plans whose cg progress callback runs on this thread
 
 
 def _library_names():
@@ -436,8 +440,12 @@ class Plan:
     ):
         # set first: close() and __del__ must work even if creation fails
         self._handle = None
-        self._lock = threading.Lock()
-        self._active = 0  # library calls in flight on this plan
+        # A reader-writer lock over the handle: operators (const plan in C)
+        # share it, setters (mutable plan) hold it alone, so Python threads
+        # can never race a setter against an operator inside the library.
+        self._lock = threading.Condition()
+        self._readers = 0  # operator calls in flight
+        self._writer = False  # a setter in flight
         self._pending = None  # a handle closed while calls were in flight
         lib = _load()
         dims = (operator.index(shape),) if np.isscalar(shape) else tuple(operator.index(s) for s in shape)
@@ -480,26 +488,43 @@ class Plan:
             return
         with lock:
             handle, self._handle = self._handle, None
-            if handle is not None and self._active > 0:
+            if handle is not None and (self._readers or self._writer):
                 self._pending, handle = handle, None
         if handle is not None and _LIB is not None:
             _check(_LIB.horecon_plan_destroy(handle))
 
-    def _begin(self):
-        """The handle for one library call (None once closed), counted as in flight."""
+    def _begin(self, exclusive: bool):
+        """The handle for one library call (None once closed), registered as
+        in flight: shared for operators, exclusive for setters."""
         with self._lock:
+            if exclusive:
+                if self in getattr(_IN_PROGRESS, "plans", ()):
+                    raise _value_error(
+                        HORECON_ERR_INVALID_ARGUMENT,
+                        "a plan cannot be changed from the progress callback of its own cg",
+                    )
+                self._lock.wait_for(lambda: not self._writer and not self._readers)
+            else:
+                self._lock.wait_for(lambda: not self._writer)
             if self._handle is not None:
-                self._active += 1
+                if exclusive:
+                    self._writer = True
+                else:
+                    self._readers += 1
             return self._handle
 
-    def _end(self, handle) -> None:
+    def _end(self, handle, exclusive: bool) -> None:
         if handle is None:
             return
+        pending = None
         with self._lock:
-            self._active -= 1
-            pending = None
-            if self._active == 0 and self._pending is not None:
+            if exclusive:
+                self._writer = False
+            else:
+                self._readers -= 1
+            if not self._readers and not self._writer and self._pending is not None:
                 pending, self._pending = self._pending, None
+            self._lock.notify_all()
         if pending is not None:
             _LIB.horecon_plan_destroy(pending)
 
@@ -521,16 +546,18 @@ class Plan:
         return self._handle is None
 
     def _call(self, name: str, *args):
-        """Calls ``name(handle, *args)``; raises HoreconError on failure."""
+        """Calls ``name(handle, *args)``; raises HoreconError on failure.
+        The setters (``horecon_set_*``) hold the plan exclusively."""
         function = getattr(_load(), name)
-        handle = self._begin()
+        exclusive = name.startswith("horecon_set_")
+        handle = self._begin(exclusive)
         try:
             status = function(handle, *args)
             error = None
             if status != HORECON_OK:  # read the message before anything else calls the library
                 error = _error(status, _last_error(), "this Plan was closed" if handle is None else "")
         finally:
-            self._end(handle)
+            self._end(handle, exclusive)
         if error is not None:
             raise error
 
@@ -786,17 +813,21 @@ class Plan:
                 return 1
             if progress is None:
                 return 0
+            plans = _IN_PROGRESS.__dict__.setdefault("plans", [])
+            plans.append(self)
             try:
                 return 1 if progress(int(iteration), float(rel_residual)) else 0
             except BaseException as e:  # noqa: BLE001 - re-raised after the call
                 raised.append(e)
                 return 1
+            finally:
+                plans.pop()
 
         callback = _ProgressFn(trampoline)  # referenced by this frame until the solve ends
         opts.progress = callback
         info = _CgInfo()
         outcome = {}
-        handle = self._begin()
+        handle = self._begin(False)
 
         def solve():
             try:
@@ -809,7 +840,7 @@ class Plan:
             except BaseException as e:  # noqa: BLE001 - handed to the caller
                 outcome["exception"] = e
             finally:
-                self._end(handle)  # the worker holds the plan until the solve ends
+                self._end(handle, False)  # the worker holds the plan until the solve ends
                 done.set()
 
         done = threading.Event()

@@ -155,3 +155,54 @@ def test_close_while_a_solve_runs_frees_after_it(destroy):
     image, stats = result["out"]
     assert stats["iterations"] == 3 and image.shape == (4, 3)
     assert destroy.freed == [handle]
+
+
+def test_setter_waits_for_operators_in_flight():
+    """A setter from another thread during cg waits for the solve to end
+    (the library's setters need the plan exclusively); a setter from the
+    solve's own progress callback is refused instead of deadlocking."""
+    import threading
+
+    plan = make_plan()
+    data = plan.forward(np.arange(12.0))
+    started, release = threading.Event(), threading.Event()
+    order = []
+
+    def progress(iteration, rel_residual):
+        started.set()
+        release.wait(5)
+        order.append("cg iteration")
+        return False
+
+    def setter():
+        plan.set_grid_positions(0.3)
+        order.append("setter")
+
+    solver = threading.Thread(
+        target=lambda: plan.cg(data, max_iterations=2, tolerance=0.0, progress=progress)
+    )
+    solver.start()
+    assert started.wait(5)
+    other = threading.Thread(target=setter)
+    other.start()
+    other.join(0.3)
+    assert other.is_alive(), "the setter must wait for the running solve"
+    release.set()
+    solver.join(10)
+    other.join(10)
+    assert order == ["cg iteration", "cg iteration", "setter"]
+
+    def changes_its_own_plan(iteration, rel_residual):
+        plan.set_grid_positions(0.2)
+
+    with pytest.raises(horecon.HoreconError) as info:
+        plan.cg(data, progress=changes_its_own_plan)
+    assert info.value.status == horecon.HORECON_ERR_INVALID_ARGUMENT
+    assert "progress callback" in info.value.message
+    # operators from the callback are fine
+    seen = []
+    plan.cg(
+        data, max_iterations=2, tolerance=0.0, progress=lambda i, r: seen.append(plan.forward(np.ones(12)))
+    )
+    assert len(seen) == 2
+    plan.close()
