@@ -601,7 +601,7 @@ class Plan:
         """An array meaning the MODEL.md matrix [rows x cols] (first index
         fastest), as Fortran-ordered (rows, cols). Accepts (rows, cols) in any
         memory order, (cols, rows) when rows != cols, (rows,) when cols = 1,
-        and the shapes in ``extra`` (each (shape, reshape-to-(rows, cols) in F order))."""
+        and the shapes in ``extra``, whose Fortran ravel is the [rows x cols] matrix."""
         arr = _numeric(name, a, dtype)
         s = arr.shape
         if s == (rows, cols):
@@ -661,8 +661,7 @@ class Plan:
     def set_grid_positions(self, fov, center=(0.0, 0.0, 0.0)) -> None:
         """Axis-aligned grid: x_i = center_x + (i - nx//2)*fov_x/nx, likewise y, z
         (metres; a scalar fov applies to all three axes)."""
-        f = np.ascontiguousarray(np.broadcast_to(_numeric("fov", fov, np.float64), (3,)))
-        c = np.ascontiguousarray(np.broadcast_to(_numeric("center", center, np.float64), (3,)))
+        f, c = (_three(name, v) for name, v in (("fov", fov), ("center", center)))
         self._call("horecon_set_grid_positions", _ptr(f, c_double), _ptr(c, c_double))
 
     def set_solid_harmonics(self, coefficients) -> None:
@@ -875,6 +874,16 @@ class Plan:
             "rel_residual": info.rel_residual,
             "seconds": info.seconds,
         }
+
+
+def _three(name, value):
+    """A scalar or 3-vector as a contiguous float64 3-vector."""
+    arr = _numeric(name, value, np.float64)
+    if arr.shape not in ((), (1,), (3,)):
+        raise _value_error(
+            HORECON_ERR_SIZE_MISMATCH, f"{name} has shape {_shape_str(arr.shape)}, expected a scalar or (3,)"
+        )
+    return np.ascontiguousarray(np.broadcast_to(arr, (3,)))
 
 
 def _enum(name, value, table):

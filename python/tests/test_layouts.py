@@ -146,6 +146,7 @@ def test_ambiguous_square_shapes_take_the_semantic_reading(rng):
         ("adjoint", [np.ones(5)]),
         ("normal", [np.ones((12, 1, 1, 1))]),
         ("set_off_resonance", [np.ones(12), np.ones(4)]),
+        ("set_grid_positions", [(0.2, 0.2)]),
         ("cg", [np.ones((5, 2)), 5, 1e-6, "none", 0.0, np.ones(4)]),
     ],
 )
