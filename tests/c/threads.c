@@ -7,7 +7,10 @@
  *  - the same with a fresh plan whose operator is built lazily by the first
  *    of the racing calls;
  *  - horecon_last_error() is thread-local: failures in one thread neither
- *    show in another nor are cleared by another's success.
+ *    show in another nor are cleared by another's success;
+ *  - the cg progress callback runs on the thread that called horecon_cg
+ *    (MATLAB's MEX API and other thread-bound code depend on it) and may
+ *    itself call the operators of the same plan.
  *
  * Usage: threads [rounds [nx ny nsamples]] (small values under valgrind). */
 #define _POSIX_C_SOURCE 200809L
@@ -58,14 +61,31 @@ typedef struct worker {
     int mismatches;     /* results that differ from the reference */
     int bad_status;     /* unexpected status codes */
     int leaked_errors;  /* last error not as this thread left it */
+    int callbacks;      /* progress callbacks seen */
+    int foreign_callbacks; /* progress callbacks on another thread */
+    pthread_t self;
 } worker;
+
+static int32_t worker_progress(void *user, int32_t iteration, double rel_residual)
+{
+    worker *w = (worker *)user;
+    (void)iteration;
+    (void)rel_residual;
+    w->callbacks++;
+    if (!pthread_equal(w->self, pthread_self())) w->foreign_callbacks++;
+    return 0;
+}
 
 static void *work(void *arg)
 {
     worker *w = (worker *)arg;
     horecon_c32 *d = new_c32(m * COILS), *x = new_c32(n);
     horecon_cg_info info;
+    horecon_cg_options c = cg_opts;
     int r, k;
+    w->self = pthread_self();
+    c.progress = worker_progress;
+    c.progress_user = w;
     pthread_barrier_wait(&barrier);
     for (r = 0; r < rounds; r++) {
         for (k = 0; k < 4; k++) {
@@ -89,7 +109,7 @@ static void *work(void *arg)
                 break;
             default:
                 poison_c32(x, n);
-                s = horecon_cg(w->plan, data, &cg_opts, x, &info);
+                s = horecon_cg(w->plan, data, &c, x, &info);
                 if (s == HORECON_OK && !same_c32(x, ref_cg, n)) w->mismatches++;
                 break;
             }
@@ -117,12 +137,34 @@ static void *work(void *arg)
     return NULL;
 }
 
+typedef struct reentrant_state {
+    const horecon_plan *plan;
+    pthread_t caller;
+    horecon_c32 *out;
+    int calls, foreign, wrong;
+} reentrant_state;
+
+/* Applies the plan's normal operator from inside its own cg. */
+static int32_t reentrant_progress(void *user, int32_t iteration, double rel_residual)
+{
+    reentrant_state *st = (reentrant_state *)user;
+    (void)iteration;
+    (void)rel_residual;
+    st->calls++;
+    if (!pthread_equal(st->caller, pthread_self())) st->foreign++;
+    poison_c32(st->out, n);
+    if (horecon_normal(st->plan, image, st->out) != HORECON_OK || !same_c32(st->out, ref_normal, n))
+        st->wrong++;
+    return 0;
+}
+
 /* Runs THREADS workers on `plan`; returns 1 if all results were identical. */
 static void run_workers(const horecon_plan *plan, const char *what)
 {
     pthread_t threads[THREADS];
     worker workers[THREADS];
     int i, started = 0, calls = 0, mismatches = 0, bad_status = 0, leaked = 0;
+    int callbacks = 0, foreign = 0;
     CHECK(pthread_barrier_init(&barrier, NULL, THREADS) == 0, "pthread_barrier_init");
     for (i = 0; i < THREADS; i++) {
         memset(&workers[i], 0, sizeof workers[i]);
@@ -138,14 +180,20 @@ static void run_workers(const horecon_plan *plan, const char *what)
         mismatches += workers[i].mismatches;
         bad_status += workers[i].bad_status;
         leaked += workers[i].leaked_errors;
+        callbacks += workers[i].callbacks;
+        foreign += workers[i].foreign_callbacks;
     }
     pthread_barrier_destroy(&barrier);
-    printf("threads: %s: %d threads, %d calls, %d differing results, %d bad status, %d last-error mix-ups\n",
-           what, THREADS, calls, mismatches, bad_status, leaked);
+    printf("threads: %s: %d threads, %d calls, %d differing results, %d bad status, %d last-error mix-ups, "
+           "%d of %d progress callbacks on a foreign thread\n",
+           what, THREADS, calls, mismatches, bad_status, leaked, foreign, callbacks);
     CHECK(calls == THREADS * rounds * 4, "%s: %d calls", what, calls);
     CHECK(mismatches == 0, "%s: %d results differ from the single-thread ones", what, mismatches);
     CHECK(bad_status == 0, "%s: %d unexpected status codes", what, bad_status);
     CHECK(leaked == 0, "%s: %d times the last error was another thread's or was lost", what, leaked);
+    CHECK(callbacks >= THREADS * rounds && foreign == 0,
+          "%s: %d of %d progress callbacks ran on another thread than their horecon_cg call", what,
+          foreign, callbacks);
 }
 
 int main(int argc, char **argv)
@@ -209,6 +257,28 @@ int main(int argc, char **argv)
         CHECK(horecon_cg(plan, data, &cg_opts, again, &info) == HORECON_OK && same_c32(again, ref_cg, n),
               "cg is not reproducible on one thread");
         free(again);
+    }
+
+    {
+        /* the callback runs on this thread and may apply the same plan */
+        reentrant_state st;
+        horecon_cg_options c = cg_opts;
+        horecon_c32 *x = new_c32(n);
+        st.plan = plan;
+        st.caller = pthread_self();
+        st.calls = st.foreign = st.wrong = 0;
+        st.out = new_c32(n);
+        c.progress = reentrant_progress;
+        c.progress_user = &st;
+        CHECK(horecon_cg(plan, data, &c, x, &info) == HORECON_OK, "cg with a re-entrant callback: %s",
+              horecon_last_error());
+        CHECK(st.calls == info.iterations && st.calls > 0, "re-entrant callback: %d calls, %d iterations",
+              st.calls, (int)info.iterations);
+        CHECK(st.foreign == 0, "%d of %d progress callbacks ran on another thread", st.foreign, st.calls);
+        CHECK(st.wrong == 0, "%d normal calls inside the callback were wrong", st.wrong);
+        CHECK(same_c32(x, ref_cg, n), "cg with a re-entrant callback differs from the reference");
+        free(st.out);
+        free(x);
     }
 
     /* operator already built */
