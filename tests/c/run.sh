@@ -15,13 +15,15 @@
 #            - exported symbols of libhorecon.so == functions declared in the header;
 #            - the header alone compiles as C99 and C++11 (-Wall -Wextra -pedantic
 #              -Werror) and a C++ program naming every function links (extern "C").
-#   compile  examples/quickstart.c (C99), tests/c/error_handling.c and
-#            tests/c/threads.c (C99 and C++11), all with -Werror.
+#   compile  examples/quickstart.c (C99); tests/c/error_handling.c (every status
+#            code), tests/c/model.c (MODEL.md against float64 sums in C) and
+#            tests/c/threads.c (concurrency), each as C99 and C++11, -Werror.
 #   run      each program natively, then under valgrind (--error-exitcode=1
 #            --leak-check=full --errors-for-leak-kinds=definite: "possibly lost"
 #            and "still reachable" blocks of Rust's thread pools are not failures).
 #
 # Environment: CC, CXX (gcc, g++); HORECON_TEST_SEED replays a seed;
+# HORECON_C_TEST_TIMEOUT limits each run (900 s);
 # HORECON_C_TESTS_NO_VALGRIND=1 skips the valgrind runs (reported, not passed).
 set -u
 
@@ -51,7 +53,7 @@ step() {
     if "$@" >"$logs/$name.log" 2>&1; then
         passed=$((passed + 1))
         printf 'PASS %s\n' "$name"
-        grep -h -E '(checks passed|differing results|relative reconstruction error|skipped|seed )' \
+        grep -h -E '(checks passed|differing results|relative reconstruction error|skipped|seed |model: .*(forward|cg))' \
             "$logs/$name.log" | sed 's/^/     /'
     else
         failed=$((failed + 1))
@@ -210,6 +212,8 @@ link=(-L"$lib" -lhorecon -Wl,-rpath,"$lib" -lm -pthread)
 step compile-quickstart-c99 "$CC" "${cflags[@]}" examples/quickstart.c -o "$out/quickstart" "${link[@]}"
 step compile-error_handling-c99 "$CC" "${cflags[@]}" tests/c/error_handling.c -o "$out/error_handling" "${link[@]}"
 step compile-error_handling-c++11 "$CXX" "${cxxflags[@]}" tests/c/error_handling.c -o "$out/error_handling_cxx" "${link[@]}"
+step compile-model-c99 "$CC" "${cflags[@]}" tests/c/model.c -o "$out/model" "${link[@]}"
+step compile-model-c++11 "$CXX" "${cxxflags[@]}" tests/c/model.c -o "$out/model_cxx" "${link[@]}"
 step compile-threads-c99 "$CC" "${cflags[@]}" tests/c/threads.c -o "$out/threads" "${link[@]}"
 step compile-threads-c++11 "$CXX" "${cxxflags[@]}" tests/c/threads.c -o "$out/threads_cxx" "${link[@]}"
 
@@ -217,12 +221,15 @@ step compile-threads-c++11 "$CXX" "${cxxflags[@]}" tests/c/threads.c -o "$out/th
 
 vg=(valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite)
 
+# A hang (a deadlock, say) is a failure, not a stuck CI job.
+limit="${HORECON_C_TEST_TIMEOUT:-900}"
+
 # run NAME PROGRAM ARGS...: natively, if it was built; vgrun: under valgrind.
 run() {
     local name="$1" program="$2"
     shift 2
     if [ -x "$program" ]; then
-        step "$name" "$program" "$@"
+        step "$name" timeout "$limit" "$program" "$@"
     else
         step "$name" sh -c "echo '$program was not built'; exit 1"
     fi
@@ -231,7 +238,7 @@ vgrun() {
     local name="$1" program="$2"
     shift 2
     if [ -x "$program" ]; then
-        step "$name" "${vg[@]}" "$program" "$@"
+        step "$name" timeout "$limit" "${vg[@]}" "$program" "$@"
     else
         step "$name" sh -c "echo '$program was not built'; exit 1"
     fi
@@ -240,8 +247,14 @@ vgrun() {
 run run-quickstart "$out/quickstart"
 run run-error_handling-c99 "$out/error_handling"
 run run-error_handling-c++11 "$out/error_handling_cxx"
+run run-model-c99 "$out/model"
+run run-model-c++11 "$out/model_cxx"
 run run-threads-c99 "$out/threads"
 run run-threads-c++11 "$out/threads_cxx"
+# all cores in the plan's pool, and the double and fast precision modes
+run run-threads-all-cores "$out/threads" 4 32 32 1000 0
+step run-threads-double env HORECON_TEST_PRECISION=2 timeout "$limit" "$out/threads" 4 20 20 500 5
+step run-threads-fast env HORECON_TEST_PRECISION=1 timeout "$limit" "$out/threads" 4 20 20 500 5
 
 if [ "${HORECON_C_TESTS_NO_VALGRIND:-0}" = "1" ]; then
     echo "SKIP valgrind runs (HORECON_C_TESTS_NO_VALGRIND=1)"
@@ -251,6 +264,8 @@ else
     vgrun valgrind-quickstart "$out/quickstart"
     vgrun valgrind-error_handling-c99 "$out/error_handling"
     vgrun valgrind-error_handling-c++11 "$out/error_handling_cxx"
+    vgrun valgrind-model-c99 "$out/model"
+    vgrun valgrind-model-c++11 "$out/model_cxx"
     # tiny sizes: valgrind runs the 8 threads one at a time, ~50x slower
     vgrun valgrind-threads-c99 "$out/threads" 2 6 5 40
     vgrun valgrind-threads-c++11 "$out/threads_cxx" 2 6 5 40

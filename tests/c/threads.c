@@ -12,7 +12,9 @@
  *    (MATLAB's MEX API and other thread-bound code depend on it) and may
  *    itself call the operators of the same plan.
  *
- * Usage: threads [rounds [nx ny nsamples]] (small values under valgrind). */
+ * Usage: threads [rounds [nx ny nsamples [pool_threads]]] (small values under
+ * valgrind; pool_threads is the plan's num_threads, 3 by default, 0 = all
+ * cores). HORECON_TEST_PRECISION=0|1|2 picks the precision mode (default 0). */
 #define _POSIX_C_SOURCE 200809L
 
 #include <pthread.h>
@@ -25,6 +27,7 @@
 
 static int64_t nx = 12, ny = 10, nsamples = 300;
 static int rounds = 12;
+static int pool_threads = 3;
 static size_t n, m;
 
 /* One problem's inputs, so that several identical plans can be built. */
@@ -207,14 +210,16 @@ int main(int argc, char **argv)
         ny = atoll(argv[3]);
         nsamples = atoll(argv[4]);
     }
-    if (rounds < 1 || nx < 1 || ny < 1 || nsamples < 1) {
-        fprintf(stderr, "usage: threads [rounds [nx ny nsamples]]\n");
+    if (argc >= 6) pool_threads = atoi(argv[5]);
+    if (rounds < 1 || nx < 1 || ny < 1 || nsamples < 1 || pool_threads < 0) {
+        fprintf(stderr, "usage: threads [rounds [nx ny nsamples [pool_threads]]]\n");
         return 2;
     }
     rng_seed("threads");
     n = (size_t)(nx * ny);
     m = (size_t)nsamples;
-    opts = test_options(3);
+    opts = test_options(pool_threads);
+    if (getenv("HORECON_TEST_PRECISION") != NULL) opts.precision = atoi(getenv("HORECON_TEST_PRECISION"));
     fov[0] = 0.24;
     fov[1] = 0.2;
     fov[2] = 0.005;
