@@ -82,8 +82,9 @@ pub struct horecon_options {
     pub verbosity: i32,
 }
 
-/// Progress callback of `horecon_cg`: called after every iteration; return
-/// nonzero to stop (the call then returns HORECON_ERR_CANCELLED).
+/// Progress callback of `horecon_cg`: called after every iteration, on the
+/// thread that called `horecon_cg`; return nonzero to stop (the call then
+/// returns HORECON_ERR_CANCELLED).
 pub type horecon_progress_fn =
     Option<unsafe extern "C" fn(user: *mut c_void, iteration: i32, rel_residual: f64) -> i32>;
 

@@ -387,6 +387,111 @@ static void test_cg_equations(void)
     free(w);
 }
 
+
+/* ------------------------------------------------ setters after use */
+
+/* The state of a model built step by step. */
+typedef struct model_state {
+    int grid;          /* grid positions instead of explicit ones */
+    int phase;         /* 0 solid harmonics (9), 1 user basis (5), 2 trajectory (3) */
+    int off_resonance; /* 0 none, 1 set */
+    int coil_set;      /* which of two sensitivity sets */
+} model_state;
+
+#define SN 12
+#define SM 30
+#define SL 2
+static double st_positions[3 * SN], st_fov[3] = {0.2, 0.18, 0.03}, st_center[3];
+static double st_harmonics[9 * SM], st_basis[5 * SN], st_basis_coefficients[5 * SM], st_k[3 * SM];
+static double st_omega[SN], st_times[SM];
+static horecon_c32 st_s[2][SN * SL];
+
+static horecon_status apply_positions(horecon_plan *p, const model_state *st)
+{
+    return st->grid ? horecon_set_grid_positions(p, st_fov, st_center) : horecon_set_positions(p, st_positions);
+}
+static horecon_status apply_phase(horecon_plan *p, const model_state *st)
+{
+    return st->phase == 0 ? horecon_set_solid_harmonics(p, 9, st_harmonics)
+         : st->phase == 1 ? horecon_set_basis(p, 5, st_basis, st_basis_coefficients)
+                          : horecon_set_trajectory(p, 3, st_k);
+}
+static horecon_status apply_off_resonance(horecon_plan *p, const model_state *st)
+{
+    return horecon_set_off_resonance(p, st->off_resonance ? st_omega : NULL, st_times);
+}
+static horecon_status apply_coils(horecon_plan *p, const model_state *st)
+{
+    return horecon_set_sensitivities(p, st_s[st->coil_set]);
+}
+
+/* A fresh plan with the whole state, set in the usual order. */
+static horecon_plan *fresh_plan(const model_state *st)
+{
+    horecon_options o = test_options(2);
+    horecon_plan *p = NULL;
+    horecon_status s = horecon_plan_create(&o, 3, 2, 2, SL, SM, &p);
+    if (s == HORECON_OK) s = apply_positions(p, st);
+    if (s == HORECON_OK) s = apply_phase(p, st);
+    if (s == HORECON_OK) s = apply_off_resonance(p, st);
+    if (s == HORECON_OK) s = apply_coils(p, st);
+    CHECK(s == HORECON_OK, "fresh plan: %s", horecon_last_error());
+    return p;
+}
+
+/* Every setter called on a plan whose operator was already built takes
+ * effect: the next forward equals that of a fresh plan with the same model. */
+static void test_setters_after_use(void)
+{
+    model_state st = {0, 0, 1, 0};
+    horecon_options o = test_options(2);
+    horecon_plan *plan = NULL;
+    horecon_c32 x[SN], d[SM * SL], ref[SM * SL], previous[SM * SL];
+    int step;
+    fill_real(st_positions, 3 * SN, -0.1, 0.1);
+    fill_real(st_center, 3, -0.01, 0.01);
+    fill_real(st_harmonics, 9 * SM, -80.0, 80.0);
+    fill_real(st_basis, 5 * SN, -1.0, 1.0);
+    fill_real(st_basis_coefficients, 5 * SM, -10.0, 10.0);
+    fill_real(st_k, 3 * SM, -80.0, 80.0);
+    fill_real(st_omega, SN, -300.0, 300.0);
+    fill_real(st_times, SM, 1e-4, 5e-3);
+    fill_c32(st_s[0], SN * SL);
+    fill_c32(st_s[1], SN * SL);
+    fill_c32(x, SN);
+    CHECK(horecon_plan_create(&o, 3, 2, 2, SL, SM, &plan) == HORECON_OK, "%s", horecon_last_error());
+    CHECK(apply_positions(plan, &st) == HORECON_OK && apply_phase(plan, &st) == HORECON_OK &&
+              apply_off_resonance(plan, &st) == HORECON_OK && apply_coils(plan, &st) == HORECON_OK,
+          "initial model: %s", horecon_last_error());
+    CHECK(horecon_forward(plan, x, previous) == HORECON_OK, "%s", horecon_last_error());
+    for (step = 0; step < 8; step++) {
+        const char *what = "";
+        horecon_status s = HORECON_OK;
+        horecon_plan *fresh;
+        switch (step) {
+        case 0: st.grid = 1; what = "grid positions"; s = apply_positions(plan, &st); break;
+        case 1: st.phase = 1; what = "user basis"; s = apply_phase(plan, &st); break;
+        case 2: st.off_resonance = 0; what = "off-resonance cleared"; s = apply_off_resonance(plan, &st); break;
+        case 3: st.phase = 2; what = "trajectory"; s = apply_phase(plan, &st); break;
+        case 4: st.coil_set = 1; what = "sensitivities"; s = apply_coils(plan, &st); break;
+        case 5: st.off_resonance = 1; what = "off-resonance set"; s = apply_off_resonance(plan, &st); break;
+        case 6: st.grid = 0; what = "explicit positions"; s = apply_positions(plan, &st); break;
+        default: st.phase = 0; what = "solid harmonics"; s = apply_phase(plan, &st); break;
+        }
+        CHECK(s == HORECON_OK, "%s: %s", what, horecon_last_error());
+        CHECK(horecon_forward(plan, x, d) == HORECON_OK, "%s: %s", what, horecon_last_error());
+        fresh = fresh_plan(&st);
+        CHECK(fresh != NULL && horecon_forward(fresh, x, ref) == HORECON_OK, "%s: %s", what,
+              horecon_last_error());
+        CHECK(same_c32(d, ref, SM * SL), "after setting %s on a used plan, forward differs from a fresh plan",
+              what);
+        CHECK(!same_c32(d, previous, SM * SL), "setting %s did not change the result", what);
+        memcpy(previous, d, sizeof d);
+        horecon_plan_destroy(fresh);
+    }
+    horecon_plan_destroy(plan);
+}
+
 int main(void)
 {
     rng_seed("model");
@@ -394,5 +499,6 @@ int main(void)
     test_solid_harmonics();
     test_basis_and_trajectory();
     test_cg_equations();
+    test_setters_after_use();
     return check_summary("model");
 }
