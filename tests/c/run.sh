@@ -3,6 +3,7 @@
 #
 #   tests/c/run.sh                    after `cargo build --release`, from the repo root
 #   tests/c/run.sh --snapshot-header  before the build, outside a git checkout (see below)
+#   tests/c/run.sh --header-only      only the header checks
 #
 # Steps (each PASS or FAIL; logs in build/c/logs/):
 #   header   the committed include/horecon.h equals a freshly generated one:
@@ -36,6 +37,9 @@ snapshot="$out/horecon.h.before-build"
 CC="${CC:-gcc}"
 CXX="${CXX:-g++}"
 
+header_only=0
+[ "${1:-}" = "--header-only" ] && header_only=1
+
 if [ "${1:-}" = "--snapshot-header" ]; then
     mkdir -p "$out" && cp include/horecon.h "$snapshot" && echo "saved $snapshot"
     exit $?
@@ -53,7 +57,7 @@ step() {
     if "$@" >"$logs/$name.log" 2>&1; then
         passed=$((passed + 1))
         printf 'PASS %s\n' "$name"
-        grep -h -E '(checks passed|differing results|relative reconstruction error|skipped|seed |model: .*(forward|cg))' \
+        grep -h -E '(^ok: |^note: |checks passed|differing results|relative reconstruction error|skipped|seed |model: .*(forward|cg))' \
             "$logs/$name.log" | sed 's/^/     /'
     else
         failed=$((failed + 1))
@@ -99,7 +103,7 @@ header_is_fresh() {
         return 1
     fi
     rm -rf "$tmp"
-    echo "include/horecon.h equals the header generated from the current src/"
+    echo "ok: include/horecon.h equals the header generated from the current src/"
 }
 
 # The freshness check itself can fail: a changed doc comment in src/ffi must
@@ -118,7 +122,7 @@ header_check_detects_changes() {
         return 1
     fi
     rm -rf "$tmp"
-    echo "a changed doc comment changes the generated header: the check can fail"
+    echo "ok: a changed doc comment changes the generated header: the check can fail"
 }
 
 header_matches_committed() {
@@ -129,17 +133,17 @@ header_matches_committed() {
             echo "commit the regenerated include/horecon.h"
             return 1
         fi
-        echo "include/horecon.h equals the committed one (git)"
+        echo "ok: include/horecon.h equals the committed one (git)"
     elif [ -f "$snapshot" ]; then
         if ! diff -u "$snapshot" include/horecon.h; then
             echo "the build rewrote include/horecon.h: the shipped header is stale (diff above)"
             return 1
         fi
-        echo "include/horecon.h equals the copy taken before the build ($snapshot)"
+        echo "ok: include/horecon.h equals the copy taken before the build ($snapshot)"
     else
-        echo "not a git checkout and no $snapshot: run 'tests/c/run.sh --snapshot-header'"
-        echo "before 'cargo build --release' to compare with the shipped header;"
-        echo "only the comparison with a freshly generated header was made"
+        echo "note: not a git checkout and no $snapshot: run 'tests/c/run.sh --snapshot-header'"
+        echo "note: before 'cargo build --release' to compare with the shipped header;"
+        echo "note: only the comparison with a freshly generated header was made (header-fresh)"
     fi
 }
 
@@ -163,7 +167,7 @@ symbols_match_header() {
         diff <(echo "$exported") <(echo "$declared")
         return 1
     fi
-    echo "$(echo "$declared" | wc -l) functions, all exported and declared"
+    echo "ok: $(echo "$declared" | wc -l) functions, all exported and declared"
 }
 
 header_compiles() {
@@ -172,7 +176,7 @@ header_compiles() {
     "$CC" -std=c99 -Wall -Wextra -pedantic -Werror -Iinclude "$src.c" -o "$src.c99" || return 1
     "$CXX" -x c++ -std=c++11 -Wall -Wextra -pedantic -Werror -Iinclude "$src.c" -o "$src.cxx11" || return 1
     "$CXX" -x c++ -std=c++17 -Wall -Wextra -pedantic -Werror -Iinclude "$src.c" -o "$src.cxx17" || return 1
-    echo "the header compiles alone (twice included) as C99, C++11 and C++17"
+    echo "ok: the header compiles alone (twice included) as C99, C++11 and C++17"
 }
 
 # A C++ program that takes the address of every declared function: it links
@@ -193,7 +197,7 @@ header_links_from_cxx() {
     "$CXX" -std=c++11 -Wall -Wextra -pedantic -Werror -Iinclude "$src" -o "$out/header_linkage" \
         -L"$lib" -lhorecon -Wl,-rpath,"$lib" || return 1
     "$out/header_linkage" || return 1
-    echo "a C++ program naming all $(header_functions | wc -l) functions links: extern \"C\" works"
+    echo "ok: a C++ program naming all $(header_functions | wc -l) functions links: extern \"C\" works"
 }
 
 step header-fresh header_is_fresh
@@ -202,6 +206,12 @@ step header-committed header_matches_committed
 step header-symbols symbols_match_header
 step header-compiles header_compiles
 step header-cxx-linkage header_links_from_cxx
+
+if [ "$header_only" = "1" ]; then
+    echo "C tests: $passed passed, $failed failed"
+    [ "$failed" -eq 0 ]
+    exit
+fi
 
 # ---- compile ------------------------------------------------------------
 
