@@ -5,6 +5,8 @@
  * and the equations CG solves (sample weights, Tikhonov). */
 #define _POSIX_C_SOURCE 200809L
 
+#include <unistd.h>
+
 #include "check.h"
 
 
@@ -492,6 +494,93 @@ static void test_setters_after_use(void)
     horecon_plan_destroy(plan);
 }
 
+/* ------------------------------------------------- float _Complex (C only) */
+
+#ifndef __cplusplus
+#include <complex.h>
+/* horecon_c32 has the layout of C99 float _Complex: arrays of either work. */
+static void test_float_complex(void)
+{
+    horecon_options o = test_options(2);
+    horecon_plan *plan = complete_plan(&o, 3, 3, 1, 2, 16);
+    float _Complex x[9], d[32];
+    horecon_c32 xs[9], ds[32];
+    size_t i;
+    CHECK(sizeof(horecon_c32) == sizeof(float _Complex), "sizeof horecon_c32 %lu, float _Complex %lu",
+          (unsigned long)sizeof(horecon_c32), (unsigned long)sizeof(float _Complex));
+    if (plan == NULL) return;
+    for (i = 0; i < 9; i++) {
+        xs[i].re = (float)rng_nonzero(-1.0, 1.0);
+        xs[i].im = (float)rng_nonzero(-1.0, 1.0);
+        x[i] = xs[i].re + xs[i].im * (float _Complex)I;
+    }
+    CHECK(horecon_forward(plan, (const horecon_c32 *)(const void *)x, (horecon_c32 *)(void *)d) == HORECON_OK,
+          "forward on float _Complex: %s", horecon_last_error());
+    CHECK(horecon_forward(plan, xs, ds) == HORECON_OK, "forward: %s", horecon_last_error());
+    for (i = 0; i < 32; i++) {
+        CHECK(crealf(d[i]) == ds[i].re && cimagf(d[i]) == ds[i].im, "float _Complex result %lu differs",
+              (unsigned long)i);
+    }
+    horecon_plan_destroy(plan);
+}
+#endif
+
+/* ------------------------------------------------------------ verbosity */
+
+/* Runs cg at a verbosity and returns the number of lines the library wrote
+ * to stderr (-1 if stderr could not be captured). */
+static int stderr_lines_of_cg(int32_t verbosity, int also_fail, int32_t *iterations)
+{
+    horecon_options o = test_options(2);
+    horecon_plan *plan;
+    horecon_cg_options c;
+    horecon_cg_info info;
+    horecon_c32 d[2 * 24], x[12];
+    FILE *capture = tmpfile();
+    int saved, lines = 0, ch;
+    o.verbosity = verbosity;
+    plan = complete_plan(&o, 4, 3, 1, 2, 24);
+    if (plan == NULL || capture == NULL) return -1;
+    fill_c32(d, 2 * 24);
+    horecon_default_cg_options(&c);
+    c.max_iterations = 5;
+    c.tolerance = 0.0;
+    fflush(stderr);
+    saved = dup(2);
+    if (saved < 0 || dup2(fileno(capture), 2) < 0) return -1;
+    CHECK(horecon_cg(plan, d, &c, x, &info) == HORECON_OK, "cg: %s", horecon_last_error());
+    if (also_fail) {
+        /* failures report through the status and horecon_last_error only */
+        horecon_forward(plan, NULL, d);
+        horecon_cg(plan, NULL, &c, x, &info);
+        horecon_plan_create(&o, -1, 1, 1, 1, 1, NULL);
+    }
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    *iterations = info.iterations;
+    rewind(capture);
+    while ((ch = fgetc(capture)) != EOF) {
+        if (ch == '\n') lines++;
+        if (verbosity == 0) fputc(ch, stdout); /* show what should not be there */
+    }
+    fclose(capture);
+    horecon_plan_destroy(plan);
+    return lines;
+}
+
+static void test_verbosity(void)
+{
+    int32_t iterations = 0;
+    int lines = stderr_lines_of_cg(0, 1, &iterations);
+    CHECK(lines == 0, "verbosity 0 (with failing calls) wrote %d lines to stderr", lines);
+    lines = stderr_lines_of_cg(1, 0, &iterations);
+    CHECK(lines == 1, "verbosity 1 wrote %d lines for one solve, expected 1", lines);
+    lines = stderr_lines_of_cg(2, 0, &iterations);
+    CHECK(lines == iterations + 1, "verbosity 2 wrote %d lines for %d iterations, expected one per "
+          "iteration and a summary", lines, (int)iterations);
+}
+
 int main(void)
 {
     rng_seed("model");
@@ -500,5 +589,9 @@ int main(void)
     test_basis_and_trajectory();
     test_cg_equations();
     test_setters_after_use();
+#ifndef __cplusplus
+    test_float_complex();
+#endif
+    test_verbosity();
     return check_summary("model");
 }
