@@ -23,7 +23,7 @@
 #            --leak-check=full --errors-for-leak-kinds=definite: "possibly lost"
 #            and "still reachable" blocks of Rust's thread pools are not failures).
 #
-# Environment: CC, CXX (gcc, g++); HORECON_TEST_SEED replays a seed;
+# Environment: CC, CXX (gcc, g++); CARGO_TARGET_DIR (target); HORECON_TEST_SEED replays a seed;
 # HORECON_C_TEST_TIMEOUT limits each run (900 s);
 # HORECON_C_TESTS_NO_VALGRIND=1 skips the valgrind runs (reported, not passed).
 set -u
@@ -32,7 +32,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root" || exit 2
 out="$root/build/c"
 logs="$out/logs"
-lib="$root/target/release"
+target="${CARGO_TARGET_DIR:-$root/target}"
+case "$target" in /*) ;; *) target="$root/$target" ;; esac
+lib="$target/release"
 snapshot="$out/horecon.h.before-build"
 CC="${CC:-gcc}"
 CXX="${CXX:-g++}"
@@ -68,7 +70,7 @@ step() {
 }
 
 if [ ! -f "$lib/libhorecon.so" ]; then
-    echo "target/release/libhorecon.so is missing: run 'cargo build --release' first"
+    echo "$lib/libhorecon.so is missing: run 'cargo build --release' first"
     echo "C tests: 0 passed, 1 failed"
     exit 1
 fi
