@@ -18,7 +18,8 @@
 #              -Werror) and a C++ program naming every function links (extern "C").
 #   compile  examples/quickstart.c (C99); tests/c/error_handling.c (every status
 #            code), tests/c/model.c (MODEL.md against float64 sums in C) and
-#            tests/c/threads.c (concurrency), each as C99 and C++11, -Werror.
+#            tests/c/threads.c (concurrency), tests/c/oom.c (OUT_OF_MEMORY under
+#            RLIMIT_AS instead of aborts), each as C99 and C++11, -Werror.
 #   run      each program natively, then under valgrind (--error-exitcode=1
 #            --leak-check=full --errors-for-leak-kinds=definite: "possibly lost"
 #            and "still reachable" blocks of Rust's thread pools are not failures).
@@ -59,7 +60,7 @@ step() {
     if "$@" >"$logs/$name.log" 2>&1; then
         passed=$((passed + 1))
         printf 'PASS %s\n' "$name"
-        grep -h -E '(^ok: |^note: |checks passed|differing results|relative reconstruction error|skipped|seed |model: .*(forward|cg))' \
+        grep -h -E '(^ok: |^note: |checks passed|differing results|relative reconstruction error|skipped|seed |model: .*(forward|cg)|oom: .*limits)' \
             "$logs/$name.log" | sed 's/^/     /'
     else
         failed=$((failed + 1))
@@ -226,6 +227,8 @@ step compile-error_handling-c99 "$CC" "${cflags[@]}" tests/c/error_handling.c -o
 step compile-error_handling-c++11 "$CXX" "${cxxflags[@]}" tests/c/error_handling.c -o "$out/error_handling_cxx" "${link[@]}"
 step compile-model-c99 "$CC" "${cflags[@]}" tests/c/model.c -o "$out/model" "${link[@]}"
 step compile-model-c++11 "$CXX" "${cxxflags[@]}" tests/c/model.c -o "$out/model_cxx" "${link[@]}"
+step compile-oom-c99 "$CC" "${cflags[@]}" tests/c/oom.c -o "$out/oom" "${link[@]}"
+step compile-oom-c++11 "$CXX" "${cxxflags[@]}" tests/c/oom.c -o "$out/oom_cxx" "${link[@]}"
 step compile-threads-c99 "$CC" "${cflags[@]}" tests/c/threads.c -o "$out/threads" "${link[@]}"
 step compile-threads-c++11 "$CXX" "${cxxflags[@]}" tests/c/threads.c -o "$out/threads_cxx" "${link[@]}"
 
@@ -261,6 +264,9 @@ run run-error_handling-c99 "$out/error_handling"
 run run-error_handling-c++11 "$out/error_handling_cxx"
 run run-model-c99 "$out/model"
 run run-model-c++11 "$out/model_cxx"
+# OUT_OF_MEMORY, never an abort, under address-space limits (natively only:
+# valgrind brings its own allocator)
+run run-oom "$out/oom"
 run run-threads-c99 "$out/threads"
 run run-threads-c++11 "$out/threads_cxx"
 # all cores in the plan's pool, and the double and fast precision modes

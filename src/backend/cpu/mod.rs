@@ -133,8 +133,7 @@ impl<Mo: Mode> CpuOperator<Mo> {
             coils,
             false,
             data,
-        );
-        Ok(())
+        )
     }
 
     /// ρ = Eᴴ d in the accumulation type.
@@ -151,7 +150,7 @@ impl<Mo: Mode> CpuOperator<Mo> {
                 coils,
                 true,
                 image,
-            ),
+            )?,
             Some(s) => {
                 let mut per_coil = self.zeros(n * coils, "per-coil images (N x L)")?;
                 phase_sum::<Mo>(
@@ -162,7 +161,7 @@ impl<Mo: Mode> CpuOperator<Mo> {
                     coils,
                     true,
                     &mut per_coil,
-                );
+                )?;
                 image.par_iter_mut().enumerate().for_each(|(v, out)| {
                     let mut sum = Complex::new(Mo::Acc::default(), Mo::Acc::default());
                     for l in 0..coils {
