@@ -222,7 +222,9 @@ cflags=(-std=c99 -Wall -Wextra -pedantic -Werror -g -O1 -Iinclude -Itests/c)
 cxxflags=(-x c++ -std=c++11 -Wall -Wextra -pedantic -Werror -g -O1 -Iinclude -Itests/c)
 link=(-L"$lib" -lhorecon -Wl,-rpath,"$lib" -lm -pthread)
 
-step compile-quickstart-c99 "$CC" "${cflags[@]}" examples/quickstart.c -o "$out/quickstart" "${link[@]}"
+# exactly the documented command line (no -lm, no test headers)
+step compile-quickstart-c99 "$CC" -std=c99 -Wall -Wextra -pedantic -Werror -Iinclude examples/quickstart.c \
+    -L"$lib" -lhorecon -Wl,-rpath,"$lib" -o "$out/quickstart"
 step compile-error_handling-c99 "$CC" "${cflags[@]}" tests/c/error_handling.c -o "$out/error_handling" "${link[@]}"
 step compile-error_handling-c++11 "$CXX" "${cxxflags[@]}" tests/c/error_handling.c -o "$out/error_handling_cxx" "${link[@]}"
 step compile-model-c99 "$CC" "${cflags[@]}" tests/c/model.c -o "$out/model" "${link[@]}"
