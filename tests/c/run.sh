@@ -88,9 +88,11 @@ generate_header() {
         return 1
     fi
     version="$(sed -n 's/^version *= *"\(.*\)"/\1/p' Cargo.toml | head -n 1)"
+    # the whole source tree (build.rs may read more than src/), without outputs
+    tar --exclude=./target --exclude=./build --exclude=./.git --exclude='./.venv*' \
+        --exclude='./venv*' --exclude='*/__pycache__' -cf - . | tar -xf - -C "$dir" || return 1
+    rm -f "$dir/include/horecon.h" # so that it is generated, not kept
     mkdir -p "$dir/include"
-    cp -r Cargo.toml build.rs cbindgen.toml src "$dir/" || return 1
-    [ -f Cargo.lock ] && cp Cargo.lock "$dir/"
     (cd "$dir" && CARGO_MANIFEST_DIR="$dir" CARGO_PKG_VERSION="$version" "$script") || return 1
     [ -f "$dir/include/horecon.h" ]
 }
