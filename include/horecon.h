@@ -62,8 +62,9 @@ typedef struct horecon_options {
   int32_t verbosity;
 } horecon_options;
 
-// Progress callback of `horecon_cg`: called after every iteration; return
-// nonzero to stop (the call then returns HORECON_ERR_CANCELLED).
+// Progress callback of `horecon_cg`: called after every iteration, on the
+// thread that called `horecon_cg`; return nonzero to stop (the call then
+// returns HORECON_ERR_CANCELLED).
 typedef int32_t (*horecon_progress_fn)(void *user, int32_t iteration, double rel_residual);
 
 // Options of `horecon_cg`; fill with `horecon_default_cg_options`.

@@ -122,9 +122,8 @@ impl std::error::Error for Error {}
 
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// Allocates a vector of `len` copies of `value`, reporting failure as
-/// `OutOfMemory` instead of aborting the process.
-pub fn try_vec<T: Clone>(len: usize, value: T, what: &str) -> Result<Vec<T>> {
+/// An empty vector with room for `len` elements, or `OutOfMemory`.
+fn try_with_capacity<T>(len: usize, what: &str) -> Result<Vec<T>> {
     let mut v = Vec::new();
     v.try_reserve_exact(len).map_err(|_| {
         Error::out_of_memory(format!(
@@ -132,6 +131,21 @@ pub fn try_vec<T: Clone>(len: usize, value: T, what: &str) -> Result<Vec<T>> {
             std::mem::size_of::<T>()
         ))
     })?;
+    Ok(v)
+}
+
+/// Allocates a vector of `len` copies of `value`, reporting failure as
+/// `OutOfMemory` instead of aborting the process.
+pub fn try_vec<T: Clone>(len: usize, value: T, what: &str) -> Result<Vec<T>> {
+    let mut v = try_with_capacity(len, what)?;
     v.resize(len, value);
+    Ok(v)
+}
+
+/// Copies `values` into a new vector (a fallible `to_vec`): failure is
+/// `OutOfMemory`, never an abort of the caller's process.
+pub fn try_copy<T: Clone>(values: &[T], what: &str) -> Result<Vec<T>> {
+    let mut v = try_with_capacity(values.len(), what)?;
+    v.extend_from_slice(values);
     Ok(v)
 }

@@ -4,7 +4,7 @@
 //! The Rust face of the C API; `ffi` is a thin, checked layer over it.
 
 use crate::backend;
-use crate::error::{Error, Result, Status};
+use crate::error::{Error, Result};
 use crate::model::{check_finite_c32, check_finite_f32, Model, Sizes};
 use crate::op::{CgReport, EncodingOperator, Precision};
 use crate::solver::{CgProblem, Regularizer};
@@ -146,11 +146,10 @@ impl Plan {
             .num_threads(options.num_threads)
             .thread_name(|i| format!("horecon-{i}"))
             .build()
+            // Starting threads fails only for want of resources (memory,
+            // thread limits): a status the caller can act on, not a bug.
             .map_err(|e| {
-                Error::new(
-                    Status::Internal,
-                    format!("could not start the CPU thread pool: {e}"),
-                )
+                Error::out_of_memory(format!("could not start the CPU thread pool: {e}"))
             })?;
         Ok(Plan {
             options,
@@ -381,7 +380,7 @@ impl Plan {
             progress: Some(&progress),
         };
         let start = std::time::Instant::now();
-        let mut solution = image.to_vec();
+        let mut solution = crate::error::try_copy(image, "image")?;
         let report: CgReport = op.solve(&problem, &mut solution)?;
         image.copy_from_slice(&solution);
         let info = CgInfo {

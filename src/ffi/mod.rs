@@ -82,8 +82,9 @@ pub struct horecon_options {
     pub verbosity: i32,
 }
 
-/// Progress callback of `horecon_cg`: called after every iteration; return
-/// nonzero to stop (the call then returns HORECON_ERR_CANCELLED).
+/// Progress callback of `horecon_cg`: called after every iteration, on the
+/// thread that called `horecon_cg`; return nonzero to stop (the call then
+/// returns HORECON_ERR_CANCELLED).
 pub type horecon_progress_fn =
     Option<unsafe extern "C" fn(user: *mut c_void, iteration: i32, rel_residual: f64) -> i32>;
 
@@ -280,6 +281,12 @@ pub unsafe extern "C" fn horecon_plan_create(
         let options = if opts.is_null() {
             Options::default()
         } else {
+            // As in horecon_cg: check struct_size before the struct is read.
+            check_struct_size(
+                "opts",
+                std::ptr::addr_of!((*opts).struct_size).read(),
+                std::mem::size_of::<horecon_options>(),
+            )?;
             options_from_c(&*opts)?
         };
         let plan = Plan::new(options, nx, ny, nz, ncoils, nsamples)?;
@@ -503,13 +510,15 @@ pub unsafe extern "C" fn horecon_cg(
         let c = if o.is_null() {
             default_cg_options()
         } else {
+            // Only `struct_size` may be read before it is checked: a caller
+            // built against a smaller (older) struct owns no more bytes.
+            check_struct_size(
+                "o",
+                std::ptr::addr_of!((*o).struct_size).read(),
+                std::mem::size_of::<horecon_cg_options>(),
+            )?;
             *o
         };
-        check_struct_size(
-            "o",
-            c.struct_size,
-            std::mem::size_of::<horecon_cg_options>(),
-        )?;
         let regularizer = Regularizer::from_code(c.regularizer)?;
         if c.max_iterations < 0 {
             return Err(Error::invalid(format!(

@@ -8,7 +8,7 @@
 pub mod grid;
 pub mod harmonics;
 
-use crate::error::{try_vec, Error, Result, Status};
+use crate::error::{try_copy, try_vec, Error, Result, Status};
 use num_complex::Complex32;
 
 /// Problem sizes: N voxels on an nx×ny×nz grid, M samples per coil, L coils.
@@ -157,7 +157,7 @@ impl Model {
 
     pub fn set_positions(&mut self, positions: &[f64]) -> Result<()> {
         check_finite("positions", positions)?;
-        self.positions = Some(positions.to_vec());
+        self.positions = Some(try_copy(positions, "positions")?);
         Ok(())
     }
 
@@ -193,7 +193,7 @@ impl Model {
         self.phase = Some(PhaseModel {
             basis: Basis::SolidHarmonics(terms),
             terms,
-            coefficients: coefficients.to_vec(),
+            coefficients: try_copy(coefficients, "coefficients")?,
         });
         Ok(())
     }
@@ -208,7 +208,7 @@ impl Model {
         self.phase = Some(PhaseModel {
             basis: Basis::Trajectory(terms),
             terms,
-            coefficients: k.to_vec(),
+            coefficients: try_copy(k, "k")?,
         });
         Ok(())
     }
@@ -219,9 +219,9 @@ impl Model {
         check_finite("coefficients", coefficients)?;
         let terms = basis.len() / self.sizes.voxels;
         self.phase = Some(PhaseModel {
-            basis: Basis::User(basis.to_vec()),
+            basis: Basis::User(try_copy(basis, "basis")?),
             terms,
-            coefficients: coefficients.to_vec(),
+            coefficients: try_copy(coefficients, "coefficients")?,
         });
         Ok(())
     }
@@ -233,8 +233,8 @@ impl Model {
                 check_finite("omega", omega)?;
                 check_finite("times", times)?;
                 self.off_resonance = Some(OffResonance {
-                    omega: omega.to_vec(),
-                    times: times.to_vec(),
+                    omega: try_copy(omega, "omega")?,
+                    times: try_copy(times, "times")?,
                 });
             }
         }
@@ -253,7 +253,7 @@ impl Model {
             }
             Some(s) => {
                 check_finite_c32("sensitivities", s)?;
-                self.sensitivities = Some(s.to_vec());
+                self.sensitivities = Some(try_copy(s, "sensitivities")?);
                 Ok(())
             }
         }
@@ -335,7 +335,10 @@ impl Model {
             terms: f,
             voxel,
             sample,
-            sensitivities: self.sensitivities.clone(),
+            sensitivities: match &self.sensitivities {
+                Some(s) => Some(try_copy(s, "sensitivities")?),
+                None => None,
+            },
         })
     }
 }

@@ -15,6 +15,7 @@
 
 use super::real::Real;
 use super::trig::sincos_cycles;
+use crate::error::{try_vec, Result};
 use num_complex::Complex;
 use rayon::prelude::*;
 
@@ -263,7 +264,8 @@ isa_entry!(task_avx512, "avx512f,avx512dq,avx512vl,avx2,fma");
 isa_entry!(task_avx2, "avx2,fma");
 
 /// out (coils × outer.count, outer index fastest) = the phase-weighted sums.
-/// `weights` is coils × inner.count. Runs on the current rayon pool.
+/// `weights` is coils × inner.count. Runs on the current rayon pool; fails
+/// only with `OutOfMemory` (the partial sums are as large as `out`).
 pub fn phase_sum<Mo: Mode>(
     terms: usize,
     outer: Points<'_, Mo::Phase>,
@@ -272,7 +274,7 @@ pub fn phase_sum<Mo: Mode>(
     coils: usize,
     conjugate: bool,
     out: &mut [Complex<Mo::Acc>],
-) {
+) -> Result<()> {
     debug_assert_eq!(outer.by_feature.len(), terms * outer.count);
     debug_assert_eq!(inner.by_point.len(), terms * inner.count);
     debug_assert_eq!(weights.len(), coils * inner.count);
@@ -291,8 +293,11 @@ pub fn phase_sum<Mo: Mode>(
     };
     let span = inner.count.div_ceil(parts);
     let block = coils * width;
-    let mut partial =
-        vec![Complex::new(Mo::Acc::default(), Mo::Acc::default()); tasks * parts * block];
+    let mut partial = try_vec(
+        tasks * parts * block,
+        Complex::new(Mo::Acc::default(), Mo::Acc::default()),
+        "partial sums",
+    )?;
     let isa = isa();
     partial
         .par_chunks_mut(block)
@@ -337,4 +342,5 @@ pub fn phase_sum<Mo: Mode>(
                 *value = sum;
             }
         });
+    Ok(())
 }

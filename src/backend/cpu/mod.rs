@@ -154,8 +154,7 @@ impl<Mo: Mode> CpuOperator<Mo> {
             coils,
             false,
             data,
-        );
-        Ok(())
+        )
     }
 
     /// ρ = Eᴴ d in the accumulation type.
@@ -172,7 +171,7 @@ impl<Mo: Mode> CpuOperator<Mo> {
                 coils,
                 true,
                 image,
-            ),
+            )?,
             Some(s) => {
                 let mut per_coil = self.zeros(n * coils, "per-coil images (N x L)")?;
                 phase_sum::<Mo>(
@@ -183,7 +182,7 @@ impl<Mo: Mode> CpuOperator<Mo> {
                     coils,
                     true,
                     &mut per_coil,
-                );
+                )?;
                 image.par_iter_mut().enumerate().for_each(|(v, out)| {
                     let mut sum = Complex::new(Mo::Acc::default(), Mo::Acc::default());
                     for l in 0..coils {
@@ -275,14 +274,15 @@ impl<Mo: Mode> EncodingOperator for CpuOperator<Mo> {
         })
     }
 
+    /// CG's loop, and so the progress callback, runs on the caller's thread
+    /// (a callback may use thread-bound APIs: MATLAB's MEX functions, Python,
+    /// thread-locals); only the vector operations enter the plan's pool.
     fn solve(&self, problem: &CgProblem<'_>, image: &mut [Complex32]) -> Result<CgReport> {
-        self.pool.install(|| {
-            let space = CpuSpace { op: self, problem };
-            let mut x = self.widen_all(image, "image")?;
-            let report = cg(&space, problem, &mut x)?;
-            narrow_into(&x, image);
-            Ok(report)
-        })
+        let space = CpuSpace { op: self, problem };
+        let mut x = self.pool.install(|| self.widen_all(image, "image"))?;
+        let report = cg(&space, problem, &mut x)?;
+        self.pool.install(|| narrow_into(&x, image));
+        Ok(report)
     }
 
     fn backend_name(&self) -> String {
@@ -304,25 +304,31 @@ impl<Mo: Mode> CgSpace for CpuSpace<'_, Mo> {
     }
 
     fn rhs(&self, b: &mut Self::Vector) -> Result<()> {
-        let mut d = self.op.widen_all(self.problem.data, "data")?;
-        if let Some(w) = self.problem.sample_weights {
-            let m = self.op.sizes.samples;
-            d.par_chunks_mut(m).for_each(|d| {
-                for (d, w) in d.iter_mut().zip(w) {
-                    let w = Mo::Acc::from_f64(*w as f64);
-                    *d = Complex::new(d.re * w, d.im * w);
-                }
-            });
-        }
-        self.op.adjoint_acc(&d, b)
+        self.op.pool.install(|| {
+            let mut d = self.op.widen_all(self.problem.data, "data")?;
+            if let Some(w) = self.problem.sample_weights {
+                let m = self.op.sizes.samples;
+                d.par_chunks_mut(m).for_each(|d| {
+                    for (d, w) in d.iter_mut().zip(w) {
+                        let w = Mo::Acc::from_f64(*w as f64);
+                        *d = Complex::new(d.re * w, d.im * w);
+                    }
+                });
+            }
+            self.op.adjoint_acc(&d, b)
+        })
     }
 
     fn normal(&self, x: &Self::Vector, y: &mut Self::Vector) -> Result<()> {
-        self.op.normal_acc(x, y, self.problem.sample_weights)
+        self.op
+            .pool
+            .install(|| self.op.normal_acc(x, y, self.problem.sample_weights))
     }
 
     fn set_from_host(&self, host: &[Complex32], v: &mut Self::Vector) -> Result<()> {
-        v.par_iter_mut().zip(host).for_each(|(o, h)| *o = widen(*h));
+        self.op.pool.install(|| {
+            v.par_iter_mut().zip(host).for_each(|(o, h)| *o = widen(*h));
+        });
         Ok(())
     }
 
@@ -331,23 +337,29 @@ impl<Mo: Mode> CgSpace for CpuSpace<'_, Mo> {
     }
 
     fn dot_re(&self, a: &Self::Vector, b: &Self::Vector) -> f64 {
-        a.par_iter()
-            .zip(b)
-            .map(|(a, b)| a.re.to_f64() * b.re.to_f64() + a.im.to_f64() * b.im.to_f64())
-            .sum()
+        self.op.pool.install(|| {
+            a.par_iter()
+                .zip(b)
+                .map(|(a, b)| a.re.to_f64() * b.re.to_f64() + a.im.to_f64() * b.im.to_f64())
+                .sum()
+        })
     }
 
     fn axpy(&self, alpha: f64, x: &Self::Vector, y: &mut Self::Vector) {
         let a = Mo::Acc::from_f64(alpha);
-        y.par_iter_mut().zip(x).for_each(|(y, x)| {
-            *y = Complex::new(a.madd::<false>(x.re, y.re), a.madd::<false>(x.im, y.im))
+        self.op.pool.install(|| {
+            y.par_iter_mut().zip(x).for_each(|(y, x)| {
+                *y = Complex::new(a.madd::<false>(x.re, y.re), a.madd::<false>(x.im, y.im))
+            })
         });
     }
 
     fn xpay(&self, x: &Self::Vector, beta: f64, y: &mut Self::Vector) {
         let b = Mo::Acc::from_f64(beta);
-        y.par_iter_mut().zip(x).for_each(|(y, x)| {
-            *y = Complex::new(b.madd::<false>(y.re, x.re), b.madd::<false>(y.im, x.im))
+        self.op.pool.install(|| {
+            y.par_iter_mut().zip(x).for_each(|(y, x)| {
+                *y = Complex::new(b.madd::<false>(y.re, x.re), b.madd::<false>(y.im, x.im))
+            })
         });
     }
 }
