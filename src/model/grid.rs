@@ -3,7 +3,11 @@
 
 /// Positions (N×3, metres, first index fastest) of an nx×ny×nz grid with
 /// field of view `fov` and centre `center`. A singleton axis sits at its centre.
-pub fn grid_positions(dims: [usize; 3], fov: [f64; 3], center: [f64; 3]) -> crate::error::Result<Vec<f64>> {
+pub fn grid_positions(
+    dims: [usize; 3],
+    fov: [f64; 3],
+    center: [f64; 3],
+) -> crate::error::Result<Vec<f64>> {
     let n = dims[0] * dims[1] * dims[2];
     let mut out = crate::error::try_vec(3 * n, 0.0, "grid positions (N x 3)")?;
     for iz in 0..dims[2] {

@@ -1,0 +1,948 @@
+//! E on one GPU: the model is uploaded once when the operator is built;
+//! forward/adjoint move only their input and output vectors; `normal` and
+//! `solve` stay on the device between the two halves (CG moves the data up
+//! once and the image down once).
+//!
+//! Each direction is one [`Side`]: out_l(o) = Σ_i w_l(i)·exp(±i2π Σ_f a_f(i)·v_f(o))
+//! with the outer points sorted into compact blocks (Morton order of the
+//! dominant features) so that each block's float64 reference phase leaves
+//! only small float32 differences per pair (kernels/phase_sum.cu).
+
+use super::context::{driver_error, Device};
+use super::memory::{knob, DeviceBuffer};
+use crate::error::{Error, Result, Status};
+use crate::model::{Features, Sizes};
+use crate::op::{CgReport, EncodingOperator, Precision};
+use crate::solver::{cg, CgProblem, CgSpace};
+use cudarc::driver::{result, sys, CudaFunction, CudaStream};
+use num_complex::Complex32;
+use std::cell::RefCell;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex};
+
+const PHASE_SUM: &str = include_str!("../../../kernels/phase_sum.cu");
+const UTIL: &str = include_str!("../../../kernels/util.cu");
+
+/// Threads per phase-sum block.
+const THREADS: usize = 64;
+/// Coils per kernel pass (more coils run in groups).
+const MAX_COIL_GROUP: usize = 8;
+/// Threads per block and blocks of the O(N) kernels.
+const UTIL_THREADS: u32 = 256;
+const UTIL_BLOCKS: u32 = 1024;
+const DOT_BLOCKS: usize = 256;
+/// Above this bound on the float32 phase differences (cycles), accurate mode
+/// splits the dominant terms.
+const SPLIT_ABOVE_CYCLES: f64 = 8.0;
+
+fn mode_code(p: Precision) -> i64 {
+    match p {
+        Precision::Accurate => 0,
+        Precision::Fast => 1,
+        Precision::Double => 2,
+    }
+}
+
+/// Kernel arguments, each stored in 8 bytes (a 32-bit `int` reads the low half).
+#[derive(Default)]
+struct Args(Vec<u64>);
+
+impl Args {
+    fn ptr(mut self, p: sys::CUdeviceptr) -> Self {
+        self.0.push(p);
+        self
+    }
+    fn int(mut self, v: i64) -> Self {
+        self.0.push(v as u64);
+        self
+    }
+    fn i32(mut self, v: i32) -> Self {
+        self.0.push(v as u32 as u64);
+        self
+    }
+    fn f64(mut self, v: f64) -> Self {
+        self.0.push(v.to_bits());
+        self
+    }
+}
+
+fn launch(
+    f: &CudaFunction,
+    grid: (u32, u32, u32),
+    block: u32,
+    stream: sys::CUstream,
+    args: Args,
+) -> Result<()> {
+    let mut values = args.0;
+    let mut params: Vec<*mut c_void> = values
+        .iter_mut()
+        .map(|v| v as *mut u64 as *mut c_void)
+        .collect();
+    // SAFETY: the parameters match the kernel's signature (8-byte slots, little endian);
+    // `values` outlives the call (the driver copies parameters at launch).
+    unsafe { result::launch_kernel(f.cu_function(), grid, (block, 1, 1), 0, stream, &mut params) }
+        .map_err(|e| driver_error("launching a kernel", e))
+}
+
+fn util_grid(n: usize) -> (u32, u32, u32) {
+    let blocks = n
+        .div_ceil(UTIL_THREADS as usize)
+        .clamp(1, UTIL_BLOCKS as usize);
+    (blocks as u32, 1, 1)
+}
+
+/// Phase-sum geometry and device data of one direction.
+struct Side {
+    kernel: CudaFunction,
+    /// Outer points per block and blocks in all.
+    blk: usize,
+    blocks: usize,
+    /// Inner points and how they are split over blockIdx.y.
+    inner: usize,
+    splits: usize,
+    split_len: usize,
+    /// Outer blocks per launch (memory for the partial sums).
+    chunk_blocks: usize,
+    full_terms: usize,
+    effective_terms: usize,
+    split_terms: usize,
+    dv: DeviceBuffer,
+    vref: DeviceBuffer,
+    inner_full: DeviceBuffer,
+    inner_eff: DeviceBuffer,
+    perm: DeviceBuffer,
+    weights: DeviceBuffer,
+    partial: DeviceBuffer,
+}
+
+/// What the host computes for a side before anything goes to the device.
+struct SideLayout {
+    effective: Vec<usize>,
+    perm: Vec<u32>,
+    vref: Vec<f64>,
+    blocks: usize,
+}
+
+/// Sorts the outer points into compact blocks of `blk` (Morton order of up to
+/// three features that move the phase most) and takes each block's midrange
+/// as its reference feature vector.
+fn layout(
+    outer: &[f64],
+    inner: &[f64],
+    terms: usize,
+    o: usize,
+    i: usize,
+    blk: usize,
+) -> SideLayout {
+    let range = |v: &[f64]| {
+        v.iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+                (lo.min(x), hi.max(x))
+            })
+    };
+    let mut stats = Vec::with_capacity(terms);
+    let mut effective = Vec::new();
+    for f in 0..terms {
+        let (lo, hi) = range(&outer[f * o..(f + 1) * o]);
+        let amax = inner[f * i..(f + 1) * i]
+            .iter()
+            .fold(0.0f64, |m, x| m.max(x.abs()));
+        if hi > lo && amax > 0.0 {
+            effective.push(f);
+        }
+        stats.push((lo, hi, (hi - lo) * amax));
+    }
+    // Up to three sort keys: features moving the phase by ≥ 5 % of the largest.
+    let mut order: Vec<usize> = effective.clone();
+    order.sort_by(|a, b| stats[*b].2.total_cmp(&stats[*a].2));
+    let top = order.first().map_or(0.0, |f| stats[*f].2);
+    let keys: Vec<usize> = order
+        .into_iter()
+        .filter(|f| stats[*f].2 >= 0.05 * top)
+        .take(3)
+        .collect();
+    let bits = if keys.len() <= 1 {
+        30
+    } else {
+        30 / keys.len() as u32
+    };
+    let scale = ((1u64 << bits) - 1) as f64;
+    let mut code: Vec<(u64, u32)> = (0..o)
+        .map(|p| {
+            let mut c = 0u64;
+            for (d, &f) in keys.iter().enumerate() {
+                let (lo, hi, _) = stats[f];
+                let q = (((outer[f * o + p] - lo) / (hi - lo)) * scale).round() as u64;
+                for b in 0..bits {
+                    c |= ((q >> b) & 1) << (b as usize * keys.len() + d);
+                }
+            }
+            (c, p as u32)
+        })
+        .collect();
+    code.sort_unstable();
+    let blocks = o.div_ceil(blk);
+    let mut perm = vec![u32::MAX; blocks * blk];
+    for (k, (_, p)) in code.iter().enumerate() {
+        perm[k] = *p;
+    }
+    let mut vref = vec![0.0; blocks * terms];
+    for b in 0..blocks {
+        let members = &perm[b * blk..((b + 1) * blk).min(o)];
+        for f in 0..terms {
+            let (lo, hi) =
+                members
+                    .iter()
+                    .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &p| {
+                        let x = outer[f * o + p as usize];
+                        (lo.min(x), hi.max(x))
+                    });
+            vref[b * terms + f] = 0.5 * (lo + hi);
+        }
+    }
+    SideLayout {
+        effective,
+        perm,
+        vref,
+        blocks,
+    }
+}
+
+/// Values as the kernel's REAL (f32, or f64 in double mode), as raw bytes.
+fn real_bytes(values: impl Iterator<Item = f64>, double: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    for v in values {
+        if double {
+            out.extend_from_slice(&v.to_le_bytes());
+        } else {
+            out.extend_from_slice(&(v as f32).to_le_bytes());
+        }
+    }
+    out
+}
+
+impl Side {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        device: &Arc<Device>,
+        precision: Precision,
+        sign: i64,
+        outer: &[f64],
+        inner: &[f64],
+        terms: usize,
+        o: usize,
+        i: usize,
+        coil_group: usize,
+    ) -> Result<Side> {
+        let double = precision == Precision::Double;
+        let real = if double { 8 } else { 4 };
+        let r = match (coil_group, double) {
+            (1, false) => 4,
+            (1, true) | (2..=4, true) => 2,
+            (2..=8, false) => 2,
+            _ => 1,
+        };
+        let blk = THREADS * r;
+        let lay = layout(outer, inner, terms, o, i, blk);
+        let opad = lay.blocks * blk;
+        // Δv (permuted order) per effective feature, and how far it moves the phase.
+        let delta = |f: usize| -> Vec<f64> {
+            (0..opad)
+                .map(|k| match lay.perm[k] {
+                    u32::MAX => 0.0,
+                    p => outer[f * o + p as usize] - lay.vref[(k / blk) * terms + f],
+                })
+                .collect()
+        };
+        let mut rows: Vec<(usize, Vec<f64>, f64)> = lay
+            .effective
+            .iter()
+            .map(|&f| {
+                let dv = delta(f);
+                let amax = inner[f * i..(f + 1) * i]
+                    .iter()
+                    .fold(0.0f64, |m, x| m.max(x.abs()));
+                let bound = amax * dv.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+                (f, dv, bound)
+            })
+            .collect();
+        // Accurate mode: split the terms that move the phase most while the
+        // float32 differences could reach many cycles (kernels/phase_sum.cu).
+        let mut split = 0;
+        let total: f64 = rows.iter().map(|r| r.2).sum();
+        if precision == Precision::Accurate && total > SPLIT_ABOVE_CYCLES {
+            rows.sort_by(|a, b| b.2.total_cmp(&a.2));
+            let mut rest = total;
+            for row in &rows {
+                if rest <= 0.5 * SPLIT_ABOVE_CYCLES || row.2 <= 0.25 {
+                    break;
+                }
+                rest -= row.2;
+                split += 1;
+            }
+        }
+        let fe = rows.len();
+        let fa = (fe + split + 1).div_ceil(4) * 4;
+        let tile = (24576 / ((fa + 2 * coil_group) * real)).clamp(1, 64);
+        let kernel = device.function(
+            "phase_sum",
+            PHASE_SUM,
+            &[
+                ("FE", fe as i64),
+                ("NS", split as i64),
+                ("LB", coil_group as i64),
+                ("MODE", mode_code(precision)),
+                ("SIGN", sign),
+                ("THREADS", THREADS as i64),
+                ("R", r as i64),
+                ("TILE", tile as i64),
+            ],
+            "phase_sum",
+        )?;
+        // Rows FE..FE+NS hold the float32 rounding residuals of the split terms.
+        let residual = |x: f64| x - (x as f32) as f64;
+        let dv: Vec<u8> = real_bytes(
+            rows.iter().flat_map(|r| r.1.iter().copied()).chain(
+                rows[..split]
+                    .iter()
+                    .flat_map(|r| r.1.iter().map(|&x| residual(x))),
+            ),
+            double,
+        );
+        let inner_eff = real_bytes(
+            rows.iter()
+                .flat_map(|r| inner[r.0 * i..(r.0 + 1) * i].iter().copied())
+                .chain(
+                    rows[..split]
+                        .iter()
+                        .flat_map(|r| inner[r.0 * i..(r.0 + 1) * i].iter().map(|&x| residual(x))),
+                ),
+            double,
+        );
+        // Splits of the inner sum: enough blocks to fill the GPU several times.
+        let target = device.multiprocessors * 16;
+        let mut splits = target.div_ceil(lay.blocks).clamp(1, i.div_ceil(512).max(1));
+        if let Some(s) = knob("HORECON_CUDA_SPLITS") {
+            splits = s.min(i.max(1));
+        }
+        let split_len = i.div_ceil(splits).div_ceil(tile) * tile;
+        let splits = i.div_ceil(split_len).max(1);
+        // Partial sums: at most ~1/4 of free memory (and 1 GiB) per launch.
+        let per_block = splits * coil_group * blk * 2 * real;
+        let (free, _) = device.memory()?;
+        let budget = (free / 4).min(1 << 30);
+        let mut chunk_blocks = (budget / per_block).clamp(1, lay.blocks);
+        if let Some(c) = knob("HORECON_CUDA_CHUNK_BLOCKS") {
+            chunk_blocks = c.min(lay.blocks);
+        }
+        Ok(Side {
+            kernel,
+            blk,
+            blocks: lay.blocks,
+            inner: i,
+            splits,
+            split_len,
+            chunk_blocks,
+            full_terms: terms,
+            effective_terms: fe,
+            split_terms: split,
+            dv: DeviceBuffer::from_host(device, &dv, "outer feature differences")?,
+            vref: DeviceBuffer::from_host(device, &lay.vref, "block reference features")?,
+            inner_full: DeviceBuffer::from_host(device, inner, "inner features")?,
+            inner_eff: DeviceBuffer::from_host(device, &inner_eff, "inner features (effective)")?,
+            perm: DeviceBuffer::from_host(device, &lay.perm, "outer permutation")?,
+            weights: DeviceBuffer::new::<u8>(device, coil_group * i * 2 * real, "kernel weights")?,
+            partial: DeviceBuffer::new::<u8>(device, chunk_blocks * per_block, "partial sums")?,
+        })
+    }
+
+    /// Launches the phase sum for outer blocks [b0, b0 + nb) into `partial`.
+    fn run(&self, b0: usize, nb: usize, stream: sys::CUstream) -> Result<()> {
+        let args = Args::default()
+            .ptr(self.dv.ptr)
+            .ptr(self.vref.ptr)
+            .ptr(self.inner_full.ptr)
+            .ptr(self.inner_eff.ptr)
+            .ptr(self.weights.ptr)
+            .ptr(self.partial.ptr)
+            .i32(self.inner as i32)
+            .i32(self.split_len as i32)
+            .int((self.blocks * self.blk) as i64)
+            .int((b0 * self.blk) as i64)
+            .int((self.chunk_blocks * self.blk) as i64)
+            .i32(self.full_terms as i32);
+        launch(
+            &self.kernel,
+            (nb as u32, self.splits as u32, 1),
+            THREADS as u32,
+            stream,
+            args,
+        )
+    }
+
+    fn chunks(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        (0..self.blocks)
+            .step_by(self.chunk_blocks)
+            .map(|b0| (b0, self.chunk_blocks.min(self.blocks - b0)))
+    }
+}
+
+/// Device vectors and scratch of one operator, used under its lock.
+struct Work {
+    stream: Arc<CudaStream>,
+    /// N double2 image in/out, M×L double2 data.
+    image: DeviceBuffer,
+    image_out: DeviceBuffer,
+    data: DeviceBuffer,
+    sample_weights: DeviceBuffer,
+    dot: DeviceBuffer,
+}
+
+struct Kernels {
+    prep_forward: CudaFunction,
+    prep_adjoint: CudaFunction,
+    finish_forward: CudaFunction,
+    finish_adjoint: CudaFunction,
+    scale_samples: CudaFunction,
+    dot_re: CudaFunction,
+    axpy: CudaFunction,
+    xpay: CudaFunction,
+}
+
+/// E on one GPU in one precision mode.
+pub struct CudaOperator {
+    device: Arc<Device>,
+    sizes: Sizes,
+    coil_group: usize,
+    groups: usize,
+    forward: Side,
+    adjoint: Side,
+    sensitivities: Option<DeviceBuffer>,
+    k: Kernels,
+    work: Mutex<Work>,
+}
+
+fn to_device_complex(values: &[Complex32]) -> Vec<[f64; 2]> {
+    values.iter().map(|c| [c.re as f64, c.im as f64]).collect()
+}
+
+fn from_device_complex(values: &[[f64; 2]], out: &mut [Complex32]) {
+    for (o, v) in out.iter_mut().zip(values) {
+        *o = Complex32::new(v[0] as f32, v[1] as f32);
+    }
+}
+
+impl CudaOperator {
+    pub fn new(
+        device: Arc<Device>,
+        features: &Features,
+        sizes: Sizes,
+        precision: Precision,
+    ) -> Result<CudaOperator> {
+        let Sizes {
+            voxels: n,
+            samples: m,
+            coils,
+            ..
+        } = sizes;
+        if n >= u32::MAX as usize || m >= u32::MAX as usize || n.max(m) > i32::MAX as usize {
+            return Err(Error::invalid(format!(
+                "the CUDA backend handles at most 2^31 - 1 voxels and samples (N = {n}, M = {m})"
+            )));
+        }
+        let max_group = knob("HORECON_CUDA_COIL_GROUP")
+            .unwrap_or(MAX_COIL_GROUP)
+            .min(MAX_COIL_GROUP);
+        let groups = coils.div_ceil(max_group);
+        let coil_group = coils.div_ceil(groups);
+        let terms = features.terms;
+        let adjoint = Side::new(
+            &device,
+            precision,
+            -1,
+            &features.voxel,
+            &features.sample,
+            terms,
+            n,
+            m,
+            coil_group,
+        )?;
+        let forward = Side::new(
+            &device,
+            precision,
+            1,
+            &features.sample,
+            &features.voxel,
+            terms,
+            m,
+            n,
+            coil_group,
+        )?;
+        let sensitivities = match &features.sensitivities {
+            None => None,
+            Some(s) => {
+                let raw: Vec<[f32; 2]> = s.iter().map(|c| [c.re, c.im]).collect();
+                Some(DeviceBuffer::from_host(
+                    &device,
+                    &raw,
+                    "coil sensitivities (N x L)",
+                )?)
+            }
+        };
+        let util =
+            |name: &str| device.function("util", UTIL, &[("MODE", mode_code(precision))], name);
+        let k = Kernels {
+            prep_forward: util("prep_forward")?,
+            prep_adjoint: util("prep_adjoint")?,
+            finish_forward: util("finish_forward")?,
+            finish_adjoint: util("finish_adjoint")?,
+            scale_samples: util("scale_samples")?,
+            dot_re: util("dot_re")?,
+            axpy: util("axpy")?,
+            xpay: util("xpay")?,
+        };
+        device.bind()?;
+        let stream = device
+            .ctx
+            .new_stream()
+            .map_err(|e| driver_error("creating a stream", e))?;
+        let work = Work {
+            stream,
+            image: DeviceBuffer::new::<[f64; 2]>(&device, n, "image (N)")?,
+            image_out: DeviceBuffer::new::<[f64; 2]>(&device, n, "image (N)")?,
+            data: DeviceBuffer::new::<[f64; 2]>(&device, m * coils, "data (M x L)")?,
+            sample_weights: DeviceBuffer::new::<f64>(&device, m, "sample weights (M)")?,
+            dot: DeviceBuffer::new::<f64>(&device, DOT_BLOCKS, "dot-product partial sums")?,
+        };
+        Ok(CudaOperator {
+            device,
+            sizes,
+            coil_group,
+            groups,
+            forward,
+            adjoint,
+            sensitivities,
+            k,
+            work: Mutex::new(work),
+        })
+    }
+
+    fn sens_ptr(&self) -> sys::CUdeviceptr {
+        self.sensitivities.as_ref().map_or(0, |s| s.ptr)
+    }
+
+    /// out (M×L) = W·E x on the device.
+    fn forward_dev(
+        &self,
+        x: &DeviceBuffer,
+        out: &DeviceBuffer,
+        weights: Option<&DeviceBuffer>,
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        let Sizes {
+            voxels: n,
+            samples: m,
+            coils,
+            ..
+        } = self.sizes;
+        let side = &self.forward;
+        let lb = self.coil_group;
+        for g in 0..self.groups {
+            let l0 = (g * lb) as i32;
+            launch(
+                &self.k.prep_forward,
+                util_grid(n * lb),
+                UTIL_THREADS,
+                stream,
+                Args::default()
+                    .ptr(x.ptr)
+                    .ptr(self.sens_ptr())
+                    .int(n as i64)
+                    .i32(coils as i32)
+                    .i32(l0)
+                    .i32(lb as i32)
+                    .ptr(side.weights.ptr),
+            )?;
+            for (b0, nb) in side.chunks() {
+                side.run(b0, nb, stream)?;
+                let count = nb * side.blk;
+                launch(
+                    &self.k.finish_forward,
+                    util_grid(count),
+                    UTIL_THREADS,
+                    stream,
+                    Args::default()
+                        .ptr(side.partial.ptr)
+                        .i32(side.splits as i32)
+                        .i32(lb as i32)
+                        .int((side.chunk_blocks * side.blk) as i64)
+                        .int((b0 * side.blk) as i64)
+                        .int(count as i64)
+                        .ptr(side.perm.ptr)
+                        .int(m as i64)
+                        .i32(coils as i32)
+                        .i32(l0)
+                        .ptr(weights.map_or(0, |w| w.ptr))
+                        .ptr(out.ptr),
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// out (N) = Eᴴ d on the device.
+    fn adjoint_dev(
+        &self,
+        d: &DeviceBuffer,
+        out: &DeviceBuffer,
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        let Sizes {
+            voxels: n,
+            samples: m,
+            coils,
+            ..
+        } = self.sizes;
+        let side = &self.adjoint;
+        let lb = self.coil_group;
+        for g in 0..self.groups {
+            let l0 = (g * lb) as i32;
+            launch(
+                &self.k.prep_adjoint,
+                util_grid(m * lb),
+                UTIL_THREADS,
+                stream,
+                Args::default()
+                    .ptr(d.ptr)
+                    .int(m as i64)
+                    .i32(coils as i32)
+                    .i32(l0)
+                    .i32(lb as i32)
+                    .ptr(side.weights.ptr),
+            )?;
+            for (b0, nb) in side.chunks() {
+                side.run(b0, nb, stream)?;
+                let count = nb * side.blk;
+                launch(
+                    &self.k.finish_adjoint,
+                    util_grid(count),
+                    UTIL_THREADS,
+                    stream,
+                    Args::default()
+                        .ptr(side.partial.ptr)
+                        .i32(side.splits as i32)
+                        .i32(lb as i32)
+                        .int((side.chunk_blocks * side.blk) as i64)
+                        .int((b0 * side.blk) as i64)
+                        .int(count as i64)
+                        .ptr(side.perm.ptr)
+                        .int(n as i64)
+                        .i32(coils as i32)
+                        .i32(l0)
+                        .ptr(self.sens_ptr())
+                        .i32(i32::from(g > 0))
+                        .ptr(out.ptr),
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn scale_samples(
+        &self,
+        d: &DeviceBuffer,
+        w: &DeviceBuffer,
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        let Sizes {
+            samples: m, coils, ..
+        } = self.sizes;
+        launch(
+            &self.k.scale_samples,
+            util_grid(m * coils),
+            UTIL_THREADS,
+            stream,
+            Args::default()
+                .ptr(d.ptr)
+                .ptr(w.ptr)
+                .int(m as i64)
+                .i32(coils as i32),
+        )
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Work>> {
+        self.device.bind()?;
+        Ok(self.work.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Seconds of the fastest of `reps` device-resident applications
+    /// (forward or adjoint on the operator's own buffers; no host transfers).
+    pub fn time_resident(&self, forward: bool, reps: usize) -> Result<f64> {
+        let w = self.lock()?;
+        let s = w.stream.cu_stream();
+        w.image.zero(s)?;
+        w.data.zero(s)?;
+        let mut best = f64::INFINITY;
+        for _ in 0..reps.max(1) {
+            // SAFETY: synchronising our own stream.
+            unsafe { result::stream::synchronize(s) }.map_err(|e| driver_error("timing", e))?;
+            let t = std::time::Instant::now();
+            if forward {
+                self.forward_dev(&w.image, &w.data, None, s)?;
+            } else {
+                self.adjoint_dev(&w.data, &w.image_out, s)?;
+            }
+            // SAFETY: as above.
+            unsafe { result::stream::synchronize(s) }.map_err(|e| driver_error("timing", e))?;
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        Ok(best)
+    }
+
+    /// A description of the kernels (for benchmarks and reports).
+    pub fn describe(&self) -> String {
+        let d = |s: &Side| {
+            let regs = s.kernel.num_regs().unwrap_or(-1);
+            let local = s.kernel.local_size_bytes().unwrap_or(-1);
+            format!(
+                "terms {}/{} (split {}) blk {} blocks {} splits {} chunk {} regs {regs} local {local}B",
+                s.effective_terms, s.full_terms, s.split_terms, s.blk, s.blocks, s.splits, s.chunk_blocks
+            )
+        };
+        format!(
+            "{} (sm_{}{}, {} SMs), coil group {} x {}; forward: {}; adjoint: {}",
+            self.device.name,
+            self.device.capability.0,
+            self.device.capability.1,
+            self.device.multiprocessors,
+            self.coil_group,
+            self.groups,
+            d(&self.forward),
+            d(&self.adjoint)
+        )
+    }
+}
+
+impl EncodingOperator for CudaOperator {
+    fn forward(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
+        let w = self.lock()?;
+        let s = w.stream.cu_stream();
+        let host = to_device_complex(image);
+        w.image.upload(&host, s)?;
+        self.forward_dev(&w.image, &w.data, None, s)?;
+        let mut out = vec![[0.0f64; 2]; data.len()];
+        w.data.download(&mut out, s)?;
+        from_device_complex(&out, data);
+        Ok(())
+    }
+
+    fn adjoint(&self, data: &[Complex32], image: &mut [Complex32]) -> Result<()> {
+        let w = self.lock()?;
+        let s = w.stream.cu_stream();
+        let host = to_device_complex(data);
+        w.data.upload(&host, s)?;
+        self.adjoint_dev(&w.data, &w.image_out, s)?;
+        let mut out = vec![[0.0f64; 2]; image.len()];
+        w.image_out.download(&mut out, s)?;
+        from_device_complex(&out, image);
+        Ok(())
+    }
+
+    fn normal(
+        &self,
+        image: &[Complex32],
+        out: &mut [Complex32],
+        weights: Option<&[f32]>,
+    ) -> Result<()> {
+        let w = self.lock()?;
+        let s = w.stream.cu_stream();
+        let host = to_device_complex(image);
+        w.image.upload(&host, s)?;
+        let host_weights: Option<Vec<f64>> = weights.map(|v| v.iter().map(|&x| x as f64).collect());
+        if let Some(hw) = &host_weights {
+            w.sample_weights.upload(hw, s)?;
+        }
+        self.forward_dev(
+            &w.image,
+            &w.data,
+            host_weights.as_ref().map(|_| &w.sample_weights),
+            s,
+        )?;
+        self.adjoint_dev(&w.data, &w.image_out, s)?;
+        let mut result = vec![[0.0f64; 2]; out.len()];
+        w.image_out.download(&mut result, s)?;
+        from_device_complex(&result, out);
+        Ok(())
+    }
+
+    fn solve(&self, problem: &CgProblem<'_>, image: &mut [Complex32]) -> Result<CgReport> {
+        let w = self.lock()?;
+        let s = w.stream.cu_stream();
+        let host_weights: Option<Vec<f64>> = problem
+            .sample_weights
+            .map(|v| v.iter().map(|&x| x as f64).collect());
+        if let Some(hw) = &host_weights {
+            w.sample_weights.upload(hw, s)?;
+        }
+        let space = CudaSpace {
+            op: self,
+            work: &w,
+            stream: s,
+            problem,
+            weighted: host_weights.is_some(),
+            error: RefCell::new(None),
+        };
+        let mut x = space.zeros()?;
+        if problem.warm_start {
+            space.set_from_host(image, &mut x)?;
+        }
+        let report = cg(&space, problem, &mut x);
+        if let Some(e) = space.error.borrow_mut().take() {
+            return Err(e);
+        }
+        let report = report?;
+        let mut out = vec![[0.0f64; 2]; image.len()];
+        x.download(&mut out, s)?;
+        from_device_complex(&out, image);
+        Ok(report)
+    }
+
+    fn backend_name(&self) -> String {
+        format!("cuda:{}", self.device.ordinal)
+    }
+}
+
+/// CG's vectors on the GPU (N double2 each); errors of the infallible vector
+/// operations are kept and reported when the solve returns.
+struct CudaSpace<'a> {
+    op: &'a CudaOperator,
+    work: &'a Work,
+    stream: sys::CUstream,
+    problem: &'a CgProblem<'a>,
+    weighted: bool,
+    error: RefCell<Option<Error>>,
+}
+
+impl CudaSpace<'_> {
+    fn keep(&self, r: Result<()>) {
+        if let Err(e) = r {
+            let mut slot = self.error.borrow_mut();
+            if slot.is_none() {
+                *slot = Some(e);
+            }
+        }
+    }
+    fn failed(&self) -> Result<()> {
+        match self.error.borrow().as_ref() {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl CgSpace for CudaSpace<'_> {
+    type Vector = DeviceBuffer;
+
+    fn zeros(&self) -> Result<DeviceBuffer> {
+        let v =
+            DeviceBuffer::new::<[f64; 2]>(&self.op.device, self.op.sizes.voxels, "CG vector (N)")?;
+        v.zero(self.stream)?;
+        Ok(v)
+    }
+
+    fn rhs(&self, b: &mut DeviceBuffer) -> Result<()> {
+        self.failed()?;
+        let host = to_device_complex(self.problem.data);
+        self.work.data.upload(&host, self.stream)?;
+        if self.weighted {
+            self.op
+                .scale_samples(&self.work.data, &self.work.sample_weights, self.stream)?;
+        }
+        self.op.adjoint_dev(&self.work.data, b, self.stream)?;
+        // `host` must live until the upload completed.
+        // SAFETY: synchronising our own stream.
+        unsafe { result::stream::synchronize(self.stream) }
+            .map_err(|e| driver_error("computing the right-hand side", e))
+    }
+
+    fn normal(&self, x: &DeviceBuffer, y: &mut DeviceBuffer) -> Result<()> {
+        self.failed()?;
+        let w = self.weighted.then_some(&self.work.sample_weights);
+        self.op.forward_dev(x, &self.work.data, w, self.stream)?;
+        self.op.adjoint_dev(&self.work.data, y, self.stream)
+    }
+
+    fn set_from_host(&self, host: &[Complex32], v: &mut DeviceBuffer) -> Result<()> {
+        let h = to_device_complex(host);
+        v.upload(&h, self.stream)?;
+        // SAFETY: synchronising our own stream before `h` is dropped.
+        unsafe { result::stream::synchronize(self.stream) }
+            .map_err(|e| driver_error("uploading the start image", e))
+    }
+
+    fn copy(&self, src: &DeviceBuffer, dst: &mut DeviceBuffer) {
+        self.keep(dst.copy_from(src, self.stream));
+    }
+
+    fn dot_re(&self, a: &DeviceBuffer, b: &DeviceBuffer) -> f64 {
+        let n = self.op.sizes.voxels;
+        let r = launch(
+            &self.op.k.dot_re,
+            (DOT_BLOCKS as u32, 1, 1),
+            256,
+            self.stream,
+            Args::default()
+                .ptr(a.ptr)
+                .ptr(b.ptr)
+                .int(n as i64)
+                .ptr(self.work.dot.ptr),
+        );
+        let mut partial = vec![0.0f64; DOT_BLOCKS];
+        let r = r.and_then(|_| self.work.dot.download(&mut partial, self.stream));
+        match r {
+            Ok(()) => partial.iter().sum(),
+            Err(e) => {
+                self.keep(Err(e));
+                f64::NAN
+            }
+        }
+    }
+
+    fn axpy(&self, alpha: f64, x: &DeviceBuffer, y: &mut DeviceBuffer) {
+        let n = self.op.sizes.voxels;
+        self.keep(launch(
+            &self.op.k.axpy,
+            util_grid(n),
+            UTIL_THREADS,
+            self.stream,
+            Args::default()
+                .f64(alpha)
+                .ptr(x.ptr)
+                .ptr(y.ptr)
+                .int(n as i64),
+        ));
+    }
+
+    fn xpay(&self, x: &DeviceBuffer, beta: f64, y: &mut DeviceBuffer) {
+        let n = self.op.sizes.voxels;
+        self.keep(launch(
+            &self.op.k.xpay,
+            util_grid(n),
+            UTIL_THREADS,
+            self.stream,
+            Args::default()
+                .ptr(x.ptr)
+                .f64(beta)
+                .ptr(y.ptr)
+                .int(n as i64),
+        ));
+    }
+}
+
+/// The status for a failed device lookup.
+pub fn unavailable(reason: String) -> Error {
+    Error::new(
+        Status::BackendUnavailable,
+        format!("the CUDA backend is unavailable: {reason}"),
+    )
+}
