@@ -397,6 +397,38 @@ fn bench_cg() {
     );
 }
 
+/// Kernel shapes on bieri-512 accurate (kernel time and error per shape).
+fn sweep() {
+    let shapes: &[&[(&str, &str)]] = &[
+        &[],
+        &[("HORECON_CUDA_TWO_LEVEL", "0")],
+        &[("HORECON_CUDA_R", "4"), ("HORECON_CUDA_TWO_LEVEL", "0")],
+        &[
+            ("HORECON_CUDA_R", "4"),
+            ("HORECON_CUDA_TWO_LEVEL", "0"),
+            ("HORECON_CUDA_UNROLL", "1"),
+        ],
+        &[("HORECON_CUDA_R", "4")],
+        &[("HORECON_CUDA_UNROLL", "4")],
+        &[
+            ("HORECON_CUDA_UNROLL", "4"),
+            ("HORECON_CUDA_TWO_LEVEL", "0"),
+        ],
+        &[("HORECON_CUDA_REDUCE", "1")],
+        &[("HORECON_CUDA_TILE", "32")],
+    ];
+    for shape in shapes {
+        for (k, v) in *shape {
+            std::env::set_var(k, v);
+        }
+        println!("SWEEP shape {shape:?}");
+        bench_case("bieri-512", &[Precision::Accurate]);
+        for (k, _) in *shape {
+            std::env::remove_var(k);
+        }
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let all = [
@@ -426,6 +458,8 @@ fn main() {
     for c in chosen {
         match c {
             "cg" => bench_cg(),
+            "sweep" => sweep(),
+            "bieri-512:A" => bench_case("bieri-512", &[Accurate]),
             "bieri-256" | "bieri-512" => bench_case(c, &[Accurate, Fast, Double]),
             other => bench_case(other, &[Accurate, Fast]),
         }

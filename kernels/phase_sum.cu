@@ -21,7 +21,9 @@
 //
 // Compile-time constants (NVRTC -D): FE effective terms, NS split terms, LB coils per group, MODE
 // (0 accurate, 1 fast, 2 double), SIGN (+1/-1), THREADS, R outer points per thread,
-// TILE inner points per shared-memory tile.
+// TILE inner points per shared-memory tile, UNROLL of the inner loop, TWO_LEVEL
+// (sum each tile separately, then add: float32 error ~ u(sqrt(TILE) + sqrt(n/TILE))),
+// REDUCE (subtract rint before sin/cos; off when |phase| stays within a few cycles).
 
 #if MODE == 2
 typedef double REAL;
@@ -44,11 +46,12 @@ typedef float2 REAL2;
 // a-record per inner point: FE features, NS low parts, then ref, padded to 4.
 #define FA (((NA + 1) + 3) / 4 * 4)
 
+// (sin, cos) of SIGN*2*pi*x: the sign is folded into the constant.
 __device__ __forceinline__ void sincos_cycles(REAL x, REAL* s, REAL* c) {
 #if MODE == 2
-    sincospi(2.0 * x, s, c);
+    sincospi((double)(2 * SIGN) * x, s, c);
 #else
-    __sincosf(6.28318530717958647692f * x, s, c);
+    __sincosf((float)SIGN * 6.28318530717958647692f * x, s, c);
 #endif
 }
 
@@ -83,7 +86,7 @@ phase_sum(const REAL* __restrict__ dv,          // [FE + NS][ostride], permuted 
     }
 
     REAL acc[R][LB][2];
-#if MODE != 1
+#if TWO_LEVEL
     REAL tac[R][LB][2];
 #endif
 #pragma unroll
@@ -124,7 +127,7 @@ phase_sum(const REAL* __restrict__ dv,          // [FE + NS][ostride], permuted 
         }
         __syncthreads();
 
-#if MODE != 1
+#if TWO_LEVEL
 #pragma unroll
         for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -134,14 +137,14 @@ phase_sum(const REAL* __restrict__ dv,          // [FE + NS][ostride], permuted 
 #define SUM acc
 #endif
 
-#pragma unroll 2
+#pragma unroll UNROLL
         for (int k = 0; k < TILE; ++k) {
             const REAL* rec = s_a + k * FA;
             REAL a[FE_ARR];
 #pragma unroll
             for (int f = 0; f < FE_ARR; ++f) a[f] = (f < FE) ? rec[f] : (REAL)0;
             const REAL ref = rec[NA];
-            REAL cs[R], sn[R];
+            REAL cs[R], sn[R];  // cos and SIGN*sin
 #pragma unroll
             for (int r = 0; r < R; ++r) {
                 REAL ph = ref;
@@ -158,11 +161,10 @@ phase_sum(const REAL* __restrict__ dv,          // [FE + NS][ostride], permuted 
                 }
 #pragma unroll
                 for (int f = NS; f < FE; ++f) ph = fma(a[f], d[r][f], ph);
-                ph -= rint(ph);
-                REAL s, c;
-                sincos_cycles(ph, &s, &c);
-                cs[r] = c;
-                sn[r] = (SIGN > 0) ? s : -s;
+#if REDUCE
+                ph -= rint(ph);  // exact; without it (|ph| <= a few cycles) MUFU reduces
+#endif
+                sincos_cycles(ph, &sn[r], &cs[r]);
             }
 #pragma unroll
             for (int l = 0; l < LB; ++l) {
@@ -174,7 +176,7 @@ phase_sum(const REAL* __restrict__ dv,          // [FE + NS][ostride], permuted 
                 }
             }
         }
-#if MODE != 1
+#if TWO_LEVEL
 #pragma unroll
         for (int r = 0; r < R; ++r)
 #pragma unroll

@@ -10,6 +10,7 @@ mkdir -p "$O" /tmp/ptx
 cd "$D" || exit 1
 chmod +x cuda_tests operators_tests bench_cuda 2>/dev/null
 STAGES=${1:-tests,memcheck,bench,peers,sass}
+# BENCH_CASES (environment): the benchmark's arguments (default: all cases)
 {
   date -u
   nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.total,driver_version --format=csv
@@ -32,13 +33,19 @@ if [[ $STAGES == *memcheck* ]]; then
       cuda_sign_convention_single_voxel chunked_execution_equals_unchunked cg_on_gpu_matches_cg_on_cpu several_plans_and_threads_at_once cuda_adjoint_is_the_adjoint;
     echo "memcheck rc=$?"; } > "$O/memcheck.log" 2>&1
 fi
+if [[ $STAGES == *ncu* ]]; then
+  # launches 4 and 5 of phase_sum: the last forward and the first adjoint timing rep on bieri-512 accurate
+  timeout 240 ncu --kernel-name phase_sum --launch-skip 4 --launch-count 2 --section SpeedOfLight \
+    --section WarpStateStats --section ComputeWorkloadAnalysis --section Occupancy --section InstructionStats \
+    --section SchedulerStats ./bench_cuda bieri-512:A > "$O/ncu.txt" 2>&1
+fi
 if [[ $STAGES == *sass* ]]; then
   {
     for f in /tmp/ptx/phase_sum*.ptx; do
       echo "== $f"; ptxas -arch=sm_90 -v "$f" -o /tmp/k.cubin 2>&1 | grep -E "registers|spill"
     done
   } > "$O/ptxas.txt" 2>&1
-  f=$(ls /tmp/ptx/phase_sum_FE_10_NS_0_LB_8_MODE_0_SIGN_m1*.ptx 2>/dev/null | head -1)
+  f=$(ls /tmp/ptx/phase_sum_FE_10_NS_0_LB_8_MODE_0_SIGN_m1*.ptx 2>/dev/null | tail -1)
   if [ -n "$f" ]; then
     ptxas -arch=sm_90 "$f" -o /tmp/k.cubin && cuobjdump -sass /tmp/k.cubin > "$O/sass.txt" 2>&1
   fi

@@ -49,7 +49,7 @@ impl DeviceBuffer {
         what: &str,
     ) -> Result<DeviceBuffer> {
         let b = DeviceBuffer::new::<T>(device, host.len(), what)?;
-        b.upload(host, std::ptr::null_mut())?;
+        b.upload(host, Stream(std::ptr::null_mut()))?;
         if !host.is_empty() {
             // SAFETY: null stream = legacy default stream; waits for the copy.
             unsafe { result::stream::synchronize(std::ptr::null_mut()) }
@@ -69,19 +69,19 @@ impl DeviceBuffer {
     }
 
     /// Host → device on `stream` (the host slice must outlive the copy: callers synchronise).
-    pub fn upload<T: Copy>(&self, host: &[T], stream: sys::CUstream) -> Result<()> {
+    pub fn upload<T: Copy>(&self, host: &[T], stream: Stream) -> Result<()> {
         self.check::<T>(host.len())?;
         if host.is_empty() {
             return Ok(());
         }
         self.device.bind()?;
         // SAFETY: size checked; the caller synchronises before `host` goes away.
-        unsafe { result::memcpy_htod_async(self.ptr, host, stream) }
+        unsafe { result::memcpy_htod_async(self.ptr, host, stream.0) }
             .map_err(|e| driver_error("copying to the GPU", e))
     }
 
     /// Device → host, synchronous with respect to `stream`.
-    pub fn download<T: Copy>(&self, host: &mut [T], stream: sys::CUstream) -> Result<()> {
+    pub fn download<T: Copy>(&self, host: &mut [T], stream: Stream) -> Result<()> {
         self.check::<T>(host.len())?;
         if host.is_empty() {
             return Ok(());
@@ -89,22 +89,23 @@ impl DeviceBuffer {
         self.device.bind()?;
         // SAFETY: size checked; synchronised below before returning.
         unsafe {
-            result::memcpy_dtoh_async(host, self.ptr, stream)
+            result::memcpy_dtoh_async(host, self.ptr, stream.0)
                 .map_err(|e| driver_error("copying from the GPU", e))?;
-            result::stream::synchronize(stream).map_err(|e| driver_error("copying from the GPU", e))
+            result::stream::synchronize(stream.0)
+                .map_err(|e| driver_error("copying from the GPU", e))
         }
     }
 
     /// Sets all bytes to zero on `stream`.
-    pub fn zero(&self, stream: sys::CUstream) -> Result<()> {
+    pub fn zero(&self, stream: Stream) -> Result<()> {
         self.device.bind()?;
         // SAFETY: the whole allocation.
-        unsafe { result::memset_d8_async(self.ptr, 0, self.bytes, stream) }
+        unsafe { result::memset_d8_async(self.ptr, 0, self.bytes, stream.0) }
             .map_err(|e| driver_error("clearing GPU memory", e))
     }
 
     /// Copies all of `src` (same size) into `self` on `stream`.
-    pub fn copy_from(&self, src: &DeviceBuffer, stream: sys::CUstream) -> Result<()> {
+    pub fn copy_from(&self, src: &DeviceBuffer, stream: Stream) -> Result<()> {
         if src.bytes != self.bytes {
             return Err(Error::internal(
                 "device copy between buffers of different sizes",
@@ -112,7 +113,7 @@ impl DeviceBuffer {
         }
         self.device.bind()?;
         // SAFETY: equal sizes, both live.
-        unsafe { result::memcpy_dtod_async(self.ptr, src.ptr, self.bytes, stream) }
+        unsafe { result::memcpy_dtod_async(self.ptr, src.ptr, self.bytes, stream.0) }
             .map_err(|e| driver_error("copying on the GPU", e))
     }
 }
@@ -126,7 +127,17 @@ impl Drop for DeviceBuffer {
     }
 }
 
-/// An internal knob from the environment (tests force small chunks with it).
+/// An internal knob from the environment (tests force small chunks with it;
+/// the benchmark sweeps kernel shapes with it): a positive count.
 pub fn knob(name: &str) -> Option<usize> {
-    std::env::var(name).ok()?.parse().ok().filter(|&v| v > 0)
+    setting(name).filter(|&v| v > 0)
 }
+
+/// As [`knob`], zero allowed (switches).
+pub fn setting(name: &str) -> Option<usize> {
+    std::env::var(name).ok()?.parse().ok()
+}
+
+/// A CUDA stream handle (the operator's own stream).
+#[derive(Clone, Copy)]
+pub struct Stream(pub sys::CUstream);

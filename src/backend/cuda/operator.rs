@@ -9,7 +9,7 @@
 //! only small float32 differences per pair (kernels/phase_sum.cu).
 
 use super::context::{driver_error, Device};
-use super::memory::{knob, DeviceBuffer};
+use super::memory::{knob, setting, DeviceBuffer, Stream};
 use crate::error::{Error, Result, Status};
 use crate::model::{Features, Sizes};
 use crate::op::{CgReport, EncodingOperator, Precision};
@@ -33,7 +33,11 @@ const UTIL_BLOCKS: u32 = 1024;
 const DOT_BLOCKS: usize = 256;
 /// Above this bound on the float32 phase differences (cycles), accurate mode
 /// splits the dominant terms.
-const SPLIT_ABOVE_CYCLES: f64 = 8.0;
+const SPLIT_ABOVE_CYCLES: f64 = 16.0;
+/// Above this bound on |phase| (cycles) the kernel subtracts rint(phase) before sin/cos.
+const REDUCE_ABOVE_CYCLES: f64 = 8.0;
+/// Longest inner run summed in one float32 level (accurate mode without two levels).
+const ONE_LEVEL_SPLIT: usize = 4096;
 
 fn mode_code(p: Precision) -> i64 {
     match p {
@@ -70,7 +74,7 @@ fn launch(
     f: &CudaFunction,
     grid: (u32, u32, u32),
     block: u32,
-    stream: sys::CUstream,
+    stream: Stream,
     args: Args,
 ) -> Result<()> {
     let mut values = args.0;
@@ -80,8 +84,17 @@ fn launch(
         .collect();
     // SAFETY: the parameters match the kernel's signature (8-byte slots, little endian);
     // `values` outlives the call (the driver copies parameters at launch).
-    unsafe { result::launch_kernel(f.cu_function(), grid, (block, 1, 1), 0, stream, &mut params) }
-        .map_err(|e| driver_error("launching a kernel", e))
+    unsafe {
+        result::launch_kernel(
+            f.cu_function(),
+            grid,
+            (block, 1, 1),
+            0,
+            stream.0,
+            &mut params,
+        )
+    }
+    .map_err(|e| driver_error("launching a kernel", e))
 }
 
 fn util_grid(n: usize) -> (u32, u32, u32) {
@@ -106,6 +119,7 @@ struct Side {
     full_terms: usize,
     effective_terms: usize,
     split_terms: usize,
+    shape: String,
     dv: DeviceBuffer,
     vref: DeviceBuffer,
     inner_full: DeviceBuffer,
@@ -236,12 +250,12 @@ impl Side {
     ) -> Result<Side> {
         let double = precision == Precision::Double;
         let real = if double { 8 } else { 4 };
-        let r = match (coil_group, double) {
+        let r = knob("HORECON_CUDA_R").unwrap_or(match (coil_group, double) {
             (1, false) => 4,
             (1, true) | (2..=4, true) => 2,
             (2..=8, false) => 2,
             _ => 1,
-        };
+        });
         let blk = THREADS * r;
         let lay = layout(outer, inner, terms, o, i, blk);
         let opad = lay.blocks * blk;
@@ -283,7 +297,19 @@ impl Side {
         }
         let fe = rows.len();
         let fa = (fe + split + 1).div_ceil(4) * 4;
-        let tile = (24576 / ((fa + 2 * coil_group) * real)).clamp(1, 64);
+        let tile = knob("HORECON_CUDA_TILE")
+            .unwrap_or(64)
+            .min(24576 / ((fa + 2 * coil_group) * real))
+            .max(1);
+        // Reduce the float32 phase before sin/cos unless it stays within a few cycles.
+        let reach = 0.5 * (1 + split) as f64 + rows[split..].iter().map(|r| r.2).sum::<f64>();
+        let reduce = setting("HORECON_CUDA_REDUCE")
+            .unwrap_or(usize::from(double || reach > REDUCE_ABOVE_CYCLES))
+            .min(1);
+        let two_level = setting("HORECON_CUDA_TWO_LEVEL")
+            .unwrap_or(usize::from(precision != Precision::Fast))
+            .min(1);
+        let unroll = knob("HORECON_CUDA_UNROLL").unwrap_or(2);
         let kernel = device.function(
             "phase_sum",
             PHASE_SUM,
@@ -296,6 +322,9 @@ impl Side {
                 ("THREADS", THREADS as i64),
                 ("R", r as i64),
                 ("TILE", tile as i64),
+                ("UNROLL", unroll as i64),
+                ("TWO_LEVEL", two_level as i64),
+                ("REDUCE", reduce as i64),
             ],
             "phase_sum",
         )?;
@@ -322,6 +351,10 @@ impl Side {
         // Splits of the inner sum: enough blocks to fill the GPU several times.
         let target = device.multiprocessors * 16;
         let mut splits = target.div_ceil(lay.blocks).clamp(1, i.div_ceil(512).max(1));
+        if two_level == 0 && precision == Precision::Accurate {
+            // one-level float32 sums: keep each split short (the epilogue adds in float64)
+            splits = splits.max(i.div_ceil(ONE_LEVEL_SPLIT));
+        }
         if let Some(s) = knob("HORECON_CUDA_SPLITS") {
             splits = s.min(i.max(1));
         }
@@ -346,6 +379,9 @@ impl Side {
             full_terms: terms,
             effective_terms: fe,
             split_terms: split,
+            shape: format!(
+                "R {r} tile {tile} unroll {unroll} two-level {two_level} reduce {reduce}"
+            ),
             dv: DeviceBuffer::from_host(device, &dv, "outer feature differences")?,
             vref: DeviceBuffer::from_host(device, &lay.vref, "block reference features")?,
             inner_full: DeviceBuffer::from_host(device, inner, "inner features")?,
@@ -357,7 +393,7 @@ impl Side {
     }
 
     /// Launches the phase sum for outer blocks [b0, b0 + nb) into `partial`.
-    fn run(&self, b0: usize, nb: usize, stream: sys::CUstream) -> Result<()> {
+    fn run(&self, b0: usize, nb: usize, stream: Stream) -> Result<()> {
         let args = Args::default()
             .ptr(self.dv.ptr)
             .ptr(self.vref.ptr)
@@ -537,7 +573,7 @@ impl CudaOperator {
         x: &DeviceBuffer,
         out: &DeviceBuffer,
         weights: Option<&DeviceBuffer>,
-        stream: sys::CUstream,
+        stream: Stream,
     ) -> Result<()> {
         let Sizes {
             voxels: n,
@@ -591,12 +627,7 @@ impl CudaOperator {
     }
 
     /// out (N) = Eᴴ d on the device.
-    fn adjoint_dev(
-        &self,
-        d: &DeviceBuffer,
-        out: &DeviceBuffer,
-        stream: sys::CUstream,
-    ) -> Result<()> {
+    fn adjoint_dev(&self, d: &DeviceBuffer, out: &DeviceBuffer, stream: Stream) -> Result<()> {
         let Sizes {
             voxels: n,
             samples: m,
@@ -648,12 +679,7 @@ impl CudaOperator {
         Ok(())
     }
 
-    fn scale_samples(
-        &self,
-        d: &DeviceBuffer,
-        w: &DeviceBuffer,
-        stream: sys::CUstream,
-    ) -> Result<()> {
+    fn scale_samples(&self, d: &DeviceBuffer, w: &DeviceBuffer, stream: Stream) -> Result<()> {
         let Sizes {
             samples: m, coils, ..
         } = self.sizes;
@@ -679,13 +705,13 @@ impl CudaOperator {
     /// (forward or adjoint on the operator's own buffers; no host transfers).
     pub fn time_resident(&self, forward: bool, reps: usize) -> Result<f64> {
         let w = self.lock()?;
-        let s = w.stream.cu_stream();
+        let s = Stream(w.stream.cu_stream());
         w.image.zero(s)?;
         w.data.zero(s)?;
         let mut best = f64::INFINITY;
         for _ in 0..reps.max(1) {
             // SAFETY: synchronising our own stream.
-            unsafe { result::stream::synchronize(s) }.map_err(|e| driver_error("timing", e))?;
+            unsafe { result::stream::synchronize(s.0) }.map_err(|e| driver_error("timing", e))?;
             let t = std::time::Instant::now();
             if forward {
                 self.forward_dev(&w.image, &w.data, None, s)?;
@@ -693,7 +719,7 @@ impl CudaOperator {
                 self.adjoint_dev(&w.data, &w.image_out, s)?;
             }
             // SAFETY: as above.
-            unsafe { result::stream::synchronize(s) }.map_err(|e| driver_error("timing", e))?;
+            unsafe { result::stream::synchronize(s.0) }.map_err(|e| driver_error("timing", e))?;
             best = best.min(t.elapsed().as_secs_f64());
         }
         Ok(best)
@@ -705,8 +731,8 @@ impl CudaOperator {
             let regs = s.kernel.num_regs().unwrap_or(-1);
             let local = s.kernel.local_size_bytes().unwrap_or(-1);
             format!(
-                "terms {}/{} (split {}) blk {} blocks {} splits {} chunk {} regs {regs} local {local}B",
-                s.effective_terms, s.full_terms, s.split_terms, s.blk, s.blocks, s.splits, s.chunk_blocks
+                "terms {}/{} (split {}) {} blk {} blocks {} splits {} chunk {} regs {regs} local {local}B",
+                s.effective_terms, s.full_terms, s.split_terms, s.shape, s.blk, s.blocks, s.splits, s.chunk_blocks
             )
         };
         format!(
@@ -726,7 +752,7 @@ impl CudaOperator {
 impl EncodingOperator for CudaOperator {
     fn forward(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
         let w = self.lock()?;
-        let s = w.stream.cu_stream();
+        let s = Stream(w.stream.cu_stream());
         let host = to_device_complex(image);
         w.image.upload(&host, s)?;
         self.forward_dev(&w.image, &w.data, None, s)?;
@@ -738,7 +764,7 @@ impl EncodingOperator for CudaOperator {
 
     fn adjoint(&self, data: &[Complex32], image: &mut [Complex32]) -> Result<()> {
         let w = self.lock()?;
-        let s = w.stream.cu_stream();
+        let s = Stream(w.stream.cu_stream());
         let host = to_device_complex(data);
         w.data.upload(&host, s)?;
         self.adjoint_dev(&w.data, &w.image_out, s)?;
@@ -755,7 +781,7 @@ impl EncodingOperator for CudaOperator {
         weights: Option<&[f32]>,
     ) -> Result<()> {
         let w = self.lock()?;
-        let s = w.stream.cu_stream();
+        let s = Stream(w.stream.cu_stream());
         let host = to_device_complex(image);
         w.image.upload(&host, s)?;
         let host_weights: Option<Vec<f64>> = weights.map(|v| v.iter().map(|&x| x as f64).collect());
@@ -777,7 +803,7 @@ impl EncodingOperator for CudaOperator {
 
     fn solve(&self, problem: &CgProblem<'_>, image: &mut [Complex32]) -> Result<CgReport> {
         let w = self.lock()?;
-        let s = w.stream.cu_stream();
+        let s = Stream(w.stream.cu_stream());
         let host_weights: Option<Vec<f64>> = problem
             .sample_weights
             .map(|v| v.iter().map(|&x| x as f64).collect());
@@ -817,7 +843,7 @@ impl EncodingOperator for CudaOperator {
 struct CudaSpace<'a> {
     op: &'a CudaOperator,
     work: &'a Work,
-    stream: sys::CUstream,
+    stream: Stream,
     problem: &'a CgProblem<'a>,
     weighted: bool,
     error: RefCell<Option<Error>>,
@@ -861,7 +887,7 @@ impl CgSpace for CudaSpace<'_> {
         self.op.adjoint_dev(&self.work.data, b, self.stream)?;
         // `host` must live until the upload completed.
         // SAFETY: synchronising our own stream.
-        unsafe { result::stream::synchronize(self.stream) }
+        unsafe { result::stream::synchronize(self.stream.0) }
             .map_err(|e| driver_error("computing the right-hand side", e))
     }
 
@@ -876,7 +902,7 @@ impl CgSpace for CudaSpace<'_> {
         let h = to_device_complex(host);
         v.upload(&h, self.stream)?;
         // SAFETY: synchronising our own stream before `h` is dropped.
-        unsafe { result::stream::synchronize(self.stream) }
+        unsafe { result::stream::synchronize(self.stream.0) }
             .map_err(|e| driver_error("uploading the start image", e))
     }
 
