@@ -416,6 +416,16 @@ fn sweep() {
         ],
         &[("HORECON_CUDA_REDUCE", "1")],
         &[("HORECON_CUDA_TILE", "32")],
+        &[("HORECON_CUDA_THREADS", "128")],
+        &[
+            ("HORECON_CUDA_THREADS", "128"),
+            ("HORECON_CUDA_TWO_LEVEL", "0"),
+        ],
+        &[
+            ("HORECON_CUDA_THREADS", "128"),
+            ("HORECON_CUDA_UNROLL", "4"),
+            ("HORECON_CUDA_TWO_LEVEL", "0"),
+        ],
     ];
     for shape in shapes {
         for (k, v) in *shape {

@@ -119,6 +119,7 @@ struct Side {
     full_terms: usize,
     effective_terms: usize,
     split_terms: usize,
+    threads: usize,
     shape: String,
     dv: DeviceBuffer,
     vref: DeviceBuffer,
@@ -256,7 +257,12 @@ impl Side {
             (2..=8, false) => 2,
             _ => 1,
         });
-        let blk = THREADS * r;
+        let threads = knob("HORECON_CUDA_THREADS")
+            .unwrap_or(THREADS)
+            .clamp(32, 256)
+            / 32
+            * 32;
+        let blk = threads * r;
         let lay = layout(outer, inner, terms, o, i, blk);
         let opad = lay.blocks * blk;
         // Δv (permuted order) per effective feature, and how far it moves the phase.
@@ -319,7 +325,7 @@ impl Side {
                 ("LB", coil_group as i64),
                 ("MODE", mode_code(precision)),
                 ("SIGN", sign),
-                ("THREADS", THREADS as i64),
+                ("THREADS", threads as i64),
                 ("R", r as i64),
                 ("TILE", tile as i64),
                 ("UNROLL", unroll as i64),
@@ -379,6 +385,7 @@ impl Side {
             full_terms: terms,
             effective_terms: fe,
             split_terms: split,
+            threads,
             shape: format!(
                 "R {r} tile {tile} unroll {unroll} two-level {two_level} reduce {reduce}"
             ),
@@ -410,7 +417,7 @@ impl Side {
         launch(
             &self.kernel,
             (nb as u32, self.splits as u32, 1),
-            THREADS as u32,
+            self.threads as u32,
             stream,
             args,
         )
