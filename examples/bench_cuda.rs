@@ -401,31 +401,18 @@ fn bench_cg() {
 fn sweep() {
     let shapes: &[&[(&str, &str)]] = &[
         &[],
-        &[("HORECON_CUDA_TWO_LEVEL", "0")],
-        &[("HORECON_CUDA_R", "4"), ("HORECON_CUDA_TWO_LEVEL", "0")],
+        &[("HORECON_CUDA_MINB", "12")],
+        &[("HORECON_CUDA_MINB", "10")],
+        &[("HORECON_CUDA_UNROLL", "4")],
+        &[("HORECON_CUDA_UNROLL", "4"), ("HORECON_CUDA_MINB", "12")],
+        &[("HORECON_CUDA_THREADS", "128"), ("HORECON_CUDA_MINB", "5")],
+        &[("HORECON_CUDA_THREADS", "128"), ("HORECON_CUDA_MINB", "6")],
         &[
             ("HORECON_CUDA_R", "4"),
-            ("HORECON_CUDA_TWO_LEVEL", "0"),
             ("HORECON_CUDA_UNROLL", "1"),
+            ("HORECON_CUDA_MINB", "6"),
         ],
-        &[("HORECON_CUDA_R", "4")],
-        &[("HORECON_CUDA_UNROLL", "4")],
-        &[
-            ("HORECON_CUDA_UNROLL", "4"),
-            ("HORECON_CUDA_TWO_LEVEL", "0"),
-        ],
-        &[("HORECON_CUDA_REDUCE", "1")],
-        &[("HORECON_CUDA_TILE", "32")],
-        &[("HORECON_CUDA_THREADS", "128")],
-        &[
-            ("HORECON_CUDA_THREADS", "128"),
-            ("HORECON_CUDA_TWO_LEVEL", "0"),
-        ],
-        &[
-            ("HORECON_CUDA_THREADS", "128"),
-            ("HORECON_CUDA_UNROLL", "4"),
-            ("HORECON_CUDA_TWO_LEVEL", "0"),
-        ],
+        &[("HORECON_CUDA_TWO_LEVEL", "1")],
     ];
     for shape in shapes {
         for (k, v) in *shape {

@@ -23,7 +23,7 @@
 // (0 accurate, 1 fast, 2 double), SIGN (+1/-1), THREADS, R outer points per thread,
 // TILE inner points per shared-memory tile, UNROLL of the inner loop, TWO_LEVEL
 // (sum each tile separately, then add: float32 error ~ u(sqrt(TILE) + sqrt(n/TILE))),
-// REDUCE (subtract rint before sin/cos; off when |phase| stays within a few cycles).
+// MINB (blocks per SM the registers must allow), REDUCE (subtract rint before sin/cos; off when |phase| stays within a few cycles).
 
 #if MODE == 2
 typedef double REAL;
@@ -55,7 +55,7 @@ __device__ __forceinline__ void sincos_cycles(REAL x, REAL* s, REAL* c) {
 #endif
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS)
+extern "C" __global__ void __launch_bounds__(THREADS, MINB)
 phase_sum(const REAL* __restrict__ dv,          // [FE + NS][ostride], permuted outer order
           const double* __restrict__ vref,      // [blocks][FF]
           const double* __restrict__ inner_full,// [FF][I]

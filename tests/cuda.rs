@@ -332,7 +332,9 @@ fn cuda_adjoint_is_the_adjoint_and_normal_is_their_product() {
             let plan = plan_on(&problem, precision, BackendKind::Cuda);
             let (d, x) = apply(&plan, &image, &data);
             let (lhs, rhs) = (inner(&d, &data), inner(&image, &x));
-            let gap = (lhs - rhs).norm() / lhs.norm().max(rhs.norm());
+            // relative to ‖Ex‖‖d‖ (the inner products themselves may cancel)
+            let scale = (inner(&d, &d).re * inner(&data, &data).re).sqrt();
+            let gap = (lhs - rhs).norm() / scale;
             eprintln!("{precision:?}: <Ex,d> = {lhs:.6e}, <x,E^H d> = {rhs:.6e}, gap {gap:.2e}");
             assert!(gap <= bound, "{precision:?}: adjointness gap {gap:e}");
             // normal with weights = E^H (W (E x)) composed on the host.
@@ -373,7 +375,7 @@ fn cg_on_gpu_matches_cg_on_cpu() {
     let weights: Vec<f32> = (0..problem.samples)
         .map(|_| rng.range(0.5, 1.5) as f32)
         .collect();
-    for (precision, bound) in [(Precision::Accurate, 1e-4), (Precision::Double, 1e-8)] {
+    for (precision, bound) in [(Precision::Accurate, 1e-4), (Precision::Double, 1e-6)] {
         let options = CgOptions {
             max_iterations: 40,
             tolerance: 0.0,

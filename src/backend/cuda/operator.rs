@@ -31,9 +31,10 @@ const MAX_COIL_GROUP: usize = 8;
 const UTIL_THREADS: u32 = 256;
 const UTIL_BLOCKS: u32 = 1024;
 const DOT_BLOCKS: usize = 256;
-/// Above this bound on the float32 phase differences (cycles), accurate mode
-/// splits the dominant terms.
-const SPLIT_ABOVE_CYCLES: f64 = 16.0;
+/// RMS phase error (radians) allowed for the float32 phase of accurate mode.
+const PHASE_ERROR_BUDGET: f64 = 1.5e-6;
+/// Pairs sampled to estimate it.
+const PROBE_PAIRS: usize = 4096;
 /// Above this bound on |phase| (cycles) the kernel subtracts rint(phase) before sin/cos.
 const REDUCE_ABOVE_CYCLES: f64 = 8.0;
 /// Longest inner run summed in one float32 level (accurate mode without two levels).
@@ -223,6 +224,77 @@ fn layout(
     }
 }
 
+/// The float32 phase of the kernel (accurate/fast modes) emulated on sampled
+/// pairs against float64: RMS error (radians) and largest |phase| (cycles).
+struct PhaseProbe<'a> {
+    outer: &'a [f64],
+    inner: &'a [f64],
+    terms: usize,
+    o: usize,
+    i: usize,
+    blk: usize,
+    lay: &'a SideLayout,
+    /// (feature, Δv in permuted order, bound), in kernel order.
+    rows: &'a [(usize, Vec<f64>, f64)],
+}
+
+struct PhaseEstimate {
+    rms_error: f64,
+    max_abs: f64,
+}
+
+impl PhaseProbe<'_> {
+    fn run(&self, split: usize) -> PhaseEstimate {
+        let (terms, o, i) = (self.terms, self.o, self.i);
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |n: usize| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 33) as usize) % n.max(1)
+        };
+        let (mut sum_sq, mut max_abs) = (0.0f64, 0.0f64);
+        for _ in 0..PROBE_PAIRS {
+            let k = next(o); // sorted position; the first o are real points
+            let p = self.lay.perm[k] as usize;
+            let q = next(i);
+            let block = k / self.blk;
+            let mut reference = 0.0f64;
+            let mut exact = 0.0f64;
+            for f in 0..terms {
+                let a = self.inner[f * i + q];
+                reference = a.mul_add(self.lay.vref[block * terms + f], reference);
+                exact = a.mul_add(self.outer[f * o + p], exact);
+            }
+            let mut ph = (reference - reference.round_ties_even()) as f32;
+            for (n, (f, dv, _)) in self.rows.iter().enumerate() {
+                let a = self.inner[f * i + q];
+                let (a32, d32) = (a as f32, dv[k] as f32);
+                if n < split {
+                    let (alo, dlo) = ((a - a32 as f64) as f32, (dv[k] - d32 as f64) as f32);
+                    let mut prod = a32 * d32;
+                    let mut e = a32.mul_add(d32, -prod);
+                    e = a32.mul_add(dlo, e);
+                    e = alo.mul_add(d32, e);
+                    prod -= prod.round_ties_even();
+                    ph += prod;
+                    ph += e;
+                } else {
+                    ph = a32.mul_add(d32, ph);
+                }
+            }
+            max_abs = max_abs.max(ph.abs() as f64);
+            let diff = ph as f64 - exact;
+            let diff = diff - diff.round_ties_even();
+            sum_sq += diff * diff;
+        }
+        PhaseEstimate {
+            rms_error: std::f64::consts::TAU * (sum_sq / PROBE_PAIRS as f64).sqrt(),
+            max_abs,
+        }
+    }
+}
+
 /// Values as the kernel's REAL (f32, or f64 in double mode), as raw bytes.
 fn real_bytes(values: impl Iterator<Item = f64>, double: bool) -> Vec<u8> {
     let mut out = Vec::new();
@@ -286,20 +358,30 @@ impl Side {
                 (f, dv, bound)
             })
             .collect();
-        // Accurate mode: split the terms that move the phase most while the
-        // float32 differences could reach many cycles (kernels/phase_sum.cu).
+        // Accurate mode: split the terms that move the phase most until the
+        // float32 phase error, measured on sampled pairs, is within budget.
+        rows.sort_by(|a, b| b.2.total_cmp(&a.2));
+        let probe = PhaseProbe {
+            outer,
+            inner,
+            terms,
+            o,
+            i,
+            blk,
+            lay: &lay,
+            rows: &rows,
+        };
         let mut split = 0;
-        let total: f64 = rows.iter().map(|r| r.2).sum();
-        if precision == Precision::Accurate && total > SPLIT_ABOVE_CYCLES {
-            rows.sort_by(|a, b| b.2.total_cmp(&a.2));
-            let mut rest = total;
-            for row in &rows {
-                if rest <= 0.5 * SPLIT_ABOVE_CYCLES || row.2 <= 0.25 {
-                    break;
-                }
-                rest -= row.2;
+        let mut estimate = probe.run(0);
+        if precision == Precision::Accurate {
+            while estimate.rms_error > PHASE_ERROR_BUDGET && split < rows.len().min(16) {
                 split += 1;
+                estimate = probe.run(split);
             }
+        }
+        if let Some(n) = setting("HORECON_CUDA_SPLIT") {
+            split = n.min(rows.len());
+            estimate = probe.run(split);
         }
         let fe = rows.len();
         let fa = (fe + split + 1).div_ceil(4) * 4;
@@ -308,12 +390,15 @@ impl Side {
             .min(24576 / ((fa + 2 * coil_group) * real))
             .max(1);
         // Reduce the float32 phase before sin/cos unless it stays within a few cycles.
-        let reach = 0.5 * (1 + split) as f64 + rows[split..].iter().map(|r| r.2).sum::<f64>();
         let reduce = setting("HORECON_CUDA_REDUCE")
-            .unwrap_or(usize::from(double || reach > REDUCE_ABOVE_CYCLES))
+            .unwrap_or(usize::from(
+                double || estimate.max_abs > REDUCE_ABOVE_CYCLES,
+            ))
             .min(1);
+        // One-level float32 sums over short splits (added in float64) measured
+        // faster than two-level sums (fewer registers); double keeps two levels.
         let two_level = setting("HORECON_CUDA_TWO_LEVEL")
-            .unwrap_or(usize::from(precision != Precision::Fast))
+            .unwrap_or(usize::from(double))
             .min(1);
         let unroll = knob("HORECON_CUDA_UNROLL").unwrap_or(2);
         let kernel = device.function(
@@ -331,6 +416,7 @@ impl Side {
                 ("UNROLL", unroll as i64),
                 ("TWO_LEVEL", two_level as i64),
                 ("REDUCE", reduce as i64),
+                ("MINB", knob("HORECON_CUDA_MINB").unwrap_or(1) as i64),
             ],
             "phase_sum",
         )?;
@@ -387,7 +473,8 @@ impl Side {
             split_terms: split,
             threads,
             shape: format!(
-                "R {r} tile {tile} unroll {unroll} two-level {two_level} reduce {reduce}"
+                "phase rms {:.1e} rad max {:.1} cycles, threads {threads} R {r} tile {tile} unroll {unroll} two-level {two_level} reduce {reduce}",
+                estimate.rms_error, estimate.max_abs
             ),
             dv: DeviceBuffer::from_host(device, &dv, "outer feature differences")?,
             vref: DeviceBuffer::from_host(device, &lay.vref, "block reference features")?,
