@@ -401,18 +401,14 @@ fn bench_cg() {
 fn sweep() {
     let shapes: &[&[(&str, &str)]] = &[
         &[],
-        &[("HORECON_CUDA_MINB", "12")],
-        &[("HORECON_CUDA_MINB", "10")],
-        &[("HORECON_CUDA_UNROLL", "4")],
-        &[("HORECON_CUDA_UNROLL", "4"), ("HORECON_CUDA_MINB", "12")],
-        &[("HORECON_CUDA_THREADS", "128"), ("HORECON_CUDA_MINB", "5")],
-        &[("HORECON_CUDA_THREADS", "128"), ("HORECON_CUDA_MINB", "6")],
+        &[("HORECON_CUDA_UNROLL", "2")],
+        &[("HORECON_CUDA_MINB", "5")],
+        &[("HORECON_CUDA_SPLIT", "0")],
         &[
-            ("HORECON_CUDA_R", "4"),
-            ("HORECON_CUDA_UNROLL", "1"),
-            ("HORECON_CUDA_MINB", "6"),
+            ("HORECON_CUDA_R", "2"),
+            ("HORECON_CUDA_UNROLL", "2"),
+            ("HORECON_CUDA_MINB", "10"),
         ],
-        &[("HORECON_CUDA_TWO_LEVEL", "1")],
     ];
     for shape in shapes {
         for (k, v) in *shape {

@@ -32,7 +32,7 @@ const UTIL_THREADS: u32 = 256;
 const UTIL_BLOCKS: u32 = 1024;
 const DOT_BLOCKS: usize = 256;
 /// RMS phase error (radians) allowed for the float32 phase of accurate mode.
-const PHASE_ERROR_BUDGET: f64 = 1.5e-6;
+const PHASE_ERROR_BUDGET: f64 = 4e-6;
 /// Pairs sampled to estimate it.
 const PROBE_PAIRS: usize = 4096;
 /// Above this bound on |phase| (cycles) the kernel subtracts rint(phase) before sin/cos.
@@ -177,31 +177,19 @@ fn layout(
         .filter(|f| stats[*f].2 >= 0.05 * top)
         .take(3)
         .collect();
-    let bits = if keys.len() <= 1 {
-        30
-    } else {
-        30 / keys.len() as u32
-    };
-    let scale = ((1u64 << bits) - 1) as f64;
-    let mut code: Vec<(u64, u32)> = (0..o)
-        .map(|p| {
-            let mut c = 0u64;
-            for (d, &f) in keys.iter().enumerate() {
-                let (lo, hi, _) = stats[f];
-                let q = (((outer[f * o + p] - lo) / (hi - lo)) * scale).round() as u64;
-                for b in 0..bits {
-                    c |= ((q >> b) & 1) << (b as usize * keys.len() + d);
-                }
-            }
-            (c, p as u32)
+    // Coordinates in cycles of phase: feature value × largest inner coefficient.
+    let coords: Vec<Vec<f64>> = keys
+        .iter()
+        .map(|&f| {
+            let amax = stats[f].2 / (stats[f].1 - stats[f].0);
+            outer[f * o..(f + 1) * o].iter().map(|v| v * amax).collect()
         })
         .collect();
-    code.sort_unstable();
+    let mut order: Vec<u32> = (0..o as u32).collect();
+    bisect(&mut order, &coords, blk);
     let blocks = o.div_ceil(blk);
     let mut perm = vec![u32::MAX; blocks * blk];
-    for (k, (_, p)) in code.iter().enumerate() {
-        perm[k] = *p;
-    }
+    perm[..o].copy_from_slice(&order);
     let mut vref = vec![0.0; blocks * terms];
     for b in 0..blocks {
         let members = &perm[b * blk..((b + 1) * blk).min(o)];
@@ -295,6 +283,40 @@ impl PhaseProbe<'_> {
     }
 }
 
+/// Orders `points` into groups of `blk` (the last may be short) that are
+/// compact in `coords`: recursive bisection along the widest coordinate, at a
+/// multiple of `blk` (a k-d tree whose leaves are the thread blocks).
+fn bisect(points: &mut [u32], coords: &[Vec<f64>], blk: usize) {
+    if points.len() <= blk || coords.is_empty() {
+        return;
+    }
+    let widest = coords
+        .iter()
+        .map(|c| {
+            let (lo, hi) = points
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &p| {
+                    (lo.min(c[p as usize]), hi.max(c[p as usize]))
+                });
+            hi - lo
+        })
+        .enumerate()
+        .fold((0, f64::NEG_INFINITY), |best, (d, w)| {
+            if w > best.1 {
+                (d, w)
+            } else {
+                best
+            }
+        })
+        .0;
+    let left = points.len().div_ceil(blk) / 2 * blk;
+    let c = &coords[widest];
+    points.select_nth_unstable_by(left, |a, b| c[*a as usize].total_cmp(&c[*b as usize]));
+    let (l, r) = points.split_at_mut(left);
+    bisect(l, coords, blk);
+    bisect(r, coords, blk);
+}
+
 /// Values as the kernel's REAL (f32, or f64 in double mode), as raw bytes.
 fn real_bytes(values: impl Iterator<Item = f64>, double: bool) -> Vec<u8> {
     let mut out = Vec::new();
@@ -323,10 +345,11 @@ impl Side {
     ) -> Result<Side> {
         let double = precision == Precision::Double;
         let real = if double { 8 } else { 4 };
+        // Outer points per thread: 4 in float32 (measured best on bieri-512:
+        // the coil weights and features read from shared memory serve 4 pairs).
         let r = knob("HORECON_CUDA_R").unwrap_or(match (coil_group, double) {
-            (1, false) => 4,
-            (1, true) | (2..=4, true) => 2,
-            (2..=8, false) => 2,
+            (_, false) => 4,
+            (1..=4, true) => 2,
             _ => 1,
         });
         let threads = knob("HORECON_CUDA_THREADS")
@@ -400,7 +423,14 @@ impl Side {
         let two_level = setting("HORECON_CUDA_TWO_LEVEL")
             .unwrap_or(usize::from(double))
             .min(1);
-        let unroll = knob("HORECON_CUDA_UNROLL").unwrap_or(2);
+        let unroll = knob("HORECON_CUDA_UNROLL").unwrap_or(if r >= 4 { 1 } else { 2 });
+        // Registers for 6 blocks of 64 threads per SM with R = 4 and 5..8 coils.
+        let min_blocks =
+            knob("HORECON_CUDA_MINB").unwrap_or(if r >= 4 && coil_group > 4 && !double {
+                6
+            } else {
+                1
+            });
         let kernel = device.function(
             "phase_sum",
             PHASE_SUM,
@@ -416,7 +446,7 @@ impl Side {
                 ("UNROLL", unroll as i64),
                 ("TWO_LEVEL", two_level as i64),
                 ("REDUCE", reduce as i64),
-                ("MINB", knob("HORECON_CUDA_MINB").unwrap_or(1) as i64),
+                ("MINB", min_blocks as i64),
             ],
             "phase_sum",
         )?;
@@ -473,7 +503,7 @@ impl Side {
             split_terms: split,
             threads,
             shape: format!(
-                "phase rms {:.1e} rad max {:.1} cycles, threads {threads} R {r} tile {tile} unroll {unroll} two-level {two_level} reduce {reduce}",
+                "phase rms {:.1e} rad max {:.1} cycles, threads {threads} R {r} tile {tile} unroll {unroll} min-blocks {min_blocks} two-level {two_level} reduce {reduce}",
                 estimate.rms_error, estimate.max_abs
             ),
             dv: DeviceBuffer::from_host(device, &dv, "outer feature differences")?,
@@ -1065,4 +1095,35 @@ pub fn unavailable(reason: String) -> Error {
         Status::BackendUnavailable,
         format!("the CUDA backend is unavailable: {reason}"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bisect;
+
+    /// Bisection keeps every point once and tiles a 64×32 grid into 8×8... blocks.
+    #[test]
+    fn bisection_is_a_permutation_into_compact_blocks() {
+        let (w, h, blk) = (64usize, 32usize, 64usize);
+        let x: Vec<f64> = (0..w * h).map(|p| (p % w) as f64).collect();
+        let y: Vec<f64> = (0..w * h).map(|p| (p / w) as f64).collect();
+        let mut order: Vec<u32> = (0..(w * h) as u32).collect();
+        bisect(&mut order, &[x.clone(), y.clone()], blk);
+        let mut seen = order.clone();
+        seen.sort_unstable();
+        assert!(seen.iter().enumerate().all(|(i, &p)| p as usize == i));
+        for block in order.chunks(blk) {
+            let span = |c: &[f64]| {
+                let v: Vec<f64> = block.iter().map(|&p| c[p as usize]).collect();
+                v.iter().cloned().fold(f64::MIN, f64::max)
+                    - v.iter().cloned().fold(f64::MAX, f64::min)
+            };
+            assert!(
+                span(&x) <= 7.0 && span(&y) <= 7.0,
+                "block spans {} x {}",
+                span(&x),
+                span(&y)
+            );
+        }
+    }
 }
