@@ -45,31 +45,33 @@ extern "C" __global__ void prep_adjoint(const double2* __restrict__ d, long long
     }
 }
 
-// Forward epilogue: out[c][o] = W(o) * sum_s partial[s][l][kk] with o = perm[k0 + kk].
+// Forward epilogue: out[c][o] = W(o) * exp(+i2pi rot) * sum_s partial[s][l][kk], o = perm[k0 + kk].
 extern "C" __global__ void finish_forward(const REAL2* __restrict__ partial, int splits, int LB, long long ch,
                                           long long k0, long long count, const unsigned* __restrict__ perm,
                                           long long M, int L, int l0, const double* __restrict__ sw,
-                                          double2* __restrict__ out) {
+                                          const double* __restrict__ rot, double2* __restrict__ out) {
     GRID_STRIDE(kk, count) {
         const unsigned o = perm[k0 + kk];
         if (o >= M) continue;
-        const double wt = sw ? sw[o] : 1.0;
+        double wt = sw ? sw[o] : 1.0, er = 1.0, ei = 0.0;
+        if (rot) sincospi(2.0 * rot[k0 + kk], &ei, &er);  // exp(+i 2 pi rot)
         for (int l = 0; l < LB && l0 + l < L; ++l) {
             double re = 0.0, im = 0.0;
             for (int s = 0; s < splits; ++s) {
                 const REAL2 p = partial[((long long)s * LB + l) * ch + kk];
                 re += p.x; im += p.y;
             }
-            out[(long long)(l0 + l) * M + o] = make_double2(wt * re, wt * im);
+            out[(long long)(l0 + l) * M + o] = make_double2(wt * (re * er - im * ei), wt * (re * ei + im * er));
         }
     }
 }
 
-// Adjoint epilogue: out[o] (+)= sum_l conj(S_{l0+l}(o)) * sum_s partial[s][l][kk].
+// Adjoint epilogue: out[o] (+)= exp(-i2pi rot) * sum_l conj(S_{l0+l}(o)) * sum_s partial[s][l][kk].
 extern "C" __global__ void finish_adjoint(const REAL2* __restrict__ partial, int splits, int LB, long long ch,
                                           long long k0, long long count, const unsigned* __restrict__ perm,
                                           long long N, int L, int l0, const float2* __restrict__ sens,
-                                          int accumulate, double2* __restrict__ out) {
+                                          int accumulate, const double* __restrict__ rot,
+                                          double2* __restrict__ out) {
     GRID_STRIDE(kk, count) {
         const unsigned o = perm[k0 + kk];
         if (o >= N) continue;
@@ -84,6 +86,13 @@ extern "C" __global__ void finish_adjoint(const REAL2* __restrict__ partial, int
             if (sens) { const float2 sv = sens[(long long)(l0 + l) * N + o]; sr = sv.x; si = sv.y; }
             re += sr * pr + si * pi;
             im += sr * pi - si * pr;
+        }
+        if (rot) {  // exp(-i 2 pi rot)
+            double er, ei;
+            sincospi(-2.0 * rot[k0 + kk], &ei, &er);
+            const double t = re * er - im * ei;
+            im = re * ei + im * er;
+            re = t;
         }
         if (accumulate) { const double2 prev = out[o]; re += prev.x; im += prev.y; }
         out[o] = make_double2(re, im);
@@ -123,4 +132,13 @@ extern "C" __global__ void axpy(double alpha, const double2* __restrict__ x, dou
 // y <- x + beta y
 extern "C" __global__ void xpay(const double2* __restrict__ x, double beta, double2* __restrict__ y, long long n) {
     GRID_STRIDE(i, n) { double2 v = y[i]; const double2 u = x[i]; v.x = u.x + beta * v.x; v.y = u.y + beta * v.y; y[i] = v; }
+}
+
+// Host vectors travel as float2 and are widened / narrowed on the device.
+extern "C" __global__ void widen(const float2* __restrict__ in, double2* __restrict__ out, long long n) {
+    GRID_STRIDE(i, n) { const float2 v = in[i]; out[i] = make_double2(v.x, v.y); }
+}
+
+extern "C" __global__ void narrow(const double2* __restrict__ in, float2* __restrict__ out, long long n) {
+    GRID_STRIDE(i, n) { const double2 v = in[i]; out[i] = make_float2((float)v.x, (float)v.y); }
 }

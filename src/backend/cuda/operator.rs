@@ -127,6 +127,8 @@ struct Side {
     inner_full: DeviceBuffer,
     inner_eff: DeviceBuffer,
     perm: DeviceBuffer,
+    /// Per-outer-point phase (cycles) applied by the epilogue, if any.
+    rotation: Option<DeviceBuffer>,
     weights: DeviceBuffer,
     partial: DeviceBuffer,
 }
@@ -224,6 +226,8 @@ struct PhaseProbe<'a> {
     lay: &'a SideLayout,
     /// (feature, Δv in permuted order, bound), in kernel order.
     rows: &'a [(usize, Vec<f64>, f64)],
+    /// Per-outer-point phase applied exactly by the epilogue (cycles).
+    rotation: Option<&'a [f64]>,
 }
 
 struct PhaseEstimate {
@@ -272,7 +276,7 @@ impl PhaseProbe<'_> {
                 }
             }
             max_abs = max_abs.max(ph.abs() as f64);
-            let diff = ph as f64 - exact;
+            let diff = ph as f64 + self.rotation.map_or(0.0, |r| r[k]) - exact;
             let diff = diff - diff.round_ties_even();
             sum_sq += diff * diff;
         }
@@ -381,6 +385,22 @@ impl Side {
                 (f, dv, bound)
             })
             .collect();
+        // Terms whose inner values are all one constant K (the solid harmonic
+        // h0 = 1 in E) add K·Δv(o) per outer point: an exact float64 rotation
+        // of the result (applied by the epilogue) instead of a term per pair.
+        let mut rotation: Option<Vec<f64>> = None;
+        rows.retain(|(f, dv, _)| {
+            let column = &inner[f * i..(f + 1) * i];
+            let k = column[0];
+            if column.iter().any(|&x| x != k) {
+                return true;
+            }
+            let rot = rotation.get_or_insert_with(|| vec![0.0; opad]);
+            for (r, d) in rot.iter_mut().zip(dv) {
+                *r += k * d;
+            }
+            false
+        });
         // Accurate mode: split the terms that move the phase most until the
         // float32 phase error, measured on sampled pairs, is within budget.
         rows.sort_by(|a, b| b.2.total_cmp(&a.2));
@@ -393,6 +413,7 @@ impl Side {
             blk,
             lay: &lay,
             rows: &rows,
+            rotation: rotation.as_deref(),
         };
         let mut split = 0;
         let mut estimate = probe.run(0);
@@ -423,7 +444,8 @@ impl Side {
         let two_level = setting("HORECON_CUDA_TWO_LEVEL")
             .unwrap_or(usize::from(double))
             .min(1);
-        let unroll = knob("HORECON_CUDA_UNROLL").unwrap_or(if r >= 4 { 1 } else { 2 });
+        // Unrolling measured: 1 best for E^H, 2 for E (bieri-512, R = 4).
+        let unroll = knob("HORECON_CUDA_UNROLL").unwrap_or(if r >= 4 && sign < 0 { 1 } else { 2 });
         // Registers for 6 blocks of 64 threads per SM with R = 4 and 5..8 coils.
         let min_blocks =
             knob("HORECON_CUDA_MINB").unwrap_or(if r >= 4 && coil_group > 4 && !double {
@@ -473,7 +495,7 @@ impl Side {
         // Splits of the inner sum: enough blocks to fill the GPU several times.
         let target = device.multiprocessors * 16;
         let mut splits = target.div_ceil(lay.blocks).clamp(1, i.div_ceil(512).max(1));
-        if two_level == 0 && precision == Precision::Accurate {
+        if two_level == 0 && !double {
             // one-level float32 sums: keep each split short (the epilogue adds in float64)
             splits = splits.max(i.div_ceil(ONE_LEVEL_SPLIT));
         }
@@ -511,6 +533,10 @@ impl Side {
             inner_full: DeviceBuffer::from_host(device, inner, "inner features")?,
             inner_eff: DeviceBuffer::from_host(device, &inner_eff, "inner features (effective)")?,
             perm: DeviceBuffer::from_host(device, &lay.perm, "outer permutation")?,
+            rotation: match &rotation {
+                Some(r) => Some(DeviceBuffer::from_host(device, r, "outer phase rotation")?),
+                None => None,
+            },
             weights: DeviceBuffer::new::<u8>(device, coil_group * i * 2 * real, "kernel weights")?,
             partial: DeviceBuffer::new::<u8>(device, chunk_blocks * per_block, "partial sums")?,
         })
@@ -556,6 +582,8 @@ struct Work {
     data: DeviceBuffer,
     sample_weights: DeviceBuffer,
     dot: DeviceBuffer,
+    /// float2 staging of host vectors (max(N, M·L) elements).
+    staging: DeviceBuffer,
 }
 
 struct Kernels {
@@ -567,6 +595,8 @@ struct Kernels {
     dot_re: CudaFunction,
     axpy: CudaFunction,
     xpay: CudaFunction,
+    widen: CudaFunction,
+    narrow: CudaFunction,
 }
 
 /// E on one GPU in one precision mode.
@@ -660,6 +690,8 @@ impl CudaOperator {
             dot_re: util("dot_re")?,
             axpy: util("axpy")?,
             xpay: util("xpay")?,
+            widen: util("widen")?,
+            narrow: util("narrow")?,
         };
         device.bind()?;
         let stream = device
@@ -673,6 +705,7 @@ impl CudaOperator {
             data: DeviceBuffer::new::<[f64; 2]>(&device, m * coils, "data (M x L)")?,
             sample_weights: DeviceBuffer::new::<f64>(&device, m, "sample weights (M)")?,
             dot: DeviceBuffer::new::<f64>(&device, DOT_BLOCKS, "dot-product partial sums")?,
+            staging: DeviceBuffer::new::<Complex32>(&device, n.max(m * coils), "transfer staging")?,
         };
         Ok(CudaOperator {
             device,
@@ -743,6 +776,7 @@ impl CudaOperator {
                         .i32(coils as i32)
                         .i32(l0)
                         .ptr(weights.map_or(0, |w| w.ptr))
+                        .ptr(side.rotation.as_ref().map_or(0, |r| r.ptr))
                         .ptr(out.ptr),
                 )?;
             }
@@ -796,6 +830,7 @@ impl CudaOperator {
                         .i32(l0)
                         .ptr(self.sens_ptr())
                         .i32(i32::from(g > 0))
+                        .ptr(side.rotation.as_ref().map_or(0, |r| r.ptr))
                         .ptr(out.ptr),
                 )?;
             }
@@ -818,6 +853,42 @@ impl CudaOperator {
                 .int(m as i64)
                 .i32(coils as i32),
         )
+    }
+
+    /// Host complex64 vector → device double2 `dst` (through the float2 staging).
+    fn upload(&self, w: &Work, host: &[Complex32], dst: &DeviceBuffer, s: Stream) -> Result<()> {
+        w.staging.upload(host, s)?;
+        launch(
+            &self.k.widen,
+            util_grid(host.len()),
+            UTIL_THREADS,
+            s,
+            Args::default()
+                .ptr(w.staging.ptr)
+                .ptr(dst.ptr)
+                .int(host.len() as i64),
+        )
+    }
+
+    /// Device double2 `src` → host complex64 vector (synchronous).
+    fn download(
+        &self,
+        w: &Work,
+        src: &DeviceBuffer,
+        host: &mut [Complex32],
+        s: Stream,
+    ) -> Result<()> {
+        launch(
+            &self.k.narrow,
+            util_grid(host.len()),
+            UTIL_THREADS,
+            s,
+            Args::default()
+                .ptr(src.ptr)
+                .ptr(w.staging.ptr)
+                .int(host.len() as i64),
+        )?;
+        w.staging.download(host, s)
     }
 
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, Work>> {
@@ -877,25 +948,17 @@ impl EncodingOperator for CudaOperator {
     fn forward(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
         let w = self.lock()?;
         let s = Stream(w.stream.cu_stream());
-        let host = to_device_complex(image);
-        w.image.upload(&host, s)?;
+        self.upload(&w, image, &w.image, s)?;
         self.forward_dev(&w.image, &w.data, None, s)?;
-        let mut out = vec![[0.0f64; 2]; data.len()];
-        w.data.download(&mut out, s)?;
-        from_device_complex(&out, data);
-        Ok(())
+        self.download(&w, &w.data, data, s)
     }
 
     fn adjoint(&self, data: &[Complex32], image: &mut [Complex32]) -> Result<()> {
         let w = self.lock()?;
         let s = Stream(w.stream.cu_stream());
-        let host = to_device_complex(data);
-        w.data.upload(&host, s)?;
+        self.upload(&w, data, &w.data, s)?;
         self.adjoint_dev(&w.data, &w.image_out, s)?;
-        let mut out = vec![[0.0f64; 2]; image.len()];
-        w.image_out.download(&mut out, s)?;
-        from_device_complex(&out, image);
-        Ok(())
+        self.download(&w, &w.image_out, image, s)
     }
 
     fn normal(
@@ -906,8 +969,7 @@ impl EncodingOperator for CudaOperator {
     ) -> Result<()> {
         let w = self.lock()?;
         let s = Stream(w.stream.cu_stream());
-        let host = to_device_complex(image);
-        w.image.upload(&host, s)?;
+        self.upload(&w, image, &w.image, s)?;
         let host_weights: Option<Vec<f64>> = weights.map(|v| v.iter().map(|&x| x as f64).collect());
         if let Some(hw) = &host_weights {
             w.sample_weights.upload(hw, s)?;
@@ -919,10 +981,7 @@ impl EncodingOperator for CudaOperator {
             s,
         )?;
         self.adjoint_dev(&w.data, &w.image_out, s)?;
-        let mut result = vec![[0.0f64; 2]; out.len()];
-        w.image_out.download(&mut result, s)?;
-        from_device_complex(&result, out);
-        Ok(())
+        self.download(&w, &w.image_out, out, s)
     }
 
     fn solve(&self, problem: &CgProblem<'_>, image: &mut [Complex32]) -> Result<CgReport> {
