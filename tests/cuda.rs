@@ -408,7 +408,13 @@ fn chunked_execution_equals_unchunked() {
     }
     let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
     let mut rng = Rng::fresh("chunked_execution_equals_unchunked");
-    let mut problem = Problem::random(&mut rng, 1800, 900, 40.0);
+    // Large enough for several thread blocks on both sides.
+    let mut problem = loop {
+        let p = Problem::random(&mut rng, 1800, 900, 40.0);
+        if p.voxels() >= 600 && p.samples >= 300 {
+            break p;
+        }
+    };
     problem.coils = 5;
     problem.sensitivities = Some(rng.complex(problem.voxels() * 5));
     let image = rng.complex(problem.voxels());
