@@ -4,6 +4,18 @@
 //! by NVRTC at first use for the device's architecture (cached per process
 //! and device), so the crate builds and runs on machines without CUDA; the
 //! driver and NVRTC are loaded dynamically and looked for before use.
+//!
+//! Memory: the model is uploaded once per operator; the per-call
+//! intermediates (partial sums) are sized from the free device memory and the
+//! work is chunked over outer blocks, inner splits and coil groups; a failed
+//! allocation is `OutOfMemory` with the sizes, never an abort.
+//!
+//! Internal knobs (environment, read when an operator is built; for tests and
+//! the benchmark sweep, not part of the API): `HORECON_CUDA_CHUNK_BLOCKS`
+//! (outer blocks per launch), `HORECON_CUDA_SPLITS` (inner splits),
+//! `HORECON_CUDA_COIL_GROUP` (coils per pass, ≤ 8), and the kernel shape
+//! `HORECON_CUDA_R`, `_THREADS`, `_TILE`, `_UNROLL`, `_MINB`, `_TWO_LEVEL`,
+//! `_REDUCE`, `_SPLIT`; `HORECON_CUDA_DUMP_PTX=dir` writes the compiled PTX.
 
 pub mod context;
 pub mod memory;
