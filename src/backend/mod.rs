@@ -1,6 +1,7 @@
 //! Backends: where and how the operators are computed.
 
 pub mod cpu;
+pub mod cuda;
 
 use crate::error::{Error, Result, Status};
 use crate::model::{Features, Sizes};
@@ -11,11 +12,20 @@ use std::sync::Arc;
 /// The backend a plan with these options runs on (never `Auto`).
 pub fn resolve(options: &Options) -> Result<BackendKind> {
     match options.backend {
-        BackendKind::Auto | BackendKind::Cpu => Ok(BackendKind::Cpu),
-        BackendKind::Cuda => Err(Error::new(
-            Status::BackendUnavailable,
-            "the CUDA backend is not available in this build of horecon",
-        )),
+        BackendKind::Cpu => Ok(BackendKind::Cpu),
+        // AUTO: CUDA when a usable GPU, driver and NVRTC are present, else the CPU, silently.
+        BackendKind::Auto => Ok(match cuda::usable(options.device as usize) {
+            Ok(()) => BackendKind::Cuda,
+            Err(_) => BackendKind::Cpu,
+        }),
+        BackendKind::Cuda => cuda::usable(options.device as usize)
+            .map(|()| BackendKind::Cuda)
+            .map_err(|reason| {
+                Error::new(
+                    Status::BackendUnavailable,
+                    format!("CUDA was requested but is unavailable: {reason}"),
+                )
+            }),
     }
 }
 
@@ -29,6 +39,9 @@ pub fn build(
 ) -> Result<Box<dyn EncodingOperator>> {
     match backend {
         BackendKind::Cpu => cpu::build(features, sizes, options.precision, pool),
+        BackendKind::Cuda => {
+            cuda::build(features, sizes, options.precision, options.device as usize)
+        }
         other => Err(Error::internal(format!(
             "backend {other:?} is not resolved"
         ))),
@@ -37,5 +50,5 @@ pub fn build(
 
 /// Usable CUDA devices (0 when the CUDA backend is absent).
 pub fn cuda_device_count() -> usize {
-    0
+    cuda::device_count()
 }

@@ -1,0 +1,53 @@
+#!/bin/bash
+# The one script sent to the GPU machine (run from the repository root there,
+# with .devcarry/cuda/ holding what scripts/gpu/stage.sh staged): the CUDA tests,
+# compute-sanitizer memcheck, the benchmark, the two peers, ptxas -v and SASS.
+# Logs go to $OUT (at most 8 files come back).
+set -u
+D=.devcarry/cuda
+O=${OUT:-/tmp/horecon-gpu-out}
+mkdir -p "$O" /tmp/ptx
+cd "$D" || exit 1
+chmod +x cuda_tests operators_tests bench_cuda 2>/dev/null
+STAGES=${1:-tests,memcheck,bench,peers,sass}
+# BENCH_CASES (environment): the benchmark's arguments (default: all cases)
+{
+  date -u
+  nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.total,driver_version --format=csv
+  nvcc --version | tail -2
+} > "$O/info.txt" 2>&1
+export HORECON_CUDA_DUMP_PTX=/tmp/ptx
+if [[ $STAGES == *tests* ]]; then
+  { timeout 300 ./cuda_tests --test-threads=8 --nocapture; echo "cuda tests rc=$?";
+    timeout 200 ./operators_tests --nocapture; echo "operators tests (AUTO = CUDA here) rc=$?"; } > "$O/tests.log" 2>&1
+fi
+if [[ $STAGES == *bench* ]]; then
+  { timeout 300 ./bench_cuda ${BENCH_CASES:-}; echo "bench rc=$?"; } > "$O/bench.log" 2>&1
+fi
+if [[ $STAGES == *peers* ]]; then
+  { nvcc -O3 -arch=sm_90 -o /tmp/seed_style_eh seed_style_eh.cu && /tmp/seed_style_eh 256 && /tmp/seed_style_eh 512;
+    python3 torch_eh.py 256; python3 torch_eh.py 512; } > "$O/peers.log" 2>&1
+fi
+if [[ $STAGES == *memcheck* ]]; then
+  { HORECON_TEST_SEED=12345 timeout 240 compute-sanitizer --tool memcheck --leak-check full ./cuda_tests --test-threads=1 \
+      cuda_sign_convention_single_voxel chunked_execution_equals_unchunked cg_on_gpu_matches_cg_on_cpu several_plans_and_threads_at_once cuda_adjoint_is_the_adjoint;
+    echo "memcheck rc=$?"; } > "$O/memcheck.log" 2>&1
+fi
+if [[ $STAGES == *ncu* ]]; then
+  # launches 4 and 5 of phase_sum: the last forward and the first adjoint timing rep on bieri-512 accurate
+  timeout 240 ncu --kernel-name phase_sum --launch-skip 4 --launch-count 2 --section SpeedOfLight \
+    --section WarpStateStats --section ComputeWorkloadAnalysis --section Occupancy --section InstructionStats \
+    --section SchedulerStats ./bench_cuda bieri-512:A > "$O/ncu.txt" 2>&1
+fi
+if [[ $STAGES == *sass* ]]; then
+  {
+    for f in /tmp/ptx/phase_sum*.ptx; do
+      echo "== $f"; ptxas -arch=sm_90 -v "$f" -o /tmp/k.cubin 2>&1 | grep -E "registers|spill"
+    done
+  } > "$O/ptxas.txt" 2>&1
+  f=$(ls /tmp/ptx/phase_sum_FE_10_NS_0_LB_8_MODE_0_SIGN_m1*.ptx 2>/dev/null | tail -1)
+  if [ -n "$f" ]; then
+    ptxas -arch=sm_90 "$f" -o /tmp/k.cubin && cuobjdump -sass /tmp/k.cubin > "$O/sass.txt" 2>&1
+  fi
+fi
+ls -la "$O"

@@ -1,0 +1,22 @@
+#!/bin/bash
+# Builds here and stages what the GPU machine needs into $1 (default
+# /work/main/.devcarry/cuda): stripped test and bench executables, the script,
+# and the peers from shared/bench/peers.
+set -eu
+DEST=${1:-/work/main/.devcarry/cuda}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+cargo build --release --example bench_cuda
+mkdir -p "$DEST"
+cargo test --release --no-run --message-format=json 2>/dev/null | python3 -c '
+import sys, json
+for line in sys.stdin:
+    try: m = json.loads(line)
+    except ValueError: continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and "test" in m["target"]["kind"]:
+        print(m["target"]["name"], m["executable"])
+' | while read -r name exe; do strip -o "$DEST/${name}_tests" "$exe"; done
+strip -o "$DEST/bench_cuda" target/release/examples/bench_cuda
+cp scripts/gpu/gpu_run.sh "$DEST/"
+cp "$ROOT/../shared/bench/peers/seed_style_eh.cu" "$ROOT/../shared/bench/peers/torch_eh.py" "$DEST/"
+ls -la "$DEST"

@@ -1,0 +1,143 @@
+//! Device memory: plain allocations (never managed memory) that report
+//! failure as `OutOfMemory` with the sizes, and the chunking knobs.
+
+use super::context::{driver_error, Device};
+use crate::error::{Error, Result};
+use cudarc::driver::{result, sys};
+use std::sync::Arc;
+
+/// A device allocation of `bytes` bytes, freed on drop.
+pub struct DeviceBuffer {
+    pub ptr: sys::CUdeviceptr,
+    pub bytes: usize,
+    device: Arc<Device>,
+}
+
+impl DeviceBuffer {
+    /// Allocates room for `count` elements of `T`; `what` names it in errors.
+    pub fn new<T>(device: &Arc<Device>, count: usize, what: &str) -> Result<DeviceBuffer> {
+        let bytes = count
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or_else(|| Error::out_of_memory(format!("{what}: {count} elements overflow")))?
+            .max(16);
+        device.bind()?;
+        // SAFETY: a plain allocation on the bound context.
+        match unsafe { result::malloc_sync(bytes) } {
+            Ok(ptr) => Ok(DeviceBuffer {
+                ptr,
+                bytes,
+                device: device.clone(),
+            }),
+            Err(e) => {
+                let (free, total) = device.memory().unwrap_or((0, 0));
+                Err(if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+                    Error::out_of_memory(format!(
+                        "could not allocate {what} on {} (device {}): {bytes} bytes needed, {free} of {total} bytes free",
+                        device.name, device.ordinal
+                    ))
+                } else {
+                    driver_error(&format!("allocating {what} ({bytes} bytes)"), e)
+                })
+            }
+        }
+    }
+
+    /// A buffer holding a copy of `host` (synchronous).
+    pub fn from_host<T: Copy>(
+        device: &Arc<Device>,
+        host: &[T],
+        what: &str,
+    ) -> Result<DeviceBuffer> {
+        let b = DeviceBuffer::new::<T>(device, host.len(), what)?;
+        b.upload(host, Stream(std::ptr::null_mut()))?;
+        if !host.is_empty() {
+            // SAFETY: null stream = legacy default stream; waits for the copy.
+            unsafe { result::stream::synchronize(std::ptr::null_mut()) }
+                .map_err(|e| driver_error("uploading", e))?;
+        }
+        Ok(b)
+    }
+
+    fn check<T>(&self, len: usize) -> Result<()> {
+        if len.saturating_mul(std::mem::size_of::<T>()) > self.bytes {
+            return Err(Error::internal(format!(
+                "device buffer of {} bytes is too small for {len} elements",
+                self.bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// Host → device on `stream` (the host slice must outlive the copy: callers synchronise).
+    pub fn upload<T: Copy>(&self, host: &[T], stream: Stream) -> Result<()> {
+        self.check::<T>(host.len())?;
+        if host.is_empty() {
+            return Ok(());
+        }
+        self.device.bind()?;
+        // SAFETY: size checked; the caller synchronises before `host` goes away.
+        unsafe { result::memcpy_htod_async(self.ptr, host, stream.0) }
+            .map_err(|e| driver_error("copying to the GPU", e))
+    }
+
+    /// Device → host, synchronous with respect to `stream`.
+    pub fn download<T: Copy>(&self, host: &mut [T], stream: Stream) -> Result<()> {
+        self.check::<T>(host.len())?;
+        if host.is_empty() {
+            return Ok(());
+        }
+        self.device.bind()?;
+        // SAFETY: size checked; synchronised below before returning.
+        unsafe {
+            result::memcpy_dtoh_async(host, self.ptr, stream.0)
+                .map_err(|e| driver_error("copying from the GPU", e))?;
+            result::stream::synchronize(stream.0)
+                .map_err(|e| driver_error("copying from the GPU", e))
+        }
+    }
+
+    /// Sets all bytes to zero on `stream`.
+    pub fn zero(&self, stream: Stream) -> Result<()> {
+        self.device.bind()?;
+        // SAFETY: the whole allocation.
+        unsafe { result::memset_d8_async(self.ptr, 0, self.bytes, stream.0) }
+            .map_err(|e| driver_error("clearing GPU memory", e))
+    }
+
+    /// Copies all of `src` (same size) into `self` on `stream`.
+    pub fn copy_from(&self, src: &DeviceBuffer, stream: Stream) -> Result<()> {
+        if src.bytes != self.bytes {
+            return Err(Error::internal(
+                "device copy between buffers of different sizes",
+            ));
+        }
+        self.device.bind()?;
+        // SAFETY: equal sizes, both live.
+        unsafe { result::memcpy_dtod_async(self.ptr, src.ptr, self.bytes, stream.0) }
+            .map_err(|e| driver_error("copying on the GPU", e))
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        if self.device.bind().is_ok() {
+            // SAFETY: allocated by malloc_sync, freed once; errors cannot be reported from drop.
+            let _ = unsafe { result::free_sync(self.ptr) };
+        }
+    }
+}
+
+/// An internal knob from the environment (tests force small chunks with it;
+/// the benchmark sweeps kernel shapes with it): a positive count.
+pub fn knob(name: &str) -> Option<usize> {
+    setting(name).filter(|&v| v > 0)
+}
+
+/// As [`knob`], zero allowed (switches).
+pub fn setting(name: &str) -> Option<usize> {
+    std::env::var(name).ok()?.parse().ok()
+}
+
+/// A CUDA stream handle (the operator's own stream).
+#[derive(Clone, Copy)]
+pub struct Stream(pub sys::CUstream);

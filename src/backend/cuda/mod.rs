@@ -1,0 +1,50 @@
+//! The CUDA backend: the exact operators and CG on one GPU.
+//!
+//! Kernels live in `kernels/*.cu`, are embedded in the library and compiled
+//! by NVRTC at first use for the device's architecture (cached per process
+//! and device), so the crate builds and runs on machines without CUDA; the
+//! driver and NVRTC are loaded dynamically and looked for before use.
+//!
+//! Memory: the model is uploaded once per operator; the per-call
+//! intermediates (partial sums) are sized from the free device memory and the
+//! work is chunked over outer blocks, inner splits and coil groups; a failed
+//! allocation is `OutOfMemory` with the sizes, never an abort.
+//!
+//! Internal knobs (environment, read when an operator is built; for tests and
+//! the benchmark sweep, not part of the API): `HORECON_CUDA_CHUNK_BLOCKS`
+//! (outer blocks per launch), `HORECON_CUDA_SPLITS` (inner splits),
+//! `HORECON_CUDA_COIL_GROUP` (coils per pass, ≤ 8), and the kernel shape
+//! `HORECON_CUDA_R`, `_THREADS`, `_TILE`, `_UNROLL`, `_MINB`, `_TWO_LEVEL`,
+//! `_REDUCE`, `_SPLIT`; `HORECON_CUDA_DUMP_PTX=dir` writes the compiled PTX.
+
+pub mod context;
+pub mod memory;
+pub mod operator;
+
+use crate::error::Result;
+use crate::model::{Features, Sizes};
+use crate::op::{EncodingOperator, Precision};
+pub use operator::CudaOperator;
+
+/// Ok when device `ordinal` can be used, else the reason.
+pub fn usable(ordinal: usize) -> std::result::Result<(), String> {
+    context::device(ordinal).map(|_| ())
+}
+
+/// Number of CUDA devices (0 without driver, NVRTC or GPU).
+pub fn device_count() -> usize {
+    context::probe().unwrap_or(0)
+}
+
+/// Builds the CUDA operator on device `ordinal`.
+pub fn build(
+    features: &Features,
+    sizes: Sizes,
+    precision: Precision,
+    ordinal: usize,
+) -> Result<Box<dyn EncodingOperator>> {
+    let device = context::device(ordinal).map_err(operator::unavailable)?;
+    Ok(Box::new(CudaOperator::new(
+        device, features, sizes, precision,
+    )?))
+}

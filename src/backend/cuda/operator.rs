@@ -1,0 +1,1188 @@
+//! E on one GPU: the model is uploaded once when the operator is built;
+//! forward/adjoint move only their input and output vectors; `normal` and
+//! `solve` stay on the device between the two halves (CG moves the data up
+//! once and the image down once).
+//!
+//! Each direction is one [`Side`]: out_l(o) = Σ_i w_l(i)·exp(±i2π Σ_f a_f(i)·v_f(o))
+//! with the outer points sorted into compact blocks (Morton order of the
+//! dominant features) so that each block's float64 reference phase leaves
+//! only small float32 differences per pair (kernels/phase_sum.cu).
+
+use super::context::{driver_error, Device};
+use super::memory::{knob, setting, DeviceBuffer, Stream};
+use crate::error::{Error, Result, Status};
+use crate::model::{Features, Sizes};
+use crate::op::{CgReport, EncodingOperator, Precision};
+use crate::solver::{cg, CgProblem, CgSpace};
+use cudarc::driver::{result, sys, CudaFunction, CudaStream};
+use num_complex::Complex32;
+use std::cell::RefCell;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex};
+
+const PHASE_SUM: &str = include_str!("../../../kernels/phase_sum.cu");
+const UTIL: &str = include_str!("../../../kernels/util.cu");
+
+/// Threads per phase-sum block.
+const THREADS: usize = 64;
+/// Coils per kernel pass (more coils run in groups).
+const MAX_COIL_GROUP: usize = 8;
+/// Threads per block and blocks of the O(N) kernels.
+const UTIL_THREADS: u32 = 256;
+const UTIL_BLOCKS: u32 = 1024;
+const DOT_BLOCKS: usize = 256;
+/// RMS phase error (radians) allowed for the float32 phase of accurate mode.
+const PHASE_ERROR_BUDGET: f64 = 4e-6;
+/// Pairs sampled to estimate it.
+const PROBE_PAIRS: usize = 4096;
+/// Above this bound on |phase| (cycles) the kernel subtracts rint(phase) before sin/cos.
+const REDUCE_ABOVE_CYCLES: f64 = 8.0;
+/// Longest inner run summed in one float32 level (accurate mode without two levels).
+const ONE_LEVEL_SPLIT: usize = 4096;
+
+fn mode_code(p: Precision) -> i64 {
+    match p {
+        Precision::Accurate => 0,
+        Precision::Fast => 1,
+        Precision::Double => 2,
+    }
+}
+
+/// Kernel arguments, each stored in 8 bytes (a 32-bit `int` reads the low half).
+#[derive(Default)]
+struct Args(Vec<u64>);
+
+impl Args {
+    fn ptr(mut self, p: sys::CUdeviceptr) -> Self {
+        self.0.push(p);
+        self
+    }
+    fn int(mut self, v: i64) -> Self {
+        self.0.push(v as u64);
+        self
+    }
+    fn i32(mut self, v: i32) -> Self {
+        self.0.push(v as u32 as u64);
+        self
+    }
+    fn f64(mut self, v: f64) -> Self {
+        self.0.push(v.to_bits());
+        self
+    }
+}
+
+fn launch(
+    f: &CudaFunction,
+    grid: (u32, u32, u32),
+    block: u32,
+    stream: Stream,
+    args: Args,
+) -> Result<()> {
+    let mut values = args.0;
+    let mut params: Vec<*mut c_void> = values
+        .iter_mut()
+        .map(|v| v as *mut u64 as *mut c_void)
+        .collect();
+    // SAFETY: the parameters match the kernel's signature (8-byte slots, little endian);
+    // `values` outlives the call (the driver copies parameters at launch).
+    unsafe {
+        result::launch_kernel(
+            f.cu_function(),
+            grid,
+            (block, 1, 1),
+            0,
+            stream.0,
+            &mut params,
+        )
+    }
+    .map_err(|e| driver_error("launching a kernel", e))
+}
+
+fn util_grid(n: usize) -> (u32, u32, u32) {
+    let blocks = n
+        .div_ceil(UTIL_THREADS as usize)
+        .clamp(1, UTIL_BLOCKS as usize);
+    (blocks as u32, 1, 1)
+}
+
+/// Phase-sum geometry and device data of one direction.
+struct Side {
+    kernel: CudaFunction,
+    /// Outer points per block and blocks in all.
+    blk: usize,
+    blocks: usize,
+    /// Inner points and how they are split over blockIdx.y.
+    inner: usize,
+    splits: usize,
+    split_len: usize,
+    /// Outer blocks per launch (memory for the partial sums).
+    chunk_blocks: usize,
+    full_terms: usize,
+    effective_terms: usize,
+    split_terms: usize,
+    threads: usize,
+    shape: String,
+    dv: DeviceBuffer,
+    vref: DeviceBuffer,
+    inner_full: DeviceBuffer,
+    inner_eff: DeviceBuffer,
+    perm: DeviceBuffer,
+    /// Per-outer-point phase (cycles) applied by the epilogue, if any.
+    rotation: Option<DeviceBuffer>,
+    weights: DeviceBuffer,
+    partial: DeviceBuffer,
+}
+
+/// What the host computes for a side before anything goes to the device.
+struct SideLayout {
+    effective: Vec<usize>,
+    perm: Vec<u32>,
+    vref: Vec<f64>,
+    blocks: usize,
+}
+
+/// Sorts the outer points into compact blocks of `blk` (Morton order of up to
+/// three features that move the phase most) and takes each block's midrange
+/// as its reference feature vector.
+fn layout(
+    outer: &[f64],
+    inner: &[f64],
+    terms: usize,
+    o: usize,
+    i: usize,
+    blk: usize,
+) -> SideLayout {
+    let range = |v: &[f64]| {
+        v.iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+                (lo.min(x), hi.max(x))
+            })
+    };
+    let mut stats = Vec::with_capacity(terms);
+    let mut effective = Vec::new();
+    for f in 0..terms {
+        let (lo, hi) = range(&outer[f * o..(f + 1) * o]);
+        let amax = inner[f * i..(f + 1) * i]
+            .iter()
+            .fold(0.0f64, |m, x| m.max(x.abs()));
+        if hi > lo && amax > 0.0 {
+            effective.push(f);
+        }
+        stats.push((lo, hi, (hi - lo) * amax));
+    }
+    // Up to three sort keys: features moving the phase by ≥ 5 % of the largest.
+    let mut order: Vec<usize> = effective.clone();
+    order.sort_by(|a, b| stats[*b].2.total_cmp(&stats[*a].2));
+    let top = order.first().map_or(0.0, |f| stats[*f].2);
+    let keys: Vec<usize> = order
+        .into_iter()
+        .filter(|f| stats[*f].2 >= 0.05 * top)
+        .take(3)
+        .collect();
+    // Coordinates in cycles of phase: feature value × largest inner coefficient.
+    let coords: Vec<Vec<f64>> = keys
+        .iter()
+        .map(|&f| {
+            let amax = stats[f].2 / (stats[f].1 - stats[f].0);
+            outer[f * o..(f + 1) * o].iter().map(|v| v * amax).collect()
+        })
+        .collect();
+    let mut order: Vec<u32> = (0..o as u32).collect();
+    bisect(&mut order, &coords, blk);
+    let blocks = o.div_ceil(blk);
+    let mut perm = vec![u32::MAX; blocks * blk];
+    perm[..o].copy_from_slice(&order);
+    let mut vref = vec![0.0; blocks * terms];
+    for b in 0..blocks {
+        let members = &perm[b * blk..((b + 1) * blk).min(o)];
+        for f in 0..terms {
+            let (lo, hi) =
+                members
+                    .iter()
+                    .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &p| {
+                        let x = outer[f * o + p as usize];
+                        (lo.min(x), hi.max(x))
+                    });
+            vref[b * terms + f] = 0.5 * (lo + hi);
+        }
+    }
+    SideLayout {
+        effective,
+        perm,
+        vref,
+        blocks,
+    }
+}
+
+/// The float32 phase of the kernel (accurate/fast modes) emulated on sampled
+/// pairs against float64: RMS error (radians) and largest |phase| (cycles).
+struct PhaseProbe<'a> {
+    outer: &'a [f64],
+    inner: &'a [f64],
+    terms: usize,
+    o: usize,
+    i: usize,
+    blk: usize,
+    lay: &'a SideLayout,
+    /// (feature, Δv in permuted order, bound), in kernel order.
+    rows: &'a [(usize, Vec<f64>, f64)],
+    /// Per-outer-point phase applied exactly by the epilogue (cycles).
+    rotation: Option<&'a [f64]>,
+}
+
+struct PhaseEstimate {
+    rms_error: f64,
+    max_abs: f64,
+}
+
+impl PhaseProbe<'_> {
+    fn run(&self, split: usize) -> PhaseEstimate {
+        let (terms, o, i) = (self.terms, self.o, self.i);
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |n: usize| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 33) as usize) % n.max(1)
+        };
+        let (mut sum_sq, mut max_abs) = (0.0f64, 0.0f64);
+        for _ in 0..PROBE_PAIRS {
+            let k = next(o); // sorted position; the first o are real points
+            let p = self.lay.perm[k] as usize;
+            let q = next(i);
+            let block = k / self.blk;
+            let mut reference = 0.0f64;
+            let mut exact = 0.0f64;
+            for f in 0..terms {
+                let a = self.inner[f * i + q];
+                reference = a.mul_add(self.lay.vref[block * terms + f], reference);
+                exact = a.mul_add(self.outer[f * o + p], exact);
+            }
+            let mut ph = (reference - reference.round_ties_even()) as f32;
+            for (n, (f, dv, _)) in self.rows.iter().enumerate() {
+                let a = self.inner[f * i + q];
+                let (a32, d32) = (a as f32, dv[k] as f32);
+                if n < split {
+                    let (alo, dlo) = ((a - a32 as f64) as f32, (dv[k] - d32 as f64) as f32);
+                    let mut prod = a32 * d32;
+                    let mut e = a32.mul_add(d32, -prod);
+                    e = a32.mul_add(dlo, e);
+                    e = alo.mul_add(d32, e);
+                    prod -= prod.round_ties_even();
+                    ph += prod;
+                    ph += e;
+                } else {
+                    ph = a32.mul_add(d32, ph);
+                }
+            }
+            max_abs = max_abs.max(ph.abs() as f64);
+            let diff = ph as f64 + self.rotation.map_or(0.0, |r| r[k]) - exact;
+            let diff = diff - diff.round_ties_even();
+            sum_sq += diff * diff;
+        }
+        PhaseEstimate {
+            rms_error: std::f64::consts::TAU * (sum_sq / PROBE_PAIRS as f64).sqrt(),
+            max_abs,
+        }
+    }
+}
+
+/// Orders `points` into groups of `blk` (the last may be short) that are
+/// compact in `coords`: recursive bisection along the widest coordinate, at a
+/// multiple of `blk` (a k-d tree whose leaves are the thread blocks).
+fn bisect(points: &mut [u32], coords: &[Vec<f64>], blk: usize) {
+    if points.len() <= blk || coords.is_empty() {
+        return;
+    }
+    let widest = coords
+        .iter()
+        .map(|c| {
+            let (lo, hi) = points
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &p| {
+                    (lo.min(c[p as usize]), hi.max(c[p as usize]))
+                });
+            hi - lo
+        })
+        .enumerate()
+        .fold((0, f64::NEG_INFINITY), |best, (d, w)| {
+            if w > best.1 {
+                (d, w)
+            } else {
+                best
+            }
+        })
+        .0;
+    let left = points.len().div_ceil(blk) / 2 * blk;
+    let c = &coords[widest];
+    points.select_nth_unstable_by(left, |a, b| c[*a as usize].total_cmp(&c[*b as usize]));
+    let (l, r) = points.split_at_mut(left);
+    bisect(l, coords, blk);
+    bisect(r, coords, blk);
+}
+
+/// Values as the kernel's REAL (f32, or f64 in double mode), as raw bytes.
+fn real_bytes(values: impl Iterator<Item = f64>, double: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    for v in values {
+        if double {
+            out.extend_from_slice(&v.to_le_bytes());
+        } else {
+            out.extend_from_slice(&(v as f32).to_le_bytes());
+        }
+    }
+    out
+}
+
+impl Side {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        device: &Arc<Device>,
+        precision: Precision,
+        sign: i64,
+        outer: &[f64],
+        inner: &[f64],
+        terms: usize,
+        o: usize,
+        i: usize,
+        coil_group: usize,
+    ) -> Result<Side> {
+        let double = precision == Precision::Double;
+        let real = if double { 8 } else { 4 };
+        // Outer points per thread: 4 in float32 (measured best on bieri-512:
+        // the coil weights and features read from shared memory serve 4 pairs).
+        let r = knob("HORECON_CUDA_R").unwrap_or(match (coil_group, double) {
+            (_, false) => 4,
+            (1..=4, true) => 2,
+            _ => 1,
+        });
+        let threads = knob("HORECON_CUDA_THREADS")
+            .unwrap_or(THREADS)
+            .clamp(32, 256)
+            / 32
+            * 32;
+        let blk = threads * r;
+        let lay = layout(outer, inner, terms, o, i, blk);
+        let opad = lay.blocks * blk;
+        // Δv (permuted order) per effective feature, and how far it moves the phase.
+        let delta = |f: usize| -> Vec<f64> {
+            (0..opad)
+                .map(|k| match lay.perm[k] {
+                    u32::MAX => 0.0,
+                    p => outer[f * o + p as usize] - lay.vref[(k / blk) * terms + f],
+                })
+                .collect()
+        };
+        let mut rows: Vec<(usize, Vec<f64>, f64)> = lay
+            .effective
+            .iter()
+            .map(|&f| {
+                let dv = delta(f);
+                let amax = inner[f * i..(f + 1) * i]
+                    .iter()
+                    .fold(0.0f64, |m, x| m.max(x.abs()));
+                let bound = amax * dv.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+                (f, dv, bound)
+            })
+            .collect();
+        // Terms whose inner values are all one constant K (the solid harmonic
+        // h0 = 1 in E) add K·Δv(o) per outer point: an exact float64 rotation
+        // of the result (applied by the epilogue) instead of a term per pair.
+        let mut rotation: Option<Vec<f64>> = None;
+        rows.retain(|(f, dv, _)| {
+            let column = &inner[f * i..(f + 1) * i];
+            let k = column[0];
+            if column.iter().any(|&x| x != k) {
+                return true;
+            }
+            let rot = rotation.get_or_insert_with(|| vec![0.0; opad]);
+            for (r, d) in rot.iter_mut().zip(dv) {
+                *r += k * d;
+            }
+            false
+        });
+        // Accurate mode: split the terms that move the phase most until the
+        // float32 phase error, measured on sampled pairs, is within budget.
+        rows.sort_by(|a, b| b.2.total_cmp(&a.2));
+        let probe = PhaseProbe {
+            outer,
+            inner,
+            terms,
+            o,
+            i,
+            blk,
+            lay: &lay,
+            rows: &rows,
+            rotation: rotation.as_deref(),
+        };
+        let mut split = 0;
+        let mut estimate = probe.run(0);
+        if precision == Precision::Accurate {
+            while estimate.rms_error > PHASE_ERROR_BUDGET && split < rows.len().min(16) {
+                split += 1;
+                estimate = probe.run(split);
+            }
+        }
+        if let Some(n) = setting("HORECON_CUDA_SPLIT") {
+            split = n.min(rows.len());
+            estimate = probe.run(split);
+        }
+        let fe = rows.len();
+        let fa = (fe + split + 1).div_ceil(4) * 4;
+        let tile = knob("HORECON_CUDA_TILE")
+            .unwrap_or(64)
+            .min(24576 / ((fa + 2 * coil_group) * real))
+            .max(1);
+        // Reduce the float32 phase before sin/cos unless it stays within a few cycles.
+        let reduce = setting("HORECON_CUDA_REDUCE")
+            .unwrap_or(usize::from(
+                double || estimate.max_abs > REDUCE_ABOVE_CYCLES,
+            ))
+            .min(1);
+        // One-level float32 sums over short splits (added in float64) measured
+        // faster than two-level sums (fewer registers); double keeps two levels.
+        let two_level = setting("HORECON_CUDA_TWO_LEVEL")
+            .unwrap_or(usize::from(double))
+            .min(1);
+        // Unrolling measured: 1 best for E^H, 2 for E (bieri-512, R = 4).
+        let unroll = knob("HORECON_CUDA_UNROLL").unwrap_or(if r >= 4 && sign < 0 { 1 } else { 2 });
+        // Registers for 6 blocks of 64 threads per SM with R = 4 and 5..8 coils.
+        let min_blocks =
+            knob("HORECON_CUDA_MINB").unwrap_or(if r >= 4 && coil_group > 4 && !double {
+                6
+            } else {
+                1
+            });
+        let kernel = device.function(
+            "phase_sum",
+            PHASE_SUM,
+            &[
+                ("FE", fe as i64),
+                ("NS", split as i64),
+                ("LB", coil_group as i64),
+                ("MODE", mode_code(precision)),
+                ("SIGN", sign),
+                ("THREADS", threads as i64),
+                ("R", r as i64),
+                ("TILE", tile as i64),
+                ("UNROLL", unroll as i64),
+                ("TWO_LEVEL", two_level as i64),
+                ("REDUCE", reduce as i64),
+                ("MINB", min_blocks as i64),
+            ],
+            "phase_sum",
+        )?;
+        // Rows FE..FE+NS hold the float32 rounding residuals of the split terms.
+        let residual = |x: f64| x - (x as f32) as f64;
+        let dv: Vec<u8> = real_bytes(
+            rows.iter().flat_map(|r| r.1.iter().copied()).chain(
+                rows[..split]
+                    .iter()
+                    .flat_map(|r| r.1.iter().map(|&x| residual(x))),
+            ),
+            double,
+        );
+        let inner_eff = real_bytes(
+            rows.iter()
+                .flat_map(|r| inner[r.0 * i..(r.0 + 1) * i].iter().copied())
+                .chain(
+                    rows[..split]
+                        .iter()
+                        .flat_map(|r| inner[r.0 * i..(r.0 + 1) * i].iter().map(|&x| residual(x))),
+                ),
+            double,
+        );
+        // Splits of the inner sum: enough blocks to fill the GPU several times.
+        let target = device.multiprocessors * 16;
+        let mut splits = target.div_ceil(lay.blocks).clamp(1, i.div_ceil(512).max(1));
+        if two_level == 0 && !double {
+            // one-level float32 sums: keep each split short (the epilogue adds in float64)
+            splits = splits.max(i.div_ceil(ONE_LEVEL_SPLIT));
+        }
+        if let Some(s) = knob("HORECON_CUDA_SPLITS") {
+            splits = s.min(i.max(1));
+        }
+        let split_len = i.div_ceil(splits).div_ceil(tile) * tile;
+        let splits = i.div_ceil(split_len).max(1);
+        // Partial sums: at most ~1/4 of free memory (and 1 GiB) per launch.
+        let per_block = splits * coil_group * blk * 2 * real;
+        let (free, _) = device.memory()?;
+        let budget = (free / 4).min(1 << 30);
+        let mut chunk_blocks = (budget / per_block).clamp(1, lay.blocks);
+        if let Some(c) = knob("HORECON_CUDA_CHUNK_BLOCKS") {
+            chunk_blocks = c.min(lay.blocks);
+        }
+        Ok(Side {
+            kernel,
+            blk,
+            blocks: lay.blocks,
+            inner: i,
+            splits,
+            split_len,
+            chunk_blocks,
+            full_terms: terms,
+            effective_terms: fe,
+            split_terms: split,
+            threads,
+            shape: format!(
+                "phase rms {:.1e} rad max {:.1} cycles, threads {threads} R {r} tile {tile} unroll {unroll} min-blocks {min_blocks} two-level {two_level} reduce {reduce}",
+                estimate.rms_error, estimate.max_abs
+            ),
+            dv: DeviceBuffer::from_host(device, &dv, "outer feature differences")?,
+            vref: DeviceBuffer::from_host(device, &lay.vref, "block reference features")?,
+            inner_full: DeviceBuffer::from_host(device, inner, "inner features")?,
+            inner_eff: DeviceBuffer::from_host(device, &inner_eff, "inner features (effective)")?,
+            perm: DeviceBuffer::from_host(device, &lay.perm, "outer permutation")?,
+            rotation: match &rotation {
+                Some(r) => Some(DeviceBuffer::from_host(device, r, "outer phase rotation")?),
+                None => None,
+            },
+            weights: DeviceBuffer::new::<u8>(device, coil_group * i * 2 * real, "kernel weights")?,
+            partial: DeviceBuffer::new::<u8>(device, chunk_blocks * per_block, "partial sums")?,
+        })
+    }
+
+    /// Launches the phase sum for outer blocks [b0, b0 + nb) into `partial`.
+    fn run(&self, b0: usize, nb: usize, stream: Stream) -> Result<()> {
+        let args = Args::default()
+            .ptr(self.dv.ptr)
+            .ptr(self.vref.ptr)
+            .ptr(self.inner_full.ptr)
+            .ptr(self.inner_eff.ptr)
+            .ptr(self.weights.ptr)
+            .ptr(self.partial.ptr)
+            .i32(self.inner as i32)
+            .i32(self.split_len as i32)
+            .int((self.blocks * self.blk) as i64)
+            .int((b0 * self.blk) as i64)
+            .int((self.chunk_blocks * self.blk) as i64)
+            .i32(self.full_terms as i32);
+        launch(
+            &self.kernel,
+            (nb as u32, self.splits as u32, 1),
+            self.threads as u32,
+            stream,
+            args,
+        )
+    }
+
+    fn chunks(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        (0..self.blocks)
+            .step_by(self.chunk_blocks)
+            .map(|b0| (b0, self.chunk_blocks.min(self.blocks - b0)))
+    }
+}
+
+/// Device vectors and scratch of one operator, used under its lock.
+struct Work {
+    stream: Arc<CudaStream>,
+    /// N double2 image in/out, M×L double2 data.
+    image: DeviceBuffer,
+    image_out: DeviceBuffer,
+    data: DeviceBuffer,
+    sample_weights: DeviceBuffer,
+    dot: DeviceBuffer,
+    /// float2 staging of host vectors (max(N, M·L) elements).
+    staging: DeviceBuffer,
+}
+
+struct Kernels {
+    prep_forward: CudaFunction,
+    prep_adjoint: CudaFunction,
+    finish_forward: CudaFunction,
+    finish_adjoint: CudaFunction,
+    scale_samples: CudaFunction,
+    dot_re: CudaFunction,
+    axpy: CudaFunction,
+    xpay: CudaFunction,
+    widen: CudaFunction,
+    narrow: CudaFunction,
+}
+
+/// E on one GPU in one precision mode.
+pub struct CudaOperator {
+    device: Arc<Device>,
+    sizes: Sizes,
+    coil_group: usize,
+    groups: usize,
+    forward: Side,
+    adjoint: Side,
+    sensitivities: Option<DeviceBuffer>,
+    k: Kernels,
+    work: Mutex<Work>,
+}
+
+fn to_device_complex(values: &[Complex32]) -> Vec<[f64; 2]> {
+    values.iter().map(|c| [c.re as f64, c.im as f64]).collect()
+}
+
+fn from_device_complex(values: &[[f64; 2]], out: &mut [Complex32]) {
+    for (o, v) in out.iter_mut().zip(values) {
+        *o = Complex32::new(v[0] as f32, v[1] as f32);
+    }
+}
+
+impl CudaOperator {
+    pub fn new(
+        device: Arc<Device>,
+        features: &Features,
+        sizes: Sizes,
+        precision: Precision,
+    ) -> Result<CudaOperator> {
+        let Sizes {
+            voxels: n,
+            samples: m,
+            coils,
+            ..
+        } = sizes;
+        if n >= u32::MAX as usize || m >= u32::MAX as usize || n.max(m) > i32::MAX as usize {
+            return Err(Error::invalid(format!(
+                "the CUDA backend handles at most 2^31 - 1 voxels and samples (N = {n}, M = {m})"
+            )));
+        }
+        let max_group = knob("HORECON_CUDA_COIL_GROUP")
+            .unwrap_or(MAX_COIL_GROUP)
+            .min(MAX_COIL_GROUP);
+        let groups = coils.div_ceil(max_group);
+        let coil_group = coils.div_ceil(groups);
+        let terms = features.terms;
+        let adjoint = Side::new(
+            &device,
+            precision,
+            -1,
+            &features.voxel,
+            &features.sample,
+            terms,
+            n,
+            m,
+            coil_group,
+        )?;
+        let forward = Side::new(
+            &device,
+            precision,
+            1,
+            &features.sample,
+            &features.voxel,
+            terms,
+            m,
+            n,
+            coil_group,
+        )?;
+        let sensitivities = match &features.sensitivities {
+            None => None,
+            Some(s) => {
+                let raw: Vec<[f32; 2]> = s.iter().map(|c| [c.re, c.im]).collect();
+                Some(DeviceBuffer::from_host(
+                    &device,
+                    &raw,
+                    "coil sensitivities (N x L)",
+                )?)
+            }
+        };
+        let util =
+            |name: &str| device.function("util", UTIL, &[("MODE", mode_code(precision))], name);
+        let k = Kernels {
+            prep_forward: util("prep_forward")?,
+            prep_adjoint: util("prep_adjoint")?,
+            finish_forward: util("finish_forward")?,
+            finish_adjoint: util("finish_adjoint")?,
+            scale_samples: util("scale_samples")?,
+            dot_re: util("dot_re")?,
+            axpy: util("axpy")?,
+            xpay: util("xpay")?,
+            widen: util("widen")?,
+            narrow: util("narrow")?,
+        };
+        device.bind()?;
+        let stream = device
+            .ctx
+            .new_stream()
+            .map_err(|e| driver_error("creating a stream", e))?;
+        let work = Work {
+            stream,
+            image: DeviceBuffer::new::<[f64; 2]>(&device, n, "image (N)")?,
+            image_out: DeviceBuffer::new::<[f64; 2]>(&device, n, "image (N)")?,
+            data: DeviceBuffer::new::<[f64; 2]>(&device, m * coils, "data (M x L)")?,
+            sample_weights: DeviceBuffer::new::<f64>(&device, m, "sample weights (M)")?,
+            dot: DeviceBuffer::new::<f64>(&device, DOT_BLOCKS, "dot-product partial sums")?,
+            staging: DeviceBuffer::new::<Complex32>(&device, n.max(m * coils), "transfer staging")?,
+        };
+        Ok(CudaOperator {
+            device,
+            sizes,
+            coil_group,
+            groups,
+            forward,
+            adjoint,
+            sensitivities,
+            k,
+            work: Mutex::new(work),
+        })
+    }
+
+    fn sens_ptr(&self) -> sys::CUdeviceptr {
+        self.sensitivities.as_ref().map_or(0, |s| s.ptr)
+    }
+
+    /// out (M×L) = W·E x on the device.
+    fn forward_dev(
+        &self,
+        x: &DeviceBuffer,
+        out: &DeviceBuffer,
+        weights: Option<&DeviceBuffer>,
+        stream: Stream,
+    ) -> Result<()> {
+        let Sizes {
+            voxels: n,
+            samples: m,
+            coils,
+            ..
+        } = self.sizes;
+        let side = &self.forward;
+        let lb = self.coil_group;
+        for g in 0..self.groups {
+            let l0 = (g * lb) as i32;
+            launch(
+                &self.k.prep_forward,
+                util_grid(n * lb),
+                UTIL_THREADS,
+                stream,
+                Args::default()
+                    .ptr(x.ptr)
+                    .ptr(self.sens_ptr())
+                    .int(n as i64)
+                    .i32(coils as i32)
+                    .i32(l0)
+                    .i32(lb as i32)
+                    .ptr(side.weights.ptr),
+            )?;
+            for (b0, nb) in side.chunks() {
+                side.run(b0, nb, stream)?;
+                let count = nb * side.blk;
+                launch(
+                    &self.k.finish_forward,
+                    util_grid(count),
+                    UTIL_THREADS,
+                    stream,
+                    Args::default()
+                        .ptr(side.partial.ptr)
+                        .i32(side.splits as i32)
+                        .i32(lb as i32)
+                        .int((side.chunk_blocks * side.blk) as i64)
+                        .int((b0 * side.blk) as i64)
+                        .int(count as i64)
+                        .ptr(side.perm.ptr)
+                        .int(m as i64)
+                        .i32(coils as i32)
+                        .i32(l0)
+                        .ptr(weights.map_or(0, |w| w.ptr))
+                        .ptr(side.rotation.as_ref().map_or(0, |r| r.ptr))
+                        .ptr(out.ptr),
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// out (N) = Eᴴ d on the device.
+    fn adjoint_dev(&self, d: &DeviceBuffer, out: &DeviceBuffer, stream: Stream) -> Result<()> {
+        let Sizes {
+            voxels: n,
+            samples: m,
+            coils,
+            ..
+        } = self.sizes;
+        let side = &self.adjoint;
+        let lb = self.coil_group;
+        for g in 0..self.groups {
+            let l0 = (g * lb) as i32;
+            launch(
+                &self.k.prep_adjoint,
+                util_grid(m * lb),
+                UTIL_THREADS,
+                stream,
+                Args::default()
+                    .ptr(d.ptr)
+                    .int(m as i64)
+                    .i32(coils as i32)
+                    .i32(l0)
+                    .i32(lb as i32)
+                    .ptr(side.weights.ptr),
+            )?;
+            for (b0, nb) in side.chunks() {
+                side.run(b0, nb, stream)?;
+                let count = nb * side.blk;
+                launch(
+                    &self.k.finish_adjoint,
+                    util_grid(count),
+                    UTIL_THREADS,
+                    stream,
+                    Args::default()
+                        .ptr(side.partial.ptr)
+                        .i32(side.splits as i32)
+                        .i32(lb as i32)
+                        .int((side.chunk_blocks * side.blk) as i64)
+                        .int((b0 * side.blk) as i64)
+                        .int(count as i64)
+                        .ptr(side.perm.ptr)
+                        .int(n as i64)
+                        .i32(coils as i32)
+                        .i32(l0)
+                        .ptr(self.sens_ptr())
+                        .i32(i32::from(g > 0))
+                        .ptr(side.rotation.as_ref().map_or(0, |r| r.ptr))
+                        .ptr(out.ptr),
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn scale_samples(&self, d: &DeviceBuffer, w: &DeviceBuffer, stream: Stream) -> Result<()> {
+        let Sizes {
+            samples: m, coils, ..
+        } = self.sizes;
+        launch(
+            &self.k.scale_samples,
+            util_grid(m * coils),
+            UTIL_THREADS,
+            stream,
+            Args::default()
+                .ptr(d.ptr)
+                .ptr(w.ptr)
+                .int(m as i64)
+                .i32(coils as i32),
+        )
+    }
+
+    /// Host complex64 vector → device double2 `dst` (through the float2 staging).
+    fn upload(&self, w: &Work, host: &[Complex32], dst: &DeviceBuffer, s: Stream) -> Result<()> {
+        w.staging.upload(host, s)?;
+        launch(
+            &self.k.widen,
+            util_grid(host.len()),
+            UTIL_THREADS,
+            s,
+            Args::default()
+                .ptr(w.staging.ptr)
+                .ptr(dst.ptr)
+                .int(host.len() as i64),
+        )
+    }
+
+    /// Device double2 `src` → host complex64 vector (synchronous).
+    fn download(
+        &self,
+        w: &Work,
+        src: &DeviceBuffer,
+        host: &mut [Complex32],
+        s: Stream,
+    ) -> Result<()> {
+        launch(
+            &self.k.narrow,
+            util_grid(host.len()),
+            UTIL_THREADS,
+            s,
+            Args::default()
+                .ptr(src.ptr)
+                .ptr(w.staging.ptr)
+                .int(host.len() as i64),
+        )?;
+        w.staging.download(host, s)
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Work>> {
+        self.device.bind()?;
+        Ok(self.work.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Seconds of the fastest of `reps` device-resident applications
+    /// (forward or adjoint on the operator's own buffers; no host transfers).
+    pub fn time_resident(&self, forward: bool, reps: usize) -> Result<f64> {
+        let w = self.lock()?;
+        let s = Stream(w.stream.cu_stream());
+        w.image.zero(s)?;
+        w.data.zero(s)?;
+        let mut best = f64::INFINITY;
+        for _ in 0..reps.max(1) {
+            // SAFETY: synchronising our own stream.
+            unsafe { result::stream::synchronize(s.0) }.map_err(|e| driver_error("timing", e))?;
+            let t = std::time::Instant::now();
+            if forward {
+                self.forward_dev(&w.image, &w.data, None, s)?;
+            } else {
+                self.adjoint_dev(&w.data, &w.image_out, s)?;
+            }
+            // SAFETY: as above.
+            unsafe { result::stream::synchronize(s.0) }.map_err(|e| driver_error("timing", e))?;
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        Ok(best)
+    }
+
+    /// A description of the kernels (for benchmarks and reports).
+    pub fn describe(&self) -> String {
+        let d = |s: &Side| {
+            let regs = s.kernel.num_regs().unwrap_or(-1);
+            let local = s.kernel.local_size_bytes().unwrap_or(-1);
+            format!(
+                "terms {}/{} (split {}) {} blk {} blocks {} splits {} chunk {} regs {regs} local {local}B",
+                s.effective_terms, s.full_terms, s.split_terms, s.shape, s.blk, s.blocks, s.splits, s.chunk_blocks
+            )
+        };
+        format!(
+            "{} (sm_{}{}, {} SMs), coil group {} x {}; forward: {}; adjoint: {}",
+            self.device.name,
+            self.device.capability.0,
+            self.device.capability.1,
+            self.device.multiprocessors,
+            self.coil_group,
+            self.groups,
+            d(&self.forward),
+            d(&self.adjoint)
+        )
+    }
+}
+
+impl EncodingOperator for CudaOperator {
+    fn forward(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
+        let w = self.lock()?;
+        let s = Stream(w.stream.cu_stream());
+        self.upload(&w, image, &w.image, s)?;
+        self.forward_dev(&w.image, &w.data, None, s)?;
+        self.download(&w, &w.data, data, s)
+    }
+
+    fn adjoint(&self, data: &[Complex32], image: &mut [Complex32]) -> Result<()> {
+        let w = self.lock()?;
+        let s = Stream(w.stream.cu_stream());
+        self.upload(&w, data, &w.data, s)?;
+        self.adjoint_dev(&w.data, &w.image_out, s)?;
+        self.download(&w, &w.image_out, image, s)
+    }
+
+    fn normal(
+        &self,
+        image: &[Complex32],
+        out: &mut [Complex32],
+        weights: Option<&[f32]>,
+    ) -> Result<()> {
+        let w = self.lock()?;
+        let s = Stream(w.stream.cu_stream());
+        self.upload(&w, image, &w.image, s)?;
+        let host_weights: Option<Vec<f64>> = weights.map(|v| v.iter().map(|&x| x as f64).collect());
+        if let Some(hw) = &host_weights {
+            w.sample_weights.upload(hw, s)?;
+        }
+        self.forward_dev(
+            &w.image,
+            &w.data,
+            host_weights.as_ref().map(|_| &w.sample_weights),
+            s,
+        )?;
+        self.adjoint_dev(&w.data, &w.image_out, s)?;
+        self.download(&w, &w.image_out, out, s)
+    }
+
+    fn solve(&self, problem: &CgProblem<'_>, image: &mut [Complex32]) -> Result<CgReport> {
+        let w = self.lock()?;
+        let s = Stream(w.stream.cu_stream());
+        let host_weights: Option<Vec<f64>> = problem
+            .sample_weights
+            .map(|v| v.iter().map(|&x| x as f64).collect());
+        if let Some(hw) = &host_weights {
+            w.sample_weights.upload(hw, s)?;
+        }
+        let space = CudaSpace {
+            op: self,
+            work: &w,
+            stream: s,
+            problem,
+            weighted: host_weights.is_some(),
+            error: RefCell::new(None),
+        };
+        let mut x = space.zeros()?;
+        if problem.warm_start {
+            space.set_from_host(image, &mut x)?;
+        }
+        let report = cg(&space, problem, &mut x);
+        if let Some(e) = space.error.borrow_mut().take() {
+            return Err(e);
+        }
+        let report = report?;
+        let mut out = vec![[0.0f64; 2]; image.len()];
+        x.download(&mut out, s)?;
+        from_device_complex(&out, image);
+        Ok(report)
+    }
+
+    fn backend_name(&self) -> String {
+        format!("cuda:{}", self.device.ordinal)
+    }
+}
+
+/// CG's vectors on the GPU (N double2 each); errors of the infallible vector
+/// operations are kept and reported when the solve returns.
+struct CudaSpace<'a> {
+    op: &'a CudaOperator,
+    work: &'a Work,
+    stream: Stream,
+    problem: &'a CgProblem<'a>,
+    weighted: bool,
+    error: RefCell<Option<Error>>,
+}
+
+impl CudaSpace<'_> {
+    fn keep(&self, r: Result<()>) {
+        if let Err(e) = r {
+            let mut slot = self.error.borrow_mut();
+            if slot.is_none() {
+                *slot = Some(e);
+            }
+        }
+    }
+    fn failed(&self) -> Result<()> {
+        match self.error.borrow().as_ref() {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl CgSpace for CudaSpace<'_> {
+    type Vector = DeviceBuffer;
+
+    fn zeros(&self) -> Result<DeviceBuffer> {
+        let v =
+            DeviceBuffer::new::<[f64; 2]>(&self.op.device, self.op.sizes.voxels, "CG vector (N)")?;
+        v.zero(self.stream)?;
+        Ok(v)
+    }
+
+    fn rhs(&self, b: &mut DeviceBuffer) -> Result<()> {
+        self.failed()?;
+        let host = to_device_complex(self.problem.data);
+        self.work.data.upload(&host, self.stream)?;
+        if self.weighted {
+            self.op
+                .scale_samples(&self.work.data, &self.work.sample_weights, self.stream)?;
+        }
+        self.op.adjoint_dev(&self.work.data, b, self.stream)?;
+        // `host` must live until the upload completed.
+        // SAFETY: synchronising our own stream.
+        unsafe { result::stream::synchronize(self.stream.0) }
+            .map_err(|e| driver_error("computing the right-hand side", e))
+    }
+
+    fn normal(&self, x: &DeviceBuffer, y: &mut DeviceBuffer) -> Result<()> {
+        self.failed()?;
+        let w = self.weighted.then_some(&self.work.sample_weights);
+        self.op.forward_dev(x, &self.work.data, w, self.stream)?;
+        self.op.adjoint_dev(&self.work.data, y, self.stream)
+    }
+
+    fn set_from_host(&self, host: &[Complex32], v: &mut DeviceBuffer) -> Result<()> {
+        let h = to_device_complex(host);
+        v.upload(&h, self.stream)?;
+        // SAFETY: synchronising our own stream before `h` is dropped.
+        unsafe { result::stream::synchronize(self.stream.0) }
+            .map_err(|e| driver_error("uploading the start image", e))
+    }
+
+    fn copy(&self, src: &DeviceBuffer, dst: &mut DeviceBuffer) {
+        self.keep(dst.copy_from(src, self.stream));
+    }
+
+    fn dot_re(&self, a: &DeviceBuffer, b: &DeviceBuffer) -> f64 {
+        let n = self.op.sizes.voxels;
+        let r = launch(
+            &self.op.k.dot_re,
+            (DOT_BLOCKS as u32, 1, 1),
+            256,
+            self.stream,
+            Args::default()
+                .ptr(a.ptr)
+                .ptr(b.ptr)
+                .int(n as i64)
+                .ptr(self.work.dot.ptr),
+        );
+        let mut partial = vec![0.0f64; DOT_BLOCKS];
+        let r = r.and_then(|_| self.work.dot.download(&mut partial, self.stream));
+        match r {
+            Ok(()) => partial.iter().sum(),
+            Err(e) => {
+                self.keep(Err(e));
+                f64::NAN
+            }
+        }
+    }
+
+    fn axpy(&self, alpha: f64, x: &DeviceBuffer, y: &mut DeviceBuffer) {
+        let n = self.op.sizes.voxels;
+        self.keep(launch(
+            &self.op.k.axpy,
+            util_grid(n),
+            UTIL_THREADS,
+            self.stream,
+            Args::default()
+                .f64(alpha)
+                .ptr(x.ptr)
+                .ptr(y.ptr)
+                .int(n as i64),
+        ));
+    }
+
+    fn xpay(&self, x: &DeviceBuffer, beta: f64, y: &mut DeviceBuffer) {
+        let n = self.op.sizes.voxels;
+        self.keep(launch(
+            &self.op.k.xpay,
+            util_grid(n),
+            UTIL_THREADS,
+            self.stream,
+            Args::default()
+                .ptr(x.ptr)
+                .f64(beta)
+                .ptr(y.ptr)
+                .int(n as i64),
+        ));
+    }
+}
+
+/// The status for a failed device lookup.
+pub fn unavailable(reason: String) -> Error {
+    Error::new(
+        Status::BackendUnavailable,
+        format!("the CUDA backend is unavailable: {reason}"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bisect;
+
+    /// Bisection keeps every point once and tiles a 64×32 grid into 8×8... blocks.
+    #[test]
+    fn bisection_is_a_permutation_into_compact_blocks() {
+        let (w, h, blk) = (64usize, 32usize, 64usize);
+        let x: Vec<f64> = (0..w * h).map(|p| (p % w) as f64).collect();
+        let y: Vec<f64> = (0..w * h).map(|p| (p / w) as f64).collect();
+        let mut order: Vec<u32> = (0..(w * h) as u32).collect();
+        bisect(&mut order, &[x.clone(), y.clone()], blk);
+        let mut seen = order.clone();
+        seen.sort_unstable();
+        assert!(seen.iter().enumerate().all(|(i, &p)| p as usize == i));
+        for block in order.chunks(blk) {
+            let span = |c: &[f64]| {
+                let v: Vec<f64> = block.iter().map(|&p| c[p as usize]).collect();
+                v.iter().cloned().fold(f64::MIN, f64::max)
+                    - v.iter().cloned().fold(f64::MAX, f64::min)
+            };
+            assert!(
+                span(&x) <= 7.0 && span(&y) <= 7.0,
+                "block spans {} x {}",
+                span(&x),
+                span(&y)
+            );
+        }
+    }
+}

@@ -1,0 +1,556 @@
+//! The CUDA backend against the float64 direct sums of MODEL.md and against
+//! the CPU backend, on fresh random problems (seed printed). Without a GPU
+//! every GPU test prints one "skipped" line and returns; the fallback tests
+//! (AUTO → CPU, CUDA → BACKEND_UNAVAILABLE without panic text) run everywhere.
+
+mod common;
+use common::*;
+use horecon::backend::cuda::context::probe;
+use horecon::{BackendKind, CgOptions, Complex32, Options, Plan, Precision, Regularizer, Status};
+use num_complex::Complex64;
+use std::sync::Mutex;
+
+const CLASSES: [(Precision, f64); 3] = [
+    (Precision::Accurate, 1e-5),
+    (Precision::Fast, 1e-3),
+    (Precision::Double, 1e-7),
+];
+
+/// Serialises the tests that set the chunking knobs in the environment.
+static ENV: Mutex<()> = Mutex::new(());
+
+/// True when a GPU is usable; otherwise prints one line saying why.
+fn gpu(test: &str) -> bool {
+    match probe() {
+        Ok(_) => true,
+        Err(reason) => {
+            eprintln!("{test}: skipped: no CUDA device ({reason})");
+            false
+        }
+    }
+}
+
+/// The problem's plan on an explicit backend.
+fn plan_on(problem: &Problem, precision: Precision, backend: BackendKind) -> Plan {
+    let options = Options {
+        precision,
+        backend,
+        ..Options::default()
+    };
+    let [nx, ny, nz] = problem.dims;
+    let mut plan = Plan::new(
+        options,
+        nx as i64,
+        ny as i64,
+        nz as i64,
+        problem.coils as i64,
+        problem.samples as i64,
+    )
+    .expect("plan");
+    plan.set_positions(&problem.positions).expect("positions");
+    match &problem.user_basis {
+        Some(h) => plan
+            .set_basis(problem.terms as i32, h, &problem.coefficients)
+            .expect("basis"),
+        None => plan
+            .set_solid_harmonics(problem.terms as i32, &problem.coefficients)
+            .expect("harmonics"),
+    }
+    if let Some((w, t)) = &problem.off_resonance {
+        plan.set_off_resonance(Some((w, t))).expect("off-resonance");
+    }
+    plan.set_sensitivities(problem.sensitivities.as_deref())
+        .expect("sensitivities");
+    plan
+}
+
+fn apply(plan: &Plan, image: &[Complex32], data: &[Complex32]) -> (Vec<Complex32>, Vec<Complex32>) {
+    let mut d = vec![Complex32::default(); data.len()];
+    plan.forward(image, &mut d).expect("forward");
+    let mut x = vec![Complex32::default(); image.len()];
+    plan.adjoint(data, &mut x).expect("adjoint");
+    (d, x)
+}
+
+/// A bieri-like 2D grid problem: spiral-like linear terms reaching `cycles`
+/// cycles at the edge, higher orders and off-resonance, `coils` coils.
+fn grid_problem(rng: &mut Rng, width: usize, samples: usize, coils: usize, cycles: f64) -> Problem {
+    let n = width * width;
+    let fov = 0.22;
+    let mut positions = vec![0.0; 3 * n];
+    for iy in 0..width {
+        for ix in 0..width {
+            positions[ix + width * iy] = (ix as f64 - (width / 2) as f64) * fov / width as f64;
+            positions[n + ix + width * iy] = (iy as f64 - (width / 2) as f64) * fov / width as f64;
+        }
+    }
+    let terms = 16;
+    let kmax = cycles * std::f64::consts::TAU / (fov / 2.0);
+    let mut coefficients = vec![0.0; samples * terms];
+    for j in 0..samples {
+        let tau = j as f64 / samples as f64;
+        let turn = std::f64::consts::TAU * (width as f64 / 8.0) * tau;
+        coefficients[j] = 1.5 * (std::f64::consts::TAU * 3.0 * tau).sin();
+        coefficients[samples + j] = kmax * tau * turn.cos();
+        coefficients[2 * samples + j] = kmax * tau * turn.sin();
+    }
+    for b in 4..terms {
+        let amp = if b < 9 { 300.0 } else { 3000.0 } * rng.range(-1.0, 1.0);
+        let rate = rng.range(0.1, 0.5);
+        for j in 0..samples {
+            let tau = j as f64 / samples as f64;
+            coefficients[b * samples + j] = amp * (1.0 - (-tau / rate).exp());
+        }
+    }
+    let omega = (0..n)
+        .map(|v| {
+            let (x, y) = (positions[v], positions[n + v]);
+            std::f64::consts::TAU
+                * 60.0
+                * (-((x - 0.03).powi(2) + (y + 0.02).powi(2)) / 0.003).exp()
+        })
+        .collect();
+    let times = (0..samples)
+        .map(|j| 0.03 * j as f64 / samples as f64)
+        .collect();
+    Problem {
+        dims: [width, width, 1],
+        coils,
+        samples,
+        positions,
+        terms,
+        user_basis: None,
+        coefficients,
+        off_resonance: Some((omega, times)),
+        sensitivities: Some(rng.complex(n * coils)),
+    }
+}
+
+#[test]
+fn auto_falls_back_and_cuda_reports_unavailable_without_gpu() {
+    let auto = Plan::new(Options::default(), 4, 4, 1, 1, 8).expect("AUTO plan");
+    let cuda = Plan::new(
+        Options {
+            backend: BackendKind::Cuda,
+            ..Options::default()
+        },
+        4,
+        4,
+        1,
+        1,
+        8,
+    );
+    match probe() {
+        Err(reason) => {
+            eprintln!("no CUDA device ({reason}): checking the fallbacks");
+            assert_eq!(auto.backend(), BackendKind::Cpu);
+            let e = cuda.err().expect("CUDA requested without a GPU must fail");
+            assert_eq!(e.status, Status::BackendUnavailable);
+            assert!(e.message.contains("unavailable"), "message: {}", e.message);
+        }
+        Ok(count) => {
+            eprintln!("{count} CUDA device(s): AUTO must pick CUDA");
+            assert_eq!(auto.backend(), BackendKind::Cuda);
+            assert_eq!(cuda.expect("CUDA plan").backend(), BackendKind::Cuda);
+            let far = Plan::new(
+                Options {
+                    backend: BackendKind::Cuda,
+                    device: count as i32,
+                    ..Options::default()
+                },
+                4,
+                4,
+                1,
+                1,
+                8,
+            );
+            assert_eq!(
+                far.err().map(|e| e.status),
+                Some(Status::BackendUnavailable)
+            );
+        }
+    }
+}
+
+/// Runs in a child process (see below): requests CUDA through the C API.
+#[test]
+fn child_requests_cuda_through_the_c_api() {
+    if std::env::var("HORECON_CUDA_TEST_CHILD").is_err() {
+        return;
+    }
+    // SAFETY: zeroed plain-data struct filled by the library.
+    let mut options: horecon::ffi::horecon_options = unsafe { std::mem::zeroed() };
+    unsafe { horecon::ffi::horecon_default_options(&mut options) };
+    options.backend = BackendKind::Cuda as i32;
+    let mut plan: *mut horecon::ffi::horecon_plan = std::ptr::null_mut();
+    // SAFETY: valid pointers to locals.
+    let status = unsafe { horecon::ffi::horecon_plan_create(&options, 4, 4, 1, 1, 8, &mut plan) };
+    eprintln!("child: status {status}");
+    if !plan.is_null() {
+        // SAFETY: created above.
+        unsafe { horecon::ffi::horecon_plan_destroy(plan) };
+    }
+}
+
+#[test]
+fn requesting_cuda_prints_no_panic_text() {
+    let exe = std::env::current_exe().expect("test executable");
+    let out = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "child_requests_cuda_through_the_c_api",
+            "--nocapture",
+        ])
+        .env("HORECON_CUDA_TEST_CHILD", "1")
+        .output()
+        .expect("child test runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child failed: {stderr}");
+    assert!(
+        stderr.contains("child: status"),
+        "child did not run: {stderr}"
+    );
+    let expected = if probe().is_ok() {
+        0
+    } else {
+        Status::BackendUnavailable as i32
+    };
+    assert!(
+        stderr.contains(&format!("child: status {expected}")),
+        "expected status {expected}: {stderr}"
+    );
+    assert!(
+        !stderr.contains("panicked"),
+        "panic text on stderr: {stderr}"
+    );
+}
+
+#[test]
+fn cuda_matches_float64_direct_sum_in_each_mode() {
+    if !gpu("cuda_matches_float64_direct_sum_in_each_mode") {
+        return;
+    }
+    let mut rng = Rng::fresh("cuda_matches_float64_direct_sum_in_each_mode");
+    for round in 0..10 {
+        let problem = Problem::random(&mut rng, 900, 700, 80.0);
+        let image = rng.complex(problem.voxels());
+        let data = rng.complex(problem.samples * problem.coils);
+        let (fref, aref) = (problem.forward_f64(&image), problem.adjoint_f64(&data));
+        for (precision, bound) in CLASSES {
+            let plan = plan_on(&problem, precision, BackendKind::Cuda);
+            let (d, x) = apply(&plan, &image, &data);
+            let (ef, ea) = (rel_error(&d, &fref), rel_error(&x, &aref));
+            eprintln!(
+                "round {round} {precision:?} dims {:?} M {} L {} B {} user {} off-res {}: forward {ef:.2e} adjoint {ea:.2e}",
+                problem.dims,
+                problem.samples,
+                problem.coils,
+                problem.terms,
+                problem.user_basis.is_some(),
+                problem.off_resonance.is_some()
+            );
+            assert!(
+                ef <= bound,
+                "{precision:?} forward error {ef:e} > {bound:e}"
+            );
+            assert!(
+                ea <= bound,
+                "{precision:?} adjoint error {ea:e} > {bound:e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn cuda_accuracy_holds_with_hundreds_of_radians_on_a_grid() {
+    if !gpu("cuda_accuracy_holds_with_hundreds_of_radians_on_a_grid") {
+        return;
+    }
+    let mut rng = Rng::fresh("cuda_accuracy_holds_with_hundreds_of_radians_on_a_grid");
+    // 96² grid, edge phase 100 cycles (628 rad), 8 coils.
+    let problem = grid_problem(&mut rng, 96, 1152, 8, 100.0);
+    let image = rng.complex(problem.voxels());
+    let data = rng.complex(problem.samples * problem.coils);
+    let (fref, aref) = (problem.forward_f64(&image), problem.adjoint_f64(&data));
+    for (precision, bound) in CLASSES {
+        let plan = plan_on(&problem, precision, BackendKind::Cuda);
+        let (d, x) = apply(&plan, &image, &data);
+        let (ef, ea) = (rel_error(&d, &fref), rel_error(&x, &aref));
+        eprintln!("{precision:?}: forward {ef:.2e} adjoint {ea:.2e}");
+        assert!(
+            ef <= bound && ea <= bound,
+            "{precision:?}: {ef:e} {ea:e} > {bound:e}"
+        );
+    }
+}
+
+#[test]
+fn cuda_agrees_with_cpu_within_the_class() {
+    if !gpu("cuda_agrees_with_cpu_within_the_class") {
+        return;
+    }
+    let mut rng = Rng::fresh("cuda_agrees_with_cpu_within_the_class");
+    for _ in 0..4 {
+        let problem = Problem::random(&mut rng, 900, 600, 60.0);
+        let image = rng.complex(problem.voxels());
+        let data = rng.complex(problem.samples * problem.coils);
+        for (precision, bound) in CLASSES {
+            let (dg, xg) = apply(
+                &plan_on(&problem, precision, BackendKind::Cuda),
+                &image,
+                &data,
+            );
+            let (dc, xc) = apply(
+                &plan_on(&problem, precision, BackendKind::Cpu),
+                &image,
+                &data,
+            );
+            let (ef, ea) = (rel_error(&dg, &to_c64(&dc)), rel_error(&xg, &to_c64(&xc)));
+            eprintln!("{precision:?}: |cuda - cpu| forward {ef:.2e} adjoint {ea:.2e}");
+            assert!(
+                ef <= 2.0 * bound && ea <= 2.0 * bound,
+                "{precision:?}: {ef:e} {ea:e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn cuda_adjoint_is_the_adjoint_and_normal_is_their_product() {
+    if !gpu("cuda_adjoint_is_the_adjoint_and_normal_is_their_product") {
+        return;
+    }
+    let mut rng = Rng::fresh("cuda_adjoint_is_the_adjoint_and_normal_is_their_product");
+    for _ in 0..4 {
+        let problem = Problem::random(&mut rng, 900, 600, 60.0);
+        let image = rng.complex(problem.voxels());
+        let data = rng.complex(problem.samples * problem.coils);
+        let weights: Vec<f32> = (0..problem.samples)
+            .map(|_| rng.range(0.1, 2.0) as f32)
+            .collect();
+        for (precision, bound) in [(Precision::Accurate, 1e-5), (Precision::Double, 3e-7)] {
+            let plan = plan_on(&problem, precision, BackendKind::Cuda);
+            let (d, x) = apply(&plan, &image, &data);
+            let (lhs, rhs) = (inner(&d, &data), inner(&image, &x));
+            // relative to ‖Ex‖‖d‖ (the inner products themselves may cancel)
+            let scale = (inner(&d, &d).re * inner(&data, &data).re).sqrt();
+            let gap = (lhs - rhs).norm() / scale;
+            eprintln!("{precision:?}: <Ex,d> = {lhs:.6e}, <x,E^H d> = {rhs:.6e}, gap {gap:.2e}");
+            assert!(gap <= bound, "{precision:?}: adjointness gap {gap:e}");
+            // normal with weights = E^H (W (E x)) composed on the host.
+            let op = plan.operator().expect("operator");
+            let mut n = vec![Complex32::default(); image.len()];
+            op.normal(&image, &mut n, Some(&weights)).expect("normal");
+            let m = problem.samples;
+            let wd: Vec<Complex32> = d
+                .iter()
+                .enumerate()
+                .map(|(q, v)| v * weights[q % m])
+                .collect();
+            let mut composed = vec![Complex32::default(); image.len()];
+            plan.adjoint(&wd, &mut composed).expect("adjoint");
+            let e = rel_error(&n, &to_c64(&composed));
+            eprintln!("{precision:?}: normal vs composed {e:.2e}");
+            assert!(
+                e <= bound.max(1e-6),
+                "{precision:?}: normal differs by {e:e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn cg_on_gpu_matches_cg_on_cpu() {
+    if !gpu("cg_on_gpu_matches_cg_on_cpu") {
+        return;
+    }
+    let mut rng = Rng::fresh("cg_on_gpu_matches_cg_on_cpu");
+    let problem = grid_problem(&mut rng, 24, 400, 3, 10.0);
+    let truth = rng.complex(problem.voxels());
+    let data: Vec<Complex32> = problem
+        .forward_f64(&truth)
+        .iter()
+        .map(|c| Complex32::new(c.re as f32, c.im as f32))
+        .collect();
+    let weights: Vec<f32> = (0..problem.samples)
+        .map(|_| rng.range(0.5, 1.5) as f32)
+        .collect();
+    for (precision, bound) in [(Precision::Accurate, 1e-4), (Precision::Double, 1e-6)] {
+        let options = CgOptions {
+            max_iterations: 40,
+            tolerance: 0.0,
+            regularizer: Regularizer::Tikhonov,
+            lambda: 0.5 * (problem.samples * problem.coils) as f64,
+            sample_weights: Some(&weights),
+            ..CgOptions::default()
+        };
+        let mut solutions = Vec::new();
+        for backend in [BackendKind::Cuda, BackendKind::Cpu] {
+            let plan = plan_on(&problem, precision, backend);
+            let mut x = vec![Complex32::default(); problem.voxels()];
+            let info = plan.cg(&data, &options, &mut x).expect("cg");
+            eprintln!(
+                "{precision:?} {backend:?}: {} iterations, residual {:.2e}, {:.3} s",
+                info.iterations, info.rel_residual, info.seconds
+            );
+            solutions.push(x);
+        }
+        let e = rel_error(&solutions[0], &to_c64(&solutions[1]));
+        eprintln!("{precision:?}: |cg cuda - cg cpu| = {e:.2e}");
+        assert!(e <= bound, "{precision:?}: CG solutions differ by {e:e}");
+    }
+}
+
+#[test]
+fn chunked_execution_equals_unchunked() {
+    if !gpu("chunked_execution_equals_unchunked") {
+        return;
+    }
+    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let mut rng = Rng::fresh("chunked_execution_equals_unchunked");
+    // Large enough for several thread blocks on both sides.
+    let mut problem = loop {
+        let p = Problem::random(&mut rng, 1800, 900, 40.0);
+        if p.voxels() >= 600 && p.samples >= 300 {
+            break p;
+        }
+    };
+    problem.coils = 5;
+    problem.sensitivities = Some(rng.complex(problem.voxels() * 5));
+    let image = rng.complex(problem.voxels());
+    let data = rng.complex(problem.samples * problem.coils);
+    for (precision, bound) in [(Precision::Accurate, 2e-6), (Precision::Double, 1e-12)] {
+        let whole = apply(
+            &plan_on(&problem, precision, BackendKind::Cuda),
+            &image,
+            &data,
+        );
+        std::env::set_var("HORECON_CUDA_CHUNK_BLOCKS", "1");
+        std::env::set_var("HORECON_CUDA_SPLITS", "3");
+        std::env::set_var("HORECON_CUDA_COIL_GROUP", "2");
+        let chunked = apply(
+            &plan_on(&problem, precision, BackendKind::Cuda),
+            &image,
+            &data,
+        );
+        for k in [
+            "HORECON_CUDA_CHUNK_BLOCKS",
+            "HORECON_CUDA_SPLITS",
+            "HORECON_CUDA_COIL_GROUP",
+        ] {
+            std::env::remove_var(k);
+        }
+        let ef = rel_error(&chunked.0, &to_c64(&whole.0));
+        let ea = rel_error(&chunked.1, &to_c64(&whole.1));
+        eprintln!(
+            "{precision:?} dims {:?} M {}: chunked vs whole forward {ef:.2e} adjoint {ea:.2e}",
+            problem.dims, problem.samples
+        );
+        assert!(ef <= bound && ea <= bound, "{precision:?}: {ef:e} {ea:e}");
+    }
+}
+
+#[test]
+fn several_plans_and_threads_at_once() {
+    if !gpu("several_plans_and_threads_at_once") {
+        return;
+    }
+    let mut rng = Rng::fresh("several_plans_and_threads_at_once");
+    let problems: Vec<Problem> = (0..3)
+        .map(|_| Problem::random(&mut rng, 700, 500, 40.0))
+        .collect();
+    let inputs: Vec<(Vec<Complex32>, Vec<Complex32>)> = problems
+        .iter()
+        .map(|p| (rng.complex(p.voxels()), rng.complex(p.samples * p.coils)))
+        .collect();
+    let plans: Vec<Plan> = problems
+        .iter()
+        .map(|p| plan_on(p, Precision::Accurate, BackendKind::Cuda))
+        .collect();
+    let alone: Vec<_> = plans
+        .iter()
+        .zip(&inputs)
+        .map(|(plan, (x, d))| apply(plan, x, d))
+        .collect();
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            for ((plan, (x, d)), expected) in plans.iter().zip(&inputs).zip(&alone) {
+                s.spawn(move || {
+                    for _ in 0..3 {
+                        let got = apply(plan, x, d);
+                        assert_eq!(&got, expected, "results differ under concurrency");
+                    }
+                });
+            }
+        }
+    });
+    let devices = horecon::backend::cuda_device_count();
+    eprintln!("{devices} device(s)");
+    if devices > 1 {
+        let p = &problems[0];
+        let (x, d) = &inputs[0];
+        let options = Options {
+            backend: BackendKind::Cuda,
+            device: 1,
+            ..Options::default()
+        };
+        let [nx, ny, nz] = p.dims;
+        let mut plan = Plan::new(
+            options,
+            nx as i64,
+            ny as i64,
+            nz as i64,
+            p.coils as i64,
+            p.samples as i64,
+        )
+        .expect("plan on device 1");
+        plan.set_positions(&p.positions).expect("positions");
+        match &p.user_basis {
+            Some(h) => plan
+                .set_basis(p.terms as i32, h, &p.coefficients)
+                .expect("basis"),
+            None => plan
+                .set_solid_harmonics(p.terms as i32, &p.coefficients)
+                .expect("sh"),
+        }
+        if let Some((w, t)) = &p.off_resonance {
+            plan.set_off_resonance(Some((w, t))).expect("off-res");
+        }
+        plan.set_sensitivities(p.sensitivities.as_deref())
+            .expect("sens");
+        let got = apply(&plan, x, d);
+        let e = rel_error(&got.1, &to_c64(&alone[0].1));
+        assert!(e <= 1e-6, "device 1 differs by {e:e}");
+    }
+}
+
+#[test]
+fn cuda_sign_convention_single_voxel() {
+    if !gpu("cuda_sign_convention_single_voxel") {
+        return;
+    }
+    // One voxel at r0, one sample with k: d = exp(+i k·r0).
+    let r0 = [0.031, -0.017, 0.0];
+    let k = [123.0, -45.0, 0.0];
+    let mut plan = Plan::new(
+        Options {
+            backend: BackendKind::Cuda,
+            ..Options::default()
+        },
+        1,
+        1,
+        1,
+        1,
+        1,
+    )
+    .expect("plan");
+    plan.set_positions(&r0).expect("positions");
+    plan.set_trajectory(3, &k).expect("trajectory");
+    let mut d = [Complex32::default()];
+    plan.forward(&[Complex32::new(1.0, 0.0)], &mut d)
+        .expect("forward");
+    let phi: f64 = k.iter().zip(&r0).map(|(a, b)| a * b).sum();
+    let expected = Complex64::from_polar(1.0, phi);
+    let e = (Complex64::new(d[0].re as f64, d[0].im as f64) - expected).norm();
+    assert!(e < 1e-6, "d = {} expected {expected}", d[0]);
+}
