@@ -22,6 +22,7 @@ pub mod ffi;
 pub mod model;
 pub mod op;
 pub mod plan;
+pub mod sim;
 pub mod solver;
 
 pub use error::{Error, Result, Status};
