@@ -228,6 +228,11 @@ horecon_status horecon_sim_shepp_logan_kspace(int32_t ndims, const double *fov, 
 // times t0 + j·dwell. k is nsamples×2 (rad/m). Query with k, times NULL.
 horecon_status horecon_sim_spiral(int64_t n, double fov, double undersampling, double dwell, double t0, int64_t *nsamples, double *k, double *times);
 
+// Density-compensation weights (nsamples, float32, mean 1) of a continuous 2D
+// readout k (nsamples×2, rad/m): w_j = |k_j × (k_{j+1} − k_{j−1})/2|, for
+// the `sample_weights` of horecon_cg.
+horecon_status horecon_sim_density_weights(int64_t nsamples, const double *k, float *weights);
+
 // `spokes` radial spokes (angles π·p/spokes, 2n samples each from −k_max in
 // steps π/fov), k nsamples×2; times restart per spoke. Query with k, times NULL.
 horecon_status horecon_sim_radial(int64_t n, double fov, int64_t spokes, double dwell, double t0, int64_t *nsamples, double *k, double *times);

@@ -135,6 +135,25 @@ pub unsafe extern "C" fn horecon_sim_spiral(
     })
 }
 
+/// Density-compensation weights (nsamples, float32, mean 1) of a continuous 2D
+/// readout k (nsamples×2, rad/m): w_j = |k_j × (k_{j+1} − k_{j−1})/2|, for
+/// the `sample_weights` of horecon_cg.
+#[no_mangle]
+pub unsafe extern "C" fn horecon_sim_density_weights(
+    nsamples: i64,
+    k: *const f64,
+    weights: *mut f32,
+) -> horecon_status {
+    guard("horecon_sim_density_weights", || {
+        let m = positive("nsamples", nsamples)?;
+        let k = read("k", k, 2 * m)?;
+        non_null("weights", weights)?;
+        let w = sim::density_weights_2d(&k)?;
+        std::ptr::copy_nonoverlapping(w.as_ptr(), weights, m);
+        Ok(())
+    })
+}
+
 /// `spokes` radial spokes (angles π·p/spokes, 2n samples each from −k_max in
 /// steps π/fov), k nsamples×2; times restart per spoke. Query with k, times NULL.
 #[no_mangle]

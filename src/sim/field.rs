@@ -11,7 +11,7 @@
 //! so a long τ_b gives Δk_b ≈ −α_{b,a}·k_a (a scaled copy of the
 //! trajectory) and a short one a small, delayed response. The cross-term
 //! amplitudes α are drawn from `seed` with magnitudes typical of field-camera
-//! measurements (Bieri, Wilm et al.): order 0: 1e-4 m, order 1: 5e-3,
+//! measurements (Bieri, Wilm et al.): order 0: 1e-3 m, order 1: 5e-3,
 //! order 2: 2e-2 m⁻¹, order 3: 0.15 m⁻², times `strength`; τ_b log-uniform in
 //! 50 µs … 2 ms. The samples are treated as one continuous readout.
 
@@ -24,7 +24,7 @@ use std::f64::consts::PI;
 pub const GAMMA: f64 = 2.675_221_874_4e8;
 
 /// Cross-term amplitude per order (m^(1−order)).
-const ALPHA: [f64; 4] = [1e-4, 5e-3, 2e-2, 0.15];
+const ALPHA: [f64; 4] = [1e-3, 5e-3, 2e-2, 0.15];
 
 /// M×16 coefficients (rad/m^order) from a nominal trajectory k (M×ndims, rad/m).
 pub fn field_coefficients(

@@ -32,5 +32,7 @@ pub use field::{field_coefficients, off_resonance_map, GAMMA};
 pub use grid::{block_average, refined_grid};
 pub use metrics::{nrmse, percent_error, psnr};
 pub use noise::{add_noise, SimRng};
-pub use phantom::{shepp_logan, shepp_logan_kspace, Phantom};
-pub use trajectory::{cartesian, epi, radial, spiral, stack_of_spirals, Trajectory};
+pub use phantom::{shepp_logan, shepp_logan_band_limited, shepp_logan_kspace, Phantom};
+pub use trajectory::{
+    cartesian, density_weights_2d, epi, radial, spiral, stack_of_spirals, Trajectory,
+};

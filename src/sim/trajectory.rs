@@ -219,6 +219,36 @@ pub fn stack_of_spirals(
     Ok(Trajectory::from_points(3, &points, times))
 }
 
+/// Density-compensation weights of a continuous 2D readout (Hoge et al. 1997):
+/// w_j = |k_j × (k_{j+1} − k_{j−1})/2|, the area a sample covers on a spiral,
+/// normalised to mean 1 (float32, for `sample_weights` of the CG).
+pub fn density_weights_2d(k: &[f64]) -> Result<Vec<f32>> {
+    if k.len() % 2 != 0 || k.len() < 4 {
+        return Err(Error::size(format!(
+            "k has {} elements, not M x 2 with M >= 2",
+            k.len()
+        )));
+    }
+    crate::model::check_finite("k", k)?;
+    let m = k.len() / 2;
+    let (kx, ky) = k.split_at(m);
+    let raw: Vec<f64> = (0..m)
+        .map(|j| {
+            let (a, b) = (j.saturating_sub(1), (j + 1).min(m - 1));
+            let (dx, dy) = ((kx[b] - kx[a]) / 2.0, (ky[b] - ky[a]) / 2.0);
+            (kx[j] * dy - ky[j] * dx).abs()
+        })
+        .collect();
+    let mean = raw.iter().sum::<f64>() / m as f64;
+    if mean <= 0.0 {
+        return Err(Error::invalid(
+            "the trajectory covers no area (all weights are zero)",
+        ));
+    }
+    // A floor keeps the k-space centre in the fit.
+    Ok(raw.iter().map(|w| (w / mean).max(1e-3) as f32).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,6 +323,15 @@ mod tests {
         let per = spiral(32, fov, 2.0, dwell, 0.0).unwrap().samples();
         assert_eq!((s.samples(), s.ndims), (4 * per, 3));
         assert!((s.k[2 * s.samples()] + 2.0 * 2.0 * PI / 0.05).abs() < 1e-9);
+
+        // Spiral weights grow with |k| (constant speed: w ∝ |k|·Δk·sin).
+        let sp = spiral(64, fov, 2.0, dwell, 0.0).unwrap();
+        let w = density_weights_2d(&sp.k).unwrap();
+        let (m, last) = (sp.samples(), sp.samples() - 2);
+        let mean: f64 = w.iter().map(|&v| v as f64).sum::<f64>() / m as f64;
+        assert!((mean - 1.0).abs() < 1e-3);
+        assert!(w[last] > 10.0 * w[m / 50]);
+        assert!(density_weights_2d(&sp.k[..3]).is_err());
 
         assert!(spiral(0, fov, 3.0, dwell, 0.0).is_err());
         assert!(spiral(16, -1.0, 3.0, dwell, 0.0).is_err());
