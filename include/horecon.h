@@ -222,6 +222,12 @@ horecon_status horecon_sim_shepp_logan(int32_t ndims, const double *fov, const d
 // voxel sum Σ ρ(r_n)·exp(+i k·r_n)·ΔV approximates it.
 horecon_status horecon_sim_shepp_logan_kspace(int32_t ndims, const double *fov, const double *center, int64_t nsamples, int32_t kdims, const double *k, double *out_re, double *out_im);
 
+// The 2D phantom as a grid of field of view `grid_fov` (m, x and y) sees it
+// when acquired up to |k| ≤ `kmax` (rad/m): (1/(fov_x·fov_y))·Σ_{|k|≤kmax}
+// F(k)·exp(−i k·r_n) over the Cartesian grid Δk = 2π/grid_fov, at
+// `npoints` positions (npoints×3). `values` receives npoints complex values.
+horecon_status horecon_sim_shepp_logan_band_limited(const double *fov, const double *center, int64_t npoints, const double *positions, const double *grid_fov, double kmax, struct horecon_c32 *values);
+
 // A single-shot 2D Archimedean spiral for an n×n grid of field of view
 // `fov` (m): out to k_max = π·n/fov with n/(2·undersampling) turns, one
 // Nyquist step 2π/fov per `dwell` (s) along the readout after a 0.2 ms ramp;

@@ -114,6 +114,33 @@ pub unsafe extern "C" fn horecon_sim_shepp_logan_kspace(
     })
 }
 
+/// The 2D phantom as a grid of field of view `grid_fov` (m, x and y) sees it
+/// when acquired up to |k| ≤ `kmax` (rad/m): (1/(fov_x·fov_y))·Σ_{|k|≤kmax}
+/// F(k)·exp(−i k·r_n) over the Cartesian grid Δk = 2π/grid_fov, at
+/// `npoints` positions (npoints×3). `values` receives npoints complex values.
+#[no_mangle]
+pub unsafe extern "C" fn horecon_sim_shepp_logan_band_limited(
+    fov: *const f64,
+    center: *const f64,
+    npoints: i64,
+    positions: *const f64,
+    grid_fov: *const f64,
+    kmax: f64,
+    values: *mut horecon_c32,
+) -> horecon_status {
+    guard("horecon_sim_shepp_logan_band_limited", || {
+        let n = positive("npoints", npoints)?;
+        let fov = read3("fov", fov)?;
+        let center = read3("center", center)?;
+        let p = read("positions", positions, 3 * n)?;
+        let g = read("grid_fov", grid_fov, 2)?;
+        non_null("values", values)?;
+        let v = sim::shepp_logan_band_limited(fov, center, &p, [g[0], g[1]], kmax)?;
+        write_c32(values, &v);
+        Ok(())
+    })
+}
+
 /// A single-shot 2D Archimedean spiral for an n×n grid of field of view
 /// `fov` (m): out to k_max = π·n/fov with n/(2·undersampling) turns, one
 /// Nyquist step 2π/fov per `dwell` (s) along the readout after a 0.2 ms ramp;
