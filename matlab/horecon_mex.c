@@ -754,6 +754,14 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
     check(horecon_cuda_device_count(&count));
     plhs[0] = mxCreateDoubleScalar(count);
   } else if (!strcmp(command, "livePlans")) plhs[0] = mxCreateDoubleScalar((double)registry_len);
+  else if (!strcmp(command, "raiseStatus")) {
+    /* test hook: the error a status becomes, for statuses no MATLAB input can
+       produce here (null pointers, CUDA failures, internal errors) */
+    horecon_status s;
+    need_args(nrhs, 2, "raiseStatus");
+    s = (horecon_status)integer(prhs[1], "status");
+    if (s != HORECON_OK) mexErrMsgIdAndTxt(status_id(s), "%s", horecon_status_string(s));
+  }
   else if (!strcmp(command, "create")) cmd_create(nlhs, plhs, nrhs, prhs);
   else if (!strcmp(command, "destroy")) cmd_destroy(nrhs, prhs);
   else if (!strcmp(command, "backend")) cmd_backend(plhs, nrhs, prhs);
