@@ -14,6 +14,7 @@
 //!   eddy-current-like deviations of orders 0–3);
 //! - [`noise`]: a seeded generator and complex Gaussian noise at a given SNR;
 //! - [`metrics`]: NRMSE, PSNR (Kirk–Hwu fig. 14.18) and percent error (Stone et al.);
+//! - [`workflow`]: the higher-order reconstruction workflow of the demo;
 //! - [`grid`]: a refined grid (for simulating data without the inverse crime)
 //!   and the block average back to the reconstruction grid.
 //!
@@ -26,6 +27,7 @@ pub mod metrics;
 pub mod noise;
 pub mod phantom;
 pub mod trajectory;
+pub mod workflow;
 
 pub use coils::coil_sensitivities;
 pub use field::{field_coefficients, off_resonance_map, GAMMA};
