@@ -172,8 +172,10 @@ static float *real_singles(const mxArray *a, const char *name, size_t expected, 
   return out;
 }
 
+/* Scalars (counts, options) may be of any real numeric or logical class. */
 static double scalar(const mxArray *a, const char *name) {
-  check_numeric(a, name);
+  if (!(mxIsNumeric(a) || mxIsLogical(a)) || mxIsSparse(a))
+    fail("horecon:invalidArgument", "%s must be a real numeric scalar, got %s", name, mxGetClassName(a));
   if (mxIsComplex(a) || mxGetNumberOfElements(a) != 1)
     fail("horecon:invalidArgument", "%s must be a real scalar", name);
   return mxGetScalar(a);

@@ -42,5 +42,18 @@ s = horecon.Plan([6 1 1], 1, 4);
 s.setPositions([linspace(-0.1, 0.1, 6).', zeros(6, 2)]);
 s.setTrajectory((1:4).' * 30);
 assert(isequal(size(s.adjoint(ones(4, 1))), [6 1]));
-fprintf('    double/single/real/complex/shaped inputs agree\n');
+test_integer_scalars();
+fprintf('    double/single/real/complex/shaped/integer inputs agree\n');
+end
+
+function test_integer_scalars()
+%TEST_INTEGER_SCALARS  Counts and options may be integers or logicals.
+[k, t] = horecon.sim.spiral(int32(16), 0.2, single(2), 1e-5, 0);
+[k2, t2] = horecon.sim.spiral(16, 0.2, 2, 1e-5, 0);
+assert(isequal(k, k2) && isequal(t, t2));
+p = horecon.Plan(int16([4 4]), uint8(1), int32(size(k, 1)));
+p.setGridPositions([0.2 0.2 0.01], [0 0 0]);
+p.setTrajectory(k);
+[~, info] = p.cg(complex(ones(size(k, 1), 1)), 'MaxIterations', int32(3), 'Verbose', false);
+assert(info.iterations == 3);
 end
