@@ -41,12 +41,6 @@
 
 #define HORECON_REG_LAPLACE 4
 
-// Gyromagnetic ratio of ¹H, rad/s/T.
-#define GAMMA 2.6752218744e8
-
-// Gradient ramp (s) at the start of a spiral: the slew-limited part.
-#define SPIRAL_RAMP_TIME 2e-4
-
 // An opaque plan: geometry, phase model, coils and the operator built from them.
 typedef struct horecon_plan horecon_plan;
 

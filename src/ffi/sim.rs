@@ -414,15 +414,8 @@ pub unsafe extern "C" fn horecon_sim_block_average(
             positive("nz", nz)?,
         ];
         let f = factor.max(0) as usize;
-        if !(1..=16).contains(&f) {
-            return Err(Error::invalid(format!(
-                "factor must be 1..16, got {factor}"
-            )));
-        }
-        let n_fine: usize = dims
-            .iter()
-            .map(|&d| if d > 1 { d * f } else { 1 })
-            .product();
+        // Validates sizes (no overflow, at most 2^30 points) before reading `fine`.
+        let n_fine: usize = sim::grid::refined_dims_checked(dims, f)?.iter().product();
         let x = read_c32("fine", fine, n_fine)?;
         non_null("coarse", coarse)?;
         let c = sim::block_average(&x, dims, f)?;

@@ -13,7 +13,8 @@ fn refined_dims(dims: [usize; 3], factor: usize) -> [usize; 3] {
     dims.map(|d| if d > 1 { d * factor } else { 1 })
 }
 
-fn check(dims: [usize; 3], factor: usize) -> Result<[usize; 3]> {
+/// Checks `dims` and `factor`; the refined grid's dimensions (at most 2^30 points).
+pub fn refined_dims_checked(dims: [usize; 3], factor: usize) -> Result<[usize; 3]> {
     if !(1..=16).contains(&factor) {
         return Err(Error::invalid(format!(
             "factor must be 1..16, got {factor}"
@@ -37,7 +38,7 @@ pub fn refined_grid(
     center: [f64; 3],
     factor: usize,
 ) -> Result<([usize; 3], Vec<f64>)> {
-    let fine = check(dims, factor)?;
+    let fine = refined_dims_checked(dims, factor)?;
     crate::model::check_finite("fov", &fov)?;
     crate::model::check_finite("center", &center)?;
     let n: usize = fine.iter().product();
@@ -71,7 +72,7 @@ pub fn block_average(
     dims: [usize; 3],
     factor: usize,
 ) -> Result<Vec<Complex32>> {
-    let fd = check(dims, factor)?;
+    let fd = refined_dims_checked(dims, factor)?;
     let expected: usize = fd.iter().product();
     if fine.len() != expected {
         return Err(Error::size(format!(
