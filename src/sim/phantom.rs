@@ -142,7 +142,7 @@ impl Phantom {
             .sum()
     }
 
-    /// F(k) = ∫ρ(r)e^{+ik·r}dr (m² in 2D, m³ in 3D); k in rad/m, k[2] ignored in 2D.
+    /// F(k) = ∫ρ(r)e^{+ik·r}dr (m² in 2D, m³ in 3D); k in rad/m, the z component is ignored in 2D.
     pub fn kspace(&self, k: [f64; 3]) -> Complex64 {
         let mut k = k;
         if self.ndims == 2 {
