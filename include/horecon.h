@@ -206,6 +206,88 @@ horecon_status horecon_cuda_device_count(int32_t *count);
 // The backend the plan runs on: HORECON_BACKEND_CPU or HORECON_BACKEND_CUDA (never AUTO).
 horecon_status horecon_plan_backend(const struct horecon_plan *plan, int32_t *backend);
 
+// Shepp–Logan phantom values at `npoints` positions (npoints×3, m):
+// `ndims` 2 (Toft's modified 2D, z ignored) or 3 (modified Kak–Slaney 3D),
+// spanning `fov` (m) around `center` (m). `values` receives npoints doubles.
+horecon_status horecon_sim_shepp_logan(int32_t ndims, const double *fov, const double *center, int64_t npoints, const double *positions, double *values);
+
+// The analytic Fourier transform F(k) = ∫ρ(r)·exp(+i k·r) dr of the same
+// phantom at `nsamples` points k (nsamples×kdims, rad/m, kdims 1..3): real
+// parts to `out_re`, imaginary parts to `out_im` (m² in 2D, m³ in 3D). A
+// voxel sum Σ ρ(r_n)·exp(+i k·r_n)·ΔV approximates it.
+horecon_status horecon_sim_shepp_logan_kspace(int32_t ndims, const double *fov, const double *center, int64_t nsamples, int32_t kdims, const double *k, double *out_re, double *out_im);
+
+// The 2D phantom as a grid of field of view `grid_fov` (m, x and y) sees it
+// when acquired up to |k| ≤ `kmax` (rad/m): (1/(fov_x·fov_y))·Σ_{|k|≤kmax}
+// F(k)·exp(−i k·r_n) over the Cartesian grid Δk = 2π/grid_fov, at
+// `npoints` positions (npoints×3). `values` receives npoints complex values.
+horecon_status horecon_sim_shepp_logan_band_limited(const double *fov, const double *center, int64_t npoints, const double *positions, const double *grid_fov, double kmax, struct horecon_c32 *values);
+
+// A single-shot 2D Archimedean spiral for an n×n grid of field of view
+// `fov` (m): out to k_max = π·n/fov with n/(2·undersampling) turns, one
+// Nyquist step 2π/fov per `dwell` (s) along the readout after a 0.2 ms ramp;
+// times t0 + j·dwell. k is nsamples×2 (rad/m). Query with k, times NULL.
+horecon_status horecon_sim_spiral(int64_t n, double fov, double undersampling, double dwell, double t0, int64_t *nsamples, double *k, double *times);
+
+// Density-compensation weights (nsamples, float32, mean 1) of a continuous 2D
+// readout k (nsamples×2, rad/m): w_j = |k_j × (k_{j+1} − k_{j−1})/2|, for
+// the `sample_weights` of horecon_cg.
+horecon_status horecon_sim_density_weights(int64_t nsamples, const double *k, float *weights);
+
+// `spokes` radial spokes (angles π·p/spokes, 2n samples each from −k_max in
+// steps π/fov), k nsamples×2; times restart per spoke. Query with k, times NULL.
+horecon_status horecon_sim_radial(int64_t n, double fov, int64_t spokes, double dwell, double t0, int64_t *nsamples, double *k, double *times);
+
+// Single-shot EPI: n/undersampling lines of n samples, alternating
+// direction, k nsamples×2; times continuous. Query with k, times NULL.
+horecon_status horecon_sim_epi(int64_t n, double fov, int64_t undersampling, double dwell, double t0, int64_t *nsamples, double *k, double *times);
+
+// The full nx×ny Cartesian grid, one line per shot (times t0 + ix·dwell),
+// k nsamples×2. Query with k, times NULL.
+horecon_status horecon_sim_cartesian(int64_t nx, int64_t ny, double fov_x, double fov_y, double dwell, double t0, int64_t *nsamples, double *k, double *times);
+
+// A stack of nz spirals (kz = (p − nz/2)·2π/fov_z), k nsamples×3; times
+// restart per partition. Query with k, times NULL.
+horecon_status horecon_sim_stack_of_spirals(int64_t n, int64_t nz, double fov, double fov_z, double undersampling, double dwell, double t0, int64_t *nsamples, double *k, double *times);
+
+// Sensitivities (npoints×ncoils) of `ncoils` coils evenly spaced on a circle
+// of `radius` (m) around `center` in the xy plane:
+// S_c(r) = w²/(w² + |r − p_c|²)·exp(i(θ_c + 2(r − p_c)·t_c/w)).
+horecon_status horecon_sim_coil_sensitivities(int64_t npoints, const double *positions, int32_t ncoils, double radius, const double *center, struct horecon_c32 *sensitivities);
+
+// A smooth off-resonance map ω (rad/s, npoints) peaking at about `max_hz`
+// over the field of view `fov` (m) around `center` (m).
+horecon_status horecon_sim_off_resonance(int64_t npoints, const double *positions, const double *fov, const double *center, double max_hz, double *omega);
+
+// Higher-order field coefficients (nsamples×16, rad/m^order, the solid
+// harmonics of MODEL.md) from a nominal trajectory k (nsamples×ndims,
+// rad/m, one continuous readout sampled every `dwell` s): terms 1..ndims
+// are k, and every term gets an eddy-current-like deviation of orders 0–3
+// scaled by `strength` (1 = typical), drawn from `seed`.
+horecon_status horecon_sim_field_coefficients(int64_t nsamples, int32_t ndims, const double *k, double dwell, double strength, uint64_t seed, double *coefficients);
+
+// Adds complex Gaussian noise in place to `count` values so that
+// rms(|d|)/rms(|noise|) = snr; `sigma` (may be NULL) receives the noise rms.
+horecon_status horecon_sim_add_noise(int64_t count, struct horecon_c32 *data, double snr, uint64_t seed, double *sigma);
+
+// The grid nx×ny×nz (fov, center as horecon_set_grid_positions) refined by
+// `factor` along every non-singleton axis, sub-voxels symmetric around each
+// voxel: positions (npoints×3). Query *npoints with positions NULL.
+horecon_status horecon_sim_refined_grid(int64_t nx, int64_t ny, int64_t nz, const double *fov, const double *center, int32_t factor, int64_t *npoints, double *positions);
+
+// Averages an image on the refined grid (see horecon_sim_refined_grid)
+// back onto the nx×ny×nz grid.
+horecon_status horecon_sim_block_average(int64_t nx, int64_t ny, int64_t nz, int32_t factor, const struct horecon_c32 *fine, struct horecon_c32 *coarse);
+
+// NRMSE = ‖x − ref‖₂/‖ref‖₂ over `count` values.
+horecon_status horecon_sim_nrmse(int64_t count, const struct horecon_c32 *x, const struct horecon_c32 *reference, double *out);
+
+// PSNR = 20·log10(max|ref| / √MSE) in dB (Kirk–Hwu fig. 14.18).
+horecon_status horecon_sim_psnr(int64_t count, const struct horecon_c32 *x, const struct horecon_c32 *reference, double *out);
+
+// Percent error = 100·‖x − ref‖₂/‖ref‖₂ (Stone et al. 2008).
+horecon_status horecon_sim_percent_error(int64_t count, const struct horecon_c32 *x, const struct horecon_c32 *reference, double *out);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

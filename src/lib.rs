@@ -22,6 +22,9 @@ pub mod ffi;
 pub mod model;
 pub mod op;
 pub mod plan;
+// The toolkit reaches C only through src/ffi/sim.rs: cbindgen skips the module.
+/// cbindgen:ignore
+pub mod sim;
 pub mod solver;
 
 pub use error::{Error, Result, Status};

@@ -1,0 +1,471 @@
+# Horecon.jl: a thin `ccall` mirror of the Python binding (python/horecon.py,
+# python/horecon_sim.py) over the C API of libhorecon (include/horecon.h).
+#
+# UNTESTED: no Julia runtime can be installed on the machines this project is
+# built and tested on (design/PLATFORM.md). The file is kept deliberately
+# mechanical (one Julia function per C function, the same checks as the
+# tested Python binding) so that it can be reviewed against the header by eye.
+#
+# Usage:
+#     include("julia/Horecon.jl"); using .Horecon
+#     p = Horecon.Plan((64, 64), 8, M)            # backend = "auto", precision = "accurate"
+#     Horecon.set_grid_positions!(p, (0.22, 0.22, 0.005), (0.0, 0.0, 0.02))
+#     Horecon.set_solid_harmonics!(p, coef)        # M x 16, rad/m^order
+#     Horecon.set_sensitivities!(p, S)             # N x L ComplexF32
+#     x, info = Horecon.cg(p, d; max_iterations = 20)
+#
+# Model (MODEL.md): phi(j,n) = sum_b coef[j,b] h_b(r_n) + omega_n t_j,
+# E[(j,c),n] = S_c(r_n) exp(+i phi(j,n)); a user whose convention is
+# exp(-i k.r) passes -k. Julia arrays are column-major, which is MODEL.md's
+# layout (first index fastest): positions N x 3, coefficients M x B,
+# sensitivities N x L, data M x L, images N (or nx x ny x nz).
+#
+# Library: ENV["HORECON_LIB"], else <repo>/target/release/libhorecon.so.
+# The CG progress callback is not exposed: the library calls it from a worker
+# thread, which Julia supports only for adopted foreign threads (Julia >= 1.9).
+module Horecon
+
+export Plan, HoreconError, version, cuda_device_count, forward, adjoint, normal, cg,
+       set_positions!, set_grid_positions!, set_solid_harmonics!, set_basis!,
+       set_trajectory!, set_off_resonance!, set_sensitivities!, backend, close!
+
+const LIB = get(ENV, "HORECON_LIB", joinpath(@__DIR__, "..", "target", "release", "libhorecon.so"))
+
+const STATUS_NAMES = Dict{Int32,String}(
+    1 => "HORECON_ERR_NULL_POINTER", 2 => "HORECON_ERR_INVALID_ARGUMENT",
+    3 => "HORECON_ERR_SIZE_MISMATCH", 4 => "HORECON_ERR_NOT_FINITE",
+    5 => "HORECON_ERR_INCOMPLETE_PLAN", 6 => "HORECON_ERR_OUT_OF_MEMORY",
+    7 => "HORECON_ERR_BACKEND_UNAVAILABLE", 8 => "HORECON_ERR_BACKEND",
+    9 => "HORECON_ERR_CANCELLED", 99 => "HORECON_ERR_INTERNAL")
+
+const BACKENDS = Dict("auto" => Int32(0), "cpu" => Int32(1), "cuda" => Int32(2))
+const PRECISIONS = Dict("accurate" => Int32(0), "fast" => Int32(1), "double" => Int32(2))
+const REGULARIZERS = Dict("none" => Int32(0), "tikhonov" => Int32(1), "finite_difference" => Int32(2),
+                          "total_variation" => Int32(3), "laplace" => Int32(4))
+
+"""A failing library call: status code, its name and horecon_last_error()."""
+struct HoreconError <: Exception
+    status::Int32
+    name::String
+    message::String
+end
+Base.showerror(io::IO, e::HoreconError) = print(io, e.name, ": ", e.message)
+
+last_error() = unsafe_string(ccall((:horecon_last_error, LIB), Cstring, ()))
+
+function check(status::Int32)
+    status == 0 && return nothing
+    throw(HoreconError(status, get(STATUS_NAMES, status, "unknown status"), last_error()))
+end
+
+size_error(msg) = throw(HoreconError(Int32(3), "HORECON_ERR_SIZE_MISMATCH", msg))
+invalid(msg) = throw(HoreconError(Int32(2), "HORECON_ERR_INVALID_ARGUMENT", msg))
+
+"""The library version, "MAJOR.MINOR.PATCH"."""
+version() = unsafe_string(ccall((:horecon_version, LIB), Cstring, ()))
+
+"""Usable CUDA devices (0 without driver or GPU)."""
+function cuda_device_count()
+    n = Ref{Int32}(0)
+    check(ccall((:horecon_cuda_device_count, LIB), Int32, (Ref{Int32},), n))
+    return Int(n[])
+end
+
+# horecon_options, horecon_cg_options, horecon_cg_info: the C layouts.
+struct Options
+    struct_size::UInt32
+    backend::Int32
+    device::Int32
+    num_devices::Int32
+    num_threads::Int32
+    precision::Int32
+    verbosity::Int32
+end
+
+struct CgOptions
+    struct_size::UInt32
+    max_iterations::Int32
+    tolerance::Float64
+    regularizer::Int32
+    lambda::Float64
+    reweightings::Int32
+    epsilon::Float64
+    sigma::Float64
+    sample_weights::Ptr{Float32}
+    fd_weights::Ptr{Float32}
+    warm_start::Int32
+    progress::Ptr{Cvoid}
+    progress_user::Ptr{Cvoid}
+end
+
+struct CgInfo
+    iterations::Int32
+    converged::Int32
+    rel_residual::Float64
+    seconds::Float64
+end
+
+"""
+    Plan(dims, ncoils, nsamples; backend="auto", precision="accurate", device=0, threads=0, verbosity=0)
+
+A reconstruction plan for an image of size `dims` (1 to 3 entries), `ncoils`
+coils and `nsamples` samples per coil. Freed by `close!` or the finalizer.
+"""
+mutable struct Plan
+    handle::Ptr{Cvoid}
+    dims::NTuple{3,Int}
+    shape::Tuple
+    ncoils::Int
+    nsamples::Int
+    function Plan(dims, ncoils::Integer, nsamples::Integer; backend = "auto", precision = "accurate",
+                  device::Integer = 0, num_devices::Integer = 1, threads::Integer = 0, verbosity::Integer = 0)
+        d = Tuple(Int.(collect(dims)))
+        1 <= length(d) <= 3 || invalid("dims must have 1 to 3 entries, got $(dims)")
+        d3 = (d..., ntuple(_ -> 1, 3 - length(d))...)
+        haskey(BACKENDS, backend) || invalid("backend must be auto, cpu or cuda, got $(backend)")
+        haskey(PRECISIONS, precision) || invalid("precision must be accurate, fast or double, got $(precision)")
+        defaults = Ref{Options}()
+        ccall((:horecon_default_options, LIB), Cvoid, (Ref{Options},), defaults)
+        o = defaults[]
+        opts = Ref(Options(o.struct_size, BACKENDS[backend], Int32(device), Int32(num_devices),
+                           Int32(threads), PRECISIONS[precision], Int32(verbosity)))
+        out = Ref{Ptr{Cvoid}}(C_NULL)
+        check(ccall((:horecon_plan_create, LIB), Int32,
+                    (Ref{Options}, Int64, Int64, Int64, Int64, Int64, Ref{Ptr{Cvoid}}),
+                    opts, d3[1], d3[2], d3[3], ncoils, nsamples, out))
+        shape = (length(d) == 3 && d3[3] == 1) ? d[1:2] : d
+        p = new(out[], d3, shape, Int(ncoils), Int(nsamples))
+        finalizer(close!, p)
+        return p
+    end
+end
+
+"""Destroys the plan (idempotent)."""
+function close!(p::Plan)
+    if p.handle != C_NULL
+        h = p.handle
+        p.handle = C_NULL
+        ccall((:horecon_plan_destroy, LIB), Int32, (Ptr{Cvoid},), h)
+    end
+    return nothing
+end
+
+nvoxels(p::Plan) = prod(p.dims)
+
+function live(p::Plan)
+    p.handle == C_NULL && throw(HoreconError(Int32(1), "HORECON_ERR_NULL_POINTER", "the plan is closed"))
+    return p.handle
+end
+
+"""A Float64 array of `n` elements (column-major, MODEL.md layout)."""
+function real_in(name, a, n)
+    a isa AbstractArray{<:Complex} && throw(ArgumentError("$(name) must be real"))
+    v = Vector{Float64}(vec(a))
+    length(v) == n || size_error("$(name) has $(length(v)) elements, expected $(n)")
+    return v
+end
+
+function complex_in(name, a, n)
+    v = Vector{ComplexF32}(vec(a))
+    length(v) == n || size_error("$(name) has $(length(v)) elements, expected $(n)")
+    return v
+end
+
+"""The number of columns of a rows x B matrix."""
+function columns(name, a, rows)
+    n = length(a)
+    (n > 0 && n % rows == 0) || size_error("$(name) has $(n) elements, not a multiple of $(rows)")
+    return n ÷ rows
+end
+
+set_positions!(p::Plan, P) =
+    check(ccall((:horecon_set_positions, LIB), Int32, (Ptr{Cvoid}, Ptr{Float64}), live(p),
+                real_in("positions", P, 3 * nvoxels(p))))
+
+set_grid_positions!(p::Plan, fov, center = (0.0, 0.0, 0.0)) =
+    check(ccall((:horecon_set_grid_positions, LIB), Int32, (Ptr{Cvoid}, Ptr{Float64}, Ptr{Float64}),
+                live(p), real_in("fov", collect(fov), 3), real_in("center", collect(center), 3)))
+
+function set_solid_harmonics!(p::Plan, coefficients)
+    b = columns("coefficients", coefficients, p.nsamples)
+    check(ccall((:horecon_set_solid_harmonics, LIB), Int32, (Ptr{Cvoid}, Int32, Ptr{Float64}), live(p),
+                Int32(b), real_in("coefficients", coefficients, b * p.nsamples)))
+end
+
+function set_basis!(p::Plan, basis, coefficients)
+    b = columns("basis", basis, nvoxels(p))
+    check(ccall((:horecon_set_basis, LIB), Int32, (Ptr{Cvoid}, Int32, Ptr{Float64}, Ptr{Float64}), live(p),
+                Int32(b), real_in("basis", basis, b * nvoxels(p)),
+                real_in("coefficients", coefficients, b * p.nsamples)))
+end
+
+function set_trajectory!(p::Plan, k)
+    d = columns("k", k, p.nsamples)
+    check(ccall((:horecon_set_trajectory, LIB), Int32, (Ptr{Cvoid}, Int32, Ptr{Float64}), live(p),
+                Int32(d), real_in("k", k, d * p.nsamples)))
+end
+
+"""Off-resonance omega (N, rad/s) with sample times (M, s); `nothing` clears it."""
+function set_off_resonance!(p::Plan, omega, times = nothing)
+    if omega === nothing
+        return check(ccall((:horecon_set_off_resonance, LIB), Int32, (Ptr{Cvoid}, Ptr{Float64}, Ptr{Float64}),
+                           live(p), C_NULL, C_NULL))
+    end
+    times === nothing && invalid("times are required with omega")
+    check(ccall((:horecon_set_off_resonance, LIB), Int32, (Ptr{Cvoid}, Ptr{Float64}, Ptr{Float64}), live(p),
+                real_in("omega", omega, nvoxels(p)), real_in("times", times, p.nsamples)))
+end
+
+"""Coil sensitivities N x L (or dims..., L); `nothing` means S = 1 (one coil only)."""
+function set_sensitivities!(p::Plan, S)
+    if S === nothing
+        return check(ccall((:horecon_set_sensitivities, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}),
+                           live(p), C_NULL))
+    end
+    check(ccall((:horecon_set_sensitivities, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}), live(p),
+                complex_in("sensitivities", S, nvoxels(p) * p.ncoils)))
+end
+
+"""d = E x: image (N or dims) -> data M x L (ComplexF32)."""
+function forward(p::Plan, x)
+    xin = complex_in("image", x, nvoxels(p))
+    d = Matrix{ComplexF32}(undef, p.nsamples, p.ncoils)
+    check(ccall((:horecon_forward, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{ComplexF32}), live(p), xin, d))
+    return d
+end
+
+"""x = E^H d: data M x L -> image in the plan's shape."""
+function adjoint(p::Plan, d)
+    din = complex_in("data", d, p.nsamples * p.ncoils)
+    x = Vector{ComplexF32}(undef, nvoxels(p))
+    check(ccall((:horecon_adjoint, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{ComplexF32}), live(p), din, x))
+    return reshape(x, p.shape)
+end
+
+"""y = E^H E x in the plan's image shape."""
+function normal(p::Plan, x)
+    xin = complex_in("image", x, nvoxels(p))
+    y = Vector{ComplexF32}(undef, nvoxels(p))
+    check(ccall((:horecon_normal, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{ComplexF32}), live(p), xin, y))
+    return reshape(y, p.shape)
+end
+
+"""
+    cg(p, d; max_iterations=50, tolerance=1e-6, regularizer="none", lambda=0.0,
+       sample_weights=nothing, x0=nothing) -> (image, info)
+
+CG on (E^H W E + lambda R) x = E^H W d; info is a NamedTuple
+(iterations, converged, rel_residual, seconds).
+"""
+function cg(p::Plan, d; max_iterations::Integer = 50, tolerance::Real = 1e-6, regularizer = "none",
+            lambda::Real = 0.0, sample_weights = nothing, x0 = nothing)
+    din = complex_in("data", d, p.nsamples * p.ncoils)
+    haskey(REGULARIZERS, regularizer) || invalid("unknown regularizer $(regularizer)")
+    w = sample_weights === nothing ? nothing : Vector{Float32}(real_in("sample_weights", sample_weights, p.nsamples))
+    x = x0 === nothing ? zeros(ComplexF32, nvoxels(p)) : complex_in("x0", x0, nvoxels(p))
+    defaults = Ref{CgOptions}()
+    ccall((:horecon_default_cg_options, LIB), Cvoid, (Ref{CgOptions},), defaults)
+    o = defaults[]
+    info = Ref{CgInfo}(CgInfo(0, 0, 0.0, 0.0))
+    GC.@preserve w din x begin
+        opts = Ref(CgOptions(o.struct_size, Int32(max_iterations), Float64(tolerance), REGULARIZERS[regularizer],
+                             Float64(lambda), o.reweightings, o.epsilon, o.sigma,
+                             w === nothing ? Ptr{Float32}(C_NULL) : pointer(w), Ptr{Float32}(C_NULL),
+                             Int32(x0 === nothing ? 0 : 1), C_NULL, C_NULL))
+        check(ccall((:horecon_cg, LIB), Int32,
+                    (Ptr{Cvoid}, Ptr{ComplexF32}, Ref{CgOptions}, Ptr{ComplexF32}, Ref{CgInfo}),
+                    live(p), din, opts, x, info))
+    end
+    i = info[]
+    return reshape(x, p.shape), (iterations = Int(i.iterations), converged = i.converged != 0,
+                                 rel_residual = i.rel_residual, seconds = i.seconds)
+end
+
+"""`"cpu"` or `"cuda"`: where the plan's operators run."""
+function backend(p::Plan)
+    b = Ref{Int32}(0)
+    check(ccall((:horecon_plan_backend, LIB), Int32, (Ptr{Cvoid}, Ref{Int32}), live(p), b))
+    return b[] == 2 ? "cuda" : "cpu"
+end
+
+"""The simulation toolkit (horecon_sim_*), mirroring python/horecon_sim.py."""
+module Sim
+
+import ..Horecon: LIB, check, size_error, invalid
+
+points(name, P) = (size(P, 2) == 3 && size(P, 1) > 0) ? size(P, 1) : size_error("$(name) must be N x 3")
+f64(a) = Vector{Float64}(vec(a))
+vec3(a) = (v = f64(collect(a)); length(v) == 3 ? v : size_error("expected 3 elements"))
+
+"""Phantom values (N) at positions P (N x 3); ndims 2 (z ignored) or 3."""
+function shepp_logan(ndims::Integer, fov, center, P)
+    n = points("positions", P)
+    out = Vector{Float64}(undef, n)
+    check(ccall((:horecon_sim_shepp_logan, LIB), Int32,
+                (Int32, Ptr{Float64}, Ptr{Float64}, Int64, Ptr{Float64}, Ptr{Float64}),
+                ndims, vec3(fov), vec3(center), n, f64(P), out))
+    return out
+end
+
+"""Analytic F(k) = int rho(r) exp(+i k.r) dr at k (M x d), ComplexF64."""
+function shepp_logan_kspace(ndims::Integer, fov, center, k::AbstractMatrix)
+    m, d = size(k)
+    re, im = Vector{Float64}(undef, m), Vector{Float64}(undef, m)
+    check(ccall((:horecon_sim_shepp_logan_kspace, LIB), Int32,
+                (Int32, Ptr{Float64}, Ptr{Float64}, Int64, Int32, Ptr{Float64}, Ptr{Float64}, Ptr{Float64}),
+                ndims, vec3(fov), vec3(center), m, d, f64(k), re, im))
+    return complex.(re, im)
+end
+
+"""The 2D phantom through |k| <= kmax on a grid of field of view grid_fov (2)."""
+function shepp_logan_band_limited(fov, center, P, grid_fov, kmax::Real)
+    n = points("positions", P)
+    out = Vector{ComplexF32}(undef, n)
+    check(ccall((:horecon_sim_shepp_logan_band_limited, LIB), Int32,
+                (Ptr{Float64}, Ptr{Float64}, Int64, Ptr{Float64}, Ptr{Float64}, Float64, Ptr{ComplexF32}),
+                vec3(fov), vec3(center), n, f64(P), f64(collect(grid_fov)), kmax, out))
+    return out
+end
+
+# Query the sample count (k, times NULL), then fill: the C API's protocol.
+function trajectory(fn::Function, ndims::Int)
+    m = Ref{Int64}(0)
+    check(fn(m, Ptr{Float64}(C_NULL), Ptr{Float64}(C_NULL)))
+    k = Matrix{Float64}(undef, m[], ndims)
+    t = Vector{Float64}(undef, m[])
+    check(fn(m, pointer(k), pointer(t)))
+    return k, t
+end
+
+"""Single-shot spiral: (k (M x 2) rad/m, t (M) s)."""
+spiral(n, fov, undersampling, dwell, t0 = 0.0) = trajectory(2) do m, k, t
+    ccall((:horecon_sim_spiral, LIB), Int32, (Int64, Float64, Float64, Float64, Float64, Ref{Int64}, Ptr{Float64}, Ptr{Float64}),
+          n, fov, undersampling, dwell, t0, m, k, t)
+end
+
+"""Radial spokes: (k (M x 2), t (M))."""
+radial(n, fov, spokes, dwell, t0 = 0.0) = trajectory(2) do m, k, t
+    ccall((:horecon_sim_radial, LIB), Int32, (Int64, Float64, Int64, Float64, Float64, Ref{Int64}, Ptr{Float64}, Ptr{Float64}),
+          n, fov, spokes, dwell, t0, m, k, t)
+end
+
+"""Single-shot EPI: (k (M x 2), t (M))."""
+epi(n, fov, undersampling, dwell, t0 = 0.0) = trajectory(2) do m, k, t
+    ccall((:horecon_sim_epi, LIB), Int32, (Int64, Float64, Int64, Float64, Float64, Ref{Int64}, Ptr{Float64}, Ptr{Float64}),
+          n, fov, undersampling, dwell, t0, m, k, t)
+end
+
+"""Cartesian grid: (k (M x 2), t (M))."""
+cartesian(nx, ny, fov_x, fov_y, dwell, t0 = 0.0) = trajectory(2) do m, k, t
+    ccall((:horecon_sim_cartesian, LIB), Int32,
+          (Int64, Int64, Float64, Float64, Float64, Float64, Ref{Int64}, Ptr{Float64}, Ptr{Float64}),
+          nx, ny, fov_x, fov_y, dwell, t0, m, k, t)
+end
+
+"""Stack of spirals: (k (M x 3), t (M))."""
+stack_of_spirals(n, nz, fov, fov_z, undersampling, dwell, t0 = 0.0) = trajectory(3) do m, k, t
+    ccall((:horecon_sim_stack_of_spirals, LIB), Int32,
+          (Int64, Int64, Float64, Float64, Float64, Float64, Float64, Ref{Int64}, Ptr{Float64}, Ptr{Float64}),
+          n, nz, fov, fov_z, undersampling, dwell, t0, m, k, t)
+end
+
+"""Density-compensation weights (M, Float32, mean 1) of a 2D readout k (M x 2)."""
+function density_weights(k::AbstractMatrix)
+    size(k, 2) == 2 || size_error("k must be M x 2")
+    out = Vector{Float32}(undef, size(k, 1))
+    check(ccall((:horecon_sim_density_weights, LIB), Int32, (Int64, Ptr{Float64}, Ptr{Float32}),
+                size(k, 1), f64(k), out))
+    return out
+end
+
+"""N x L ComplexF32 sensitivities of L coils on a circle of `radius` around `center`."""
+function coil_sensitivities(P, ncoils::Integer, radius::Real, center = (0.0, 0.0, 0.0))
+    n = points("positions", P)
+    out = Matrix{ComplexF32}(undef, n, ncoils)
+    check(ccall((:horecon_sim_coil_sensitivities, LIB), Int32,
+                (Int64, Ptr{Float64}, Int32, Float64, Ptr{Float64}, Ptr{ComplexF32}),
+                n, f64(P), ncoils, radius, vec3(center), out))
+    return out
+end
+
+"""Smooth off-resonance map (N, rad/s) peaking at about max_hz."""
+function off_resonance(P, fov, center, max_hz::Real)
+    n = points("positions", P)
+    out = Vector{Float64}(undef, n)
+    check(ccall((:horecon_sim_off_resonance, LIB), Int32,
+                (Int64, Ptr{Float64}, Ptr{Float64}, Ptr{Float64}, Float64, Ptr{Float64}),
+                n, f64(P), vec3(fov), vec3(center), max_hz, out))
+    return out
+end
+
+"""M x 16 higher-order coefficients from a nominal trajectory k (M x d)."""
+function field_coefficients(k::AbstractMatrix, dwell::Real, strength::Real = 1.0, seed::Integer = 2011)
+    m, d = size(k)
+    out = Matrix{Float64}(undef, m, 16)
+    check(ccall((:horecon_sim_field_coefficients, LIB), Int32,
+                (Int64, Int32, Ptr{Float64}, Float64, Float64, UInt64, Ptr{Float64}),
+                m, d, f64(k), dwell, strength, seed, out))
+    return out
+end
+
+"""(noisy copy of data, sigma) with rms(|d|)/rms(|noise|) = snr."""
+function add_noise(data, snr::Real, seed::Integer = 1)
+    d = Array{ComplexF32}(copy(data))
+    sigma = Ref{Float64}(0.0)
+    check(ccall((:horecon_sim_add_noise, LIB), Int32, (Int64, Ptr{ComplexF32}, Float64, UInt64, Ref{Float64}),
+                length(d), d, snr, seed, sigma))
+    return d, sigma[]
+end
+
+"""Positions of the grid `dims` refined by `factor` (N f^d x 3)."""
+function refined_grid(dims, fov, center, factor::Integer)
+    d = (Int.(collect(dims))..., ones(Int, 3 - length(dims))...)
+    n = Ref{Int64}(0)
+    check(ccall((:horecon_sim_refined_grid, LIB), Int32,
+                (Int64, Int64, Int64, Ptr{Float64}, Ptr{Float64}, Int32, Ref{Int64}, Ptr{Float64}),
+                d[1], d[2], d[3], vec3(fov), vec3(center), factor, n, C_NULL))
+    out = Matrix{Float64}(undef, n[], 3)
+    check(ccall((:horecon_sim_refined_grid, LIB), Int32,
+                (Int64, Int64, Int64, Ptr{Float64}, Ptr{Float64}, Int32, Ref{Int64}, Ptr{Float64}),
+                d[1], d[2], d[3], vec3(fov), vec3(center), factor, n, out))
+    return out
+end
+
+"""A refined-grid image averaged back onto `dims` (ComplexF32, N)."""
+function block_average(fine, dims, factor::Integer)
+    d = (Int.(collect(dims))..., ones(Int, 3 - length(dims))...)
+    expected = prod(x > 1 ? x * factor : 1 for x in d)
+    x = Vector{ComplexF32}(vec(fine))
+    length(x) == expected || size_error("fine has $(length(x)) elements, expected $(expected)")
+    out = Vector{ComplexF32}(undef, prod(d))
+    check(ccall((:horecon_sim_block_average, LIB), Int32,
+                (Int64, Int64, Int64, Int32, Ptr{ComplexF32}, Ptr{ComplexF32}),
+                d[1], d[2], d[3], factor, x, out))
+    return out
+end
+
+function metric(sym::Symbol, x, ref)
+    a, b = Vector{ComplexF32}(vec(x)), Vector{ComplexF32}(vec(ref))
+    length(a) == length(b) || size_error("x has $(length(a)) elements, reference $(length(b))")
+    out = Ref{Float64}(0.0)
+    status = if sym === :nrmse
+        ccall((:horecon_sim_nrmse, LIB), Int32, (Int64, Ptr{ComplexF32}, Ptr{ComplexF32}, Ref{Float64}), length(a), a, b, out)
+    elseif sym === :psnr
+        ccall((:horecon_sim_psnr, LIB), Int32, (Int64, Ptr{ComplexF32}, Ptr{ComplexF32}, Ref{Float64}), length(a), a, b, out)
+    else
+        ccall((:horecon_sim_percent_error, LIB), Int32, (Int64, Ptr{ComplexF32}, Ptr{ComplexF32}, Ref{Float64}), length(a), a, b, out)
+    end
+    check(status)
+    return out[]
+end
+
+"""||x - ref|| / ||ref||."""
+nrmse(x, ref) = metric(:nrmse, x, ref)
+"""20 log10(max|ref| / sqrt(mean|x - ref|^2)) dB (Kirk-Hwu fig. 14.18)."""
+psnr(x, ref) = metric(:psnr, x, ref)
+"""100 ||x - ref|| / ||ref|| (Stone et al. 2008)."""
+percent_error(x, ref) = metric(:percent_error, x, ref)
+
+end # module Sim
+
+end # module Horecon

@@ -1,0 +1,166 @@
+classdef Plan < handle
+%horecon.Plan  A reconstruction plan: geometry, phase model, coils and operators.
+%
+%   p = horecon.Plan([nx ny nz], ncoils, nsamples, 'Backend', 'auto', ...
+%                    'Precision', 'accurate', 'Device', 0, 'Threads', 0)
+%
+%   Backend    'auto' (CUDA when usable, else CPU) | 'cpu' | 'cuda'
+%   Precision  'accurate' (<= 1e-5) | 'fast' (<= 1e-3) | 'double' (<= 1e-7)
+%   Device     first CUDA device (0-based);  Threads  CPU threads (0 = all)
+%
+%   Model (MODEL.md): phi(j,n) = sum_b coef(j,b)*H(n,b) + w(n)*t(j),
+%   E((j,c),n) = S(n,c)*exp(+1i*phi(j,n)). Positions in metres, k in rad/m;
+%   a user whose convention is exp(-1i*k*r) passes -k.
+%
+%   Methods: setPositions(P) (N x 3), setGridPositions(fov, center),
+%   setSolidHarmonics(coef) (M x B, B = 1, 4, 9, 16), setBasis(H, coef),
+%   setTrajectory(k) (M x d), setOffResonance(w, t) (w = [] clears),
+%   setSensitivities(S) (N x L or [nx ny nz L]), d = forward(x),
+%   x = adjoint(d), y = normal(x), [x, info] = cg(d, ...), backend().
+%
+%   Inputs may be double or single, real or complex; results are single
+%   complex. Errors have identifiers horecon:<status> (horecon:sizeMismatch,
+%   horecon:notFinite, ...). delete(p) (or clearing the last reference)
+%   destroys the plan; deleting twice is harmless.
+
+  properties (SetAccess = private)
+    Dims        % [nx ny nz]
+    NumCoils    % L
+    NumSamples  % M
+  end
+
+  properties (Access = private)
+    Handle = uint64(0)
+  end
+
+  methods
+    function obj = Plan(dims, ncoils, nsamples, varargin)
+      if nargin < 3
+        error('horecon:invalidArgument', 'usage: horecon.Plan([nx ny nz], ncoils, nsamples, ...)');
+      end
+      opts = struct('Backend', 'auto', 'Precision', 'accurate', 'Device', 0, 'Threads', 0);
+      opts = horecon.Plan.parseOptions(opts, varargin);
+      backend = horecon.Plan.code(opts.Backend, {'auto', 'cpu', 'cuda'}, 'Backend');
+      precision = horecon.Plan.code(opts.Precision, {'accurate', 'fast', 'double'}, 'Precision');
+      dims = double(dims(:).');
+      obj.Handle = horecon_mex('create', dims, double(ncoils), double(nsamples), ...
+                               backend, precision, double(opts.Device), double(opts.Threads));
+      obj.Dims = [dims, ones(1, 3 - numel(dims))];
+      obj.NumCoils = double(ncoils);
+      obj.NumSamples = double(nsamples);
+    end
+
+    function delete(obj)
+      % Destroys the plan once; later calls (and Octave's own deletion) do nothing.
+      if obj.Handle ~= 0
+        h = obj.Handle;
+        obj.Handle = uint64(0);
+        horecon_mex('destroy', h);
+      end
+    end
+
+    function setPositions(obj, P)
+      horecon_mex('setPositions', obj.Handle, P);
+    end
+
+    function setGridPositions(obj, fov, center)
+      if nargin < 3
+        center = [0 0 0];
+      end
+      horecon_mex('setGridPositions', obj.Handle, fov, center);
+    end
+
+    function setSolidHarmonics(obj, coef)
+      horecon_mex('setSolidHarmonics', obj.Handle, coef);
+    end
+
+    function setBasis(obj, H, coef)
+      horecon_mex('setBasis', obj.Handle, H, coef);
+    end
+
+    function setTrajectory(obj, k)
+      horecon_mex('setTrajectory', obj.Handle, k);
+    end
+
+    function setOffResonance(obj, w, t)
+      if nargin < 3
+        t = [];
+      end
+      horecon_mex('setOffResonance', obj.Handle, w, t);
+    end
+
+    function setSensitivities(obj, S)
+      horecon_mex('setSensitivities', obj.Handle, S);
+    end
+
+    function d = forward(obj, x)
+      d = horecon_mex('forward', obj.Handle, x);
+    end
+
+    function x = adjoint(obj, d)
+      x = obj.shape(horecon_mex('adjoint', obj.Handle, d));
+    end
+
+    function y = normal(obj, x)
+      y = reshape(horecon_mex('normal', obj.Handle, x), size(x));
+    end
+
+    function [x, info] = cg(obj, d, varargin)
+      %CG  x = p.cg(d, 'MaxIterations', 50, 'Tolerance', 1e-6, 'Regularizer',
+      %    'none'|'tikhonov', 'Lambda', 0, 'SampleWeights', w, 'X0', x0, 'Verbose', false)
+      %    solves (E'WE + Lambda*R) x = E'W d; info has iterations, converged,
+      %    relResidual, seconds, residuals (per iteration) and backend.
+      %    Ctrl-C stops it cleanly (error horecon:cancelled).
+      opts = struct('MaxIterations', 50, 'Tolerance', 1e-6, 'Regularizer', 'none', 'Lambda', 0, ...
+                    'SampleWeights', [], 'X0', [], 'Verbose', false);
+      opts = horecon.Plan.parseOptions(opts, varargin);
+      reg = horecon.Plan.code(opts.Regularizer, ...
+        {'none', 'tikhonov', 'finitedifference', 'totalvariation', 'laplace'}, 'Regularizer');
+      [x, info] = horecon_mex('cg', obj.Handle, d, double(opts.MaxIterations), double(opts.Tolerance), ...
+                              reg, double(opts.Lambda), opts.SampleWeights, opts.X0, double(opts.Verbose));
+      x = obj.shape(x);
+    end
+
+    function name = backend(obj)
+      %BACKEND  'cpu' or 'cuda': where the operators of this plan run.
+      name = horecon_mex('backend', obj.Handle);
+    end
+  end
+
+  methods (Access = private)
+    function x = shape(obj, x)
+      x = squeeze(reshape(x, obj.Dims));
+      if isvector(x)
+        x = x(:);
+      end
+    end
+  end
+
+  methods (Static, Access = private)
+    function opts = parseOptions(opts, args)
+      if mod(numel(args), 2) ~= 0
+        error('horecon:invalidArgument', 'options must be name/value pairs');
+      end
+      names = fieldnames(opts);
+      for i = 1:2:numel(args)
+        match = find(strcmpi(names, args{i}));
+        if ~ischar(args{i}) || isempty(match)
+          error('horecon:invalidArgument', 'unknown option %s (known: %s)', ...
+                num2str(args{i}), strjoin(names.', ', '));
+        end
+        opts.(names{match}) = args{i + 1};
+      end
+    end
+
+    function c = code(value, names, what)
+      if isnumeric(value) && isscalar(value)
+        c = double(value);
+        return;
+      end
+      c = find(strcmpi(names, value)) - 1;
+      if ~ischar(value) || isempty(c)
+        error('horecon:invalidArgument', '%s must be one of: %s', what, strjoin(names, ', '));
+      end
+    end
+  end
+end

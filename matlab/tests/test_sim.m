@@ -1,0 +1,50 @@
+function test_sim()
+%TEST_SIM  The toolkit through the MEX: phantom and its analytic transform
+%   against a voxel sum, trajectory shapes, coils, field coefficients, noise, metrics.
+seed = test_seed('test_sim');
+fov = [0.2 0.2 0]; center = [0.01 -0.005 0.02];
+n = 256;
+P = horecon.sim.refinedGrid([n n 1], [0.2 0.2 0.001], center, 1);
+rho = horecon.sim.sheppLogan(2, fov, center, P);
+assert(abs(max(rho) - 1) < 1e-12 && min(rho) > -1e-12, 'phantom range');
+k = [0 0; 150 -80; -300 420];
+F = horecon.sim.sheppLoganKspace(2, fov, center, k);
+dA = (0.2 / n)^2;
+F_sum = exp(1i * (k * P(:, 1:2).')) * rho * dA;
+e = abs(F - F_sum) ./ abs(F(1));
+fprintf('    analytic F(k) vs voxel sum: %s\n', num2str(e.', '%.1e '));
+assert(all(e < 5e-3));
+[k, t] = horecon.sim.spiral(64, 0.22, 3, 1e-5, 1e-3);
+assert(size(k, 2) == 2 && numel(t) == size(k, 1) && abs(t(1) - 1e-3) < 1e-15);
+assert(abs(max(sqrt(sum(k.^2, 2))) - pi * 64 / 0.22) < 1e-6 * pi * 64 / 0.22, 'spiral reaches kmax');
+[k3, t3] = horecon.sim.stackOfSpirals(32, 4, 0.2, 0.04, 2, 1e-5);
+assert(size(k3, 2) == 3 && numel(t3) == size(k3, 1));
+[kr, tr] = horecon.sim.radial(16, 0.2, 8, 1e-5);
+assert(isequal(size(kr), [8 * 32, 2]) && numel(tr) == 256);
+[ke, te] = horecon.sim.epi(16, 0.2, 2, 1e-5);
+assert(isequal(size(ke), [128 2]) && numel(te) == 128);
+[kc, tc] = horecon.sim.cartesian(8, 6, 0.2, 0.2, 1e-5);
+assert(isequal(size(kc), [48 2]) && numel(tc) == 48);
+coef = horecon.sim.fieldCoefficients(k, 1e-5, 1, seed);
+assert(isequal(size(coef), [size(k, 1) 16]));
+assert(max(abs(coef(:, 2) - k(:, 1))) < 0.02 * pi * 64 / 0.22, 'term 1 stays near the nominal kx');
+S = horecon.sim.coilSensitivities(P(1:100, :), 8, 0.15);
+assert(isequal(size(S), [100 8]) && isa(S, 'single'));
+w = horecon.sim.offResonance(P, fov, center, 100);
+assert(max(abs(w)) / (2 * pi) > 30 && max(abs(w)) / (2 * pi) < 150);
+d = complex(randn(4000, 1), randn(4000, 1));
+[dn, sigma] = horecon.sim.addNoise(d, 10, seed);
+snr = sqrt(mean(abs(d).^2) / mean(abs(double(dn) - d).^2));
+assert(abs(snr - 10) < 0.5 && abs(sigma - sqrt(mean(abs(d).^2)) / 10) < 1e-6 * sigma);
+x = d + 0.1i * d;
+assert(abs(horecon.sim.nrmse(x, d) - 0.1) < 1e-5);
+assert(abs(horecon.sim.percentError(x, d) - 10) < 1e-3);
+mse = mean(abs(0.1 * d).^2);
+assert(abs(horecon.sim.psnr(x, d) - 20 * log10(max(abs(d)) / sqrt(mse))) < 1e-3);
+wts = horecon.sim.densityWeights(k);
+assert(numel(wts) == size(k, 1) && abs(mean(wts) - 1) < 1e-3);
+fine = complex(randn(64, 1), 0);
+avg = horecon.sim.blockAverage(fine, [4 4 1], 2);
+F = reshape(fine, 8, 8);
+assert(abs(avg(1) - mean(mean(F(1:2, 1:2)))) < 1e-6, 'block average');
+end
