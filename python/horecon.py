@@ -896,3 +896,14 @@ def _enum(name, value, table):
             f"{name} must be one of {', '.join(repr(k) for k in table)}, got {value!r}",
         )
     return table[key]
+
+
+# The simulation toolkit (phantoms, trajectories, coils, field models, noise,
+# metrics) as ``horecon.sim``: python/horecon_sim.py over the same library,
+# imported on first use.
+def __getattr__(name):
+    if name == "sim":
+        import horecon_sim
+
+        return horecon_sim
+    raise AttributeError(f"module 'horecon' has no attribute {name!r}")
