@@ -7,9 +7,13 @@ set -u
 D=.devcarry/cuda
 O=${OUT:-/tmp/horecon-gpu-out}
 mkdir -p "$O" /tmp/ptx
-cd "$D" || exit 1
-chmod +x cuda_tests operators_tests bench_cuda 2>/dev/null
 STAGES=${1:-tests,memcheck,bench,peers,sass}
+if [[ $STAGES == *python* ]]; then
+  # the Python binding's tests on the GPU machine (AUTO = CUDA there)
+  { HORECON_LIB=$PWD/$D/libhorecon.so timeout 200 python3 -m pytest -q -p no:cacheprovider python/tests; echo "python tests rc=$?"; } > "$O/python.log" 2>&1
+fi
+cd "$D" || exit 1
+chmod +x ./*_tests bench_cuda demo 2>/dev/null
 # BENCH_CASES (environment): the benchmark's arguments (default: all cases)
 {
   date -u
@@ -19,10 +23,14 @@ STAGES=${1:-tests,memcheck,bench,peers,sass}
 export HORECON_CUDA_DUMP_PTX=/tmp/ptx
 if [[ $STAGES == *tests* ]]; then
   { timeout 300 ./cuda_tests --test-threads=8 --nocapture; echo "cuda tests rc=$?";
-    timeout 200 ./operators_tests --nocapture; echo "operators tests (AUTO = CUDA here) rc=$?"; } > "$O/tests.log" 2>&1
+    timeout 200 ./operators_tests --nocapture; echo "operators tests (AUTO = CUDA here) rc=$?";
+    timeout 200 ./cg_tests --nocapture; echo "cg tests (AUTO = CUDA here) rc=$?"; } > "$O/tests.log" 2>&1
 fi
 if [[ $STAGES == *bench* ]]; then
   { timeout 300 ./bench_cuda ${BENCH_CASES:-}; echo "bench rc=$?"; } > "$O/bench.log" 2>&1
+fi
+if [[ $STAGES == *demo* ]]; then
+  { timeout 200 ./demo; echo "demo rc=$?"; } > "$O/demo.log" 2>&1
 fi
 if [[ $STAGES == *peers* ]]; then
   { nvcc -O3 -arch=sm_90 -o /tmp/seed_style_eh seed_style_eh.cu && /tmp/seed_style_eh 256 && /tmp/seed_style_eh 512;

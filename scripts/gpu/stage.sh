@@ -6,7 +6,7 @@ set -eu
 DEST=${1:-/work/main/.devcarry/cuda}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
-cargo build --release --example bench_cuda
+cargo build --release --example bench_cuda --example demo
 mkdir -p "$DEST"
 cargo test --release --no-run --message-format=json 2>/dev/null | python3 -c '
 import sys, json
@@ -17,6 +17,8 @@ for line in sys.stdin:
         print(m["target"]["name"], m["executable"])
 ' | while read -r name exe; do strip -o "$DEST/${name}_tests" "$exe"; done
 strip -o "$DEST/bench_cuda" target/release/examples/bench_cuda
+strip -o "$DEST/demo" target/release/examples/demo
+strip -o "$DEST/libhorecon.so" target/release/libhorecon.so
 cp scripts/gpu/gpu_run.sh "$DEST/"
 cp "$ROOT/../shared/bench/peers/seed_style_eh.cu" "$ROOT/../shared/bench/peers/torch_eh.py" "$DEST/"
 ls -la "$DEST"
