@@ -554,3 +554,40 @@ fn cuda_sign_convention_single_voxel() {
     let e = (Complex64::new(d[0].re as f64, d[0].im as f64) - expected).norm();
     assert!(e < 1e-6, "d = {} expected {expected}", d[0]);
 }
+
+#[test]
+fn operators_called_from_the_progress_callback_do_not_deadlock() {
+    if !gpu("operators_called_from_the_progress_callback_do_not_deadlock") {
+        return;
+    }
+    let mut rng = Rng::fresh("operators_called_from_the_progress_callback_do_not_deadlock");
+    let problem = grid_problem(&mut rng, 16, 200, 2, 5.0);
+    let plan = plan_on(&problem, Precision::Accurate, BackendKind::Cuda);
+    let image = rng.complex(problem.voxels());
+    let data = rng.complex(problem.samples * problem.coils);
+    let mut expect = vec![Complex32::default(); data.len()];
+    plan.forward(&image, &mut expect).expect("forward");
+    let seen = std::sync::Mutex::new(Vec::new());
+    let progress = |_iteration: usize, _rel: f64| {
+        // the same plan, from inside its own CG solve (same thread)
+        let mut d = vec![Complex32::default(); data.len()];
+        plan.forward(&image, &mut d)
+            .expect("forward inside the callback");
+        seen.lock().unwrap().push(d);
+        false
+    };
+    let options = CgOptions {
+        max_iterations: 3,
+        tolerance: 0.0,
+        progress: Some(&progress),
+        ..CgOptions::default()
+    };
+    let mut x = vec![Complex32::default(); problem.voxels()];
+    let info = plan.cg(&data, &options, &mut x).expect("cg");
+    assert_eq!(info.iterations, 3);
+    let seen = seen.into_inner().unwrap();
+    assert_eq!(seen.len(), 3);
+    for d in &seen {
+        assert_eq!(d, &expect, "forward inside the callback differs");
+    }
+}

@@ -586,6 +586,71 @@ struct Work {
     staging: DeviceBuffer,
 }
 
+impl Work {
+    fn new(device: &Arc<Device>, sizes: Sizes) -> Result<Work> {
+        let Sizes {
+            voxels: n,
+            samples: m,
+            coils,
+            ..
+        } = sizes;
+        device.bind()?;
+        let stream = device
+            .ctx
+            .new_stream()
+            .map_err(|e| driver_error("creating a stream", e))?;
+        Ok(Work {
+            stream,
+            image: DeviceBuffer::new::<[f64; 2]>(device, n, "image (N)")?,
+            image_out: DeviceBuffer::new::<[f64; 2]>(device, n, "image (N)")?,
+            data: DeviceBuffer::new::<[f64; 2]>(device, m * coils, "data (M x L)")?,
+            sample_weights: DeviceBuffer::new::<f64>(device, m, "sample weights (M)")?,
+            dot: DeviceBuffer::new::<f64>(device, DOT_BLOCKS, "dot-product partial sums")?,
+            staging: DeviceBuffer::new::<Complex32>(device, n.max(m * coils), "transfer staging")?,
+        })
+    }
+}
+
+thread_local! {
+    /// Operators whose shared workspace this thread holds (a CG solve in progress).
+    static HELD: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The workspace of one call: the operator's own (under its lock), or, for a
+/// call made while this thread already holds it (an operator applied from
+/// CG's progress callback), temporary buffers of its own instead of a deadlock.
+enum WorkGuard<'a> {
+    Held {
+        guard: std::sync::MutexGuard<'a, Work>,
+        key: usize,
+    },
+    Temporary(Work),
+}
+
+impl std::ops::Deref for WorkGuard<'_> {
+    type Target = Work;
+    fn deref(&self) -> &Work {
+        match self {
+            WorkGuard::Held { guard, .. } => guard,
+            WorkGuard::Temporary(work) => work,
+        }
+    }
+}
+
+impl Drop for WorkGuard<'_> {
+    fn drop(&mut self) {
+        if let WorkGuard::Held { key, .. } = self {
+            let key = *key;
+            HELD.with(|held| {
+                let mut held = held.borrow_mut();
+                if let Some(i) = held.iter().rposition(|k| *k == key) {
+                    held.remove(i);
+                }
+            });
+        }
+    }
+}
+
 struct Kernels {
     prep_forward: CudaFunction,
     prep_adjoint: CudaFunction,
@@ -693,20 +758,7 @@ impl CudaOperator {
             widen: util("widen")?,
             narrow: util("narrow")?,
         };
-        device.bind()?;
-        let stream = device
-            .ctx
-            .new_stream()
-            .map_err(|e| driver_error("creating a stream", e))?;
-        let work = Work {
-            stream,
-            image: DeviceBuffer::new::<[f64; 2]>(&device, n, "image (N)")?,
-            image_out: DeviceBuffer::new::<[f64; 2]>(&device, n, "image (N)")?,
-            data: DeviceBuffer::new::<[f64; 2]>(&device, m * coils, "data (M x L)")?,
-            sample_weights: DeviceBuffer::new::<f64>(&device, m, "sample weights (M)")?,
-            dot: DeviceBuffer::new::<f64>(&device, DOT_BLOCKS, "dot-product partial sums")?,
-            staging: DeviceBuffer::new::<Complex32>(&device, n.max(m * coils), "transfer staging")?,
-        };
+        let work = Work::new(&device, sizes)?;
         Ok(CudaOperator {
             device,
             sizes,
@@ -891,9 +943,15 @@ impl CudaOperator {
         w.staging.download(host, s)
     }
 
-    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Work>> {
+    fn lock(&self) -> Result<WorkGuard<'_>> {
         self.device.bind()?;
-        Ok(self.work.lock().unwrap_or_else(|e| e.into_inner()))
+        let key = self as *const CudaOperator as usize;
+        if HELD.with(|held| held.borrow().contains(&key)) {
+            return Ok(WorkGuard::Temporary(Work::new(&self.device, self.sizes)?));
+        }
+        let guard = self.work.lock().unwrap_or_else(|e| e.into_inner());
+        HELD.with(|held| held.borrow_mut().push(key));
+        Ok(WorkGuard::Held { guard, key })
     }
 
     /// Seconds of the fastest of `reps` device-resident applications
