@@ -75,19 +75,28 @@ typedef struct horecon_cg_options {
   int32_t max_iterations;
   // Relative residual ‖b − Aρ‖/‖b‖ of the normal equations at which to stop (1e-6).
   double tolerance;
-  // HORECON_REG_NONE, _TIKHONOV (others: later versions).
+  // HORECON_REG_NONE, _TIKHONOV (λ‖ρ‖²), _FINITE_DIFFERENCE (λ‖Dρ‖²_u),
+  // _TOTAL_VARIATION (2λ·Σ sqrt(|Dρ|² + ε²)) or _LAPLACE
+  // (2λ·Σ (1 − exp(−sqrt(|Dρ|² + ε²)/σ))); D: forward differences over the
+  // grid axes of more than one voxel, none from the last voxel of an axis.
   int32_t regularizer;
-  // Regularisation weight λ ≥ 0.
+  // Regularisation weight λ ≥ 0 (0 = no regularisation).
   double lambda;
-  // Outer reweighting steps for TV / Laplace.
+  // Outer reweighting steps (weighted CG solves of up to max_iterations
+  // each) for TV / Laplace, ≥ 1 (5); the first uses unit weights unless
+  // warm-started. horecon_cg_info then counts all their iterations.
   int32_t reweightings;
-  // Smoothing for TV / Laplace.
+  // Smoothing ε > 0 for TV / Laplace, in image units (1e-3); Laplace
+  // multiplies it by 0.1 at every weight update (continuation).
   double epsilon;
-  // σ of the Laplace prior.
+  // σ > 0 of the Laplace prior, in image units (1).
   double sigma;
   // M non-negative per-sample weights W shared by all coils, or NULL.
   const float *sample_weights;
-  // N×ndims per-edge weights for the finite-difference prior, or NULL.
+  // N×ndims non-negative per-edge weights u of the finite-difference, TV and
+  // Laplace priors (ndims = grid axes of more than one voxel, x before y
+  // before z; entry a·N + n weighs the edge from voxel n to its successor
+  // along axis a), or NULL = 1.
   const float *fd_weights;
   // Nonzero: start from *image instead of 0.
   int32_t warm_start;

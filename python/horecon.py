@@ -748,6 +748,7 @@ class Plan:
         reweightings: int | None = None,
         epsilon: float | None = None,
         sigma: float | None = None,
+        fd_weights=None,
     ):
         """Conjugate gradient on (E^H W E + lambda R) rho = E^H W d.
 
@@ -756,10 +757,24 @@ class Plan:
         data : (M, L) complex (or (L, M) when L != M, (M,) when L = 1)
         max_iterations, tolerance : stop after this many iterations or when
             the relative residual of the normal equations is <= tolerance.
-        regularizer : 'none' | 'tikhonov' (R = ||rho||^2) | int code
-            ('finite_difference', 'total_variation', 'laplace' are passed on;
-            this library version rejects them with HORECON_ERR_INVALID_ARGUMENT).
+        regularizer : 'none' | 'tikhonov' (lambda*||rho||^2)
+            | 'finite_difference' (lambda*||D rho||^2_u)
+            | 'total_variation' (2*lambda*sum_n sqrt(g_n^2 + epsilon^2))
+            | 'laplace' (2*lambda*sum_n (1 - exp(-sqrt(g_n^2 + epsilon^2)/sigma)))
+            | int code. D: forward differences along the grid axes of more than
+            one voxel (none from the last voxel of an axis), g_n: the gradient
+            magnitude at voxel n weighted by fd_weights. TV and Laplace run
+            `reweightings` CG solves of up to max_iterations each (half-quadratic
+            reweighting; Laplace multiplies epsilon by 0.1 at each weight update);
+            info['iterations'] is then their total.
         lambda_ : regularisation weight >= 0.
+        reweightings, epsilon, sigma : TV / Laplace options (library defaults
+            5, 1e-3, 1; epsilon and sigma in image units).
+        fd_weights : per-edge weights u >= 0 of the finite-difference priors:
+            (N, ndims), (ndims, N), or the image shape + (ndims,), with ndims the
+            number of grid axes of more than one voxel (x before y before z;
+            entry [n, a] weighs the edge from voxel n to its successor along a),
+            or None (= 1).
         sample_weights : (M,) non-negative weights W shared by all coils, or None.
         x0 : start image (warm start), or None for zero.
         progress : callable(iteration, rel_residual) -> truthy to stop, or None.
@@ -790,6 +805,12 @@ class Plan:
             opts.epsilon = float(epsilon)
         if sigma is not None:
             opts.sigma = float(sigma)
+        u = None
+        if fd_weights is not None:
+            ndims = max(1, sum(1 for d in self.dims if d > 1))
+            extra = [sh + (ndims,) for sh in self._image_shapes() if len(sh) > 1]
+            u = self._matrix_in("fd_weights", fd_weights, self.nvoxels, ndims, np.float32, "N", "ndims", extra)
+            opts.fd_weights = _ptr(u, c_float)
         w = None
         if sample_weights is not None:
             w = self._vector_in("sample_weights", sample_weights, self.nsamples, "M", np.float32)

@@ -434,11 +434,39 @@ static void test_invalid_arguments(void)
     EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "regularizer");
     c.regularizer = -1;
     EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "regularizer");
-    /* finite differences, TV and Laplace are not implemented yet: refused, not ignored */
-    for (i = 2; i <= 4; i++) {
-        c.regularizer = (int32_t)i;
+    /* the options of finite differences, TV and Laplace */
+    {
+        float fd_weights[3 * NV]; /* N x ndims, ndims = 3 grid axes */
+        for (i = 0; i < 3 * NV; i++)
+            fd_weights[i] = 1.0f;
+        fd_weights[7] = -0.5f;
+        horecon_default_cg_options(&c);
+        c.regularizer = HORECON_REG_FINITE_DIFFERENCE;
         c.lambda = 0.1;
-        EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "regularizer");
+        c.fd_weights = fd_weights;
+        EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "fd_weights[7]");
+        fd_weights[7] = 1.0f;
+        c.regularizer = HORECON_REG_TIKHONOV; /* fd_weights only with the FD priors */
+        EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "fd_weights");
+        horecon_default_cg_options(&c);
+        c.regularizer = HORECON_REG_TOTAL_VARIATION;
+        c.lambda = 0.1;
+        c.reweightings = 0;
+        EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "reweightings");
+        c.reweightings = -3;
+        EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "reweightings");
+        c.reweightings = 2;
+        c.epsilon = 0.0;
+        EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "epsilon");
+        c.epsilon = NAN;
+        EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "epsilon");
+        horecon_default_cg_options(&c);
+        c.regularizer = HORECON_REG_LAPLACE;
+        c.lambda = 0.1;
+        c.sigma = 0.0;
+        EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "sigma");
+        c.sigma = -INFINITY;
+        EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "sigma");
     }
     horecon_default_cg_options(&c);
     c.max_iterations = -1;
