@@ -3,6 +3,8 @@
 //!
 //! The Rust face of the C API; `ffi` is a thin, checked layer over it.
 
+mod stone;
+
 use crate::backend;
 use crate::error::{Error, Result};
 use crate::model::{check_finite_c32, check_finite_f32, Model, Sizes};

@@ -9,6 +9,9 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod guard;
+mod recon;
+
+pub use recon::*;
 
 use crate::error::{Error, Result};
 use crate::op::Precision;
