@@ -265,7 +265,7 @@ fn only_single_coil_trajectory_plans_are_accepted() {
     );
     // solid harmonics
     let mut plan = case.plan(Precision::Accurate);
-    plan.set_solid_harmonics(4, &vec![1.0; 40]).unwrap();
+    plan.set_solid_harmonics(4, &[1.0; 40]).unwrap();
     invalid(&plan, "set_trajectory");
     // off-resonance
     let mut plan = case.plan(Precision::Accurate);
@@ -279,7 +279,7 @@ fn only_single_coil_trajectory_plans_are_accepted() {
     // several coils
     let mut plan = Plan::new(Options::default(), 4, 3, 1, 2, 10).unwrap();
     plan.set_grid_positions([0.2; 3], [0.0; 3]).unwrap();
-    plan.set_trajectory(2, &vec![1.0; 20]).unwrap();
+    plan.set_trajectory(2, &[1.0; 20]).unwrap();
     plan.set_sensitivities(Some(&rng.complex(24))).unwrap();
     invalid(&plan, "single-coil");
     // Q needs a grid; Fᴴd does not
