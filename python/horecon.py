@@ -264,6 +264,9 @@ _SIGNATURES = {
     "horecon_version": (c_char_p, []),
     "horecon_cuda_device_count": (c_int32, [POINTER(c_int32)]),
     "horecon_plan_backend": (c_int32, [_PlanPtr, POINTER(c_int32)]),
+    "horecon_fhd": (c_int32, [_PlanPtr, _C32P, _C32P, _C32P]),
+    "horecon_q_dims": (c_int32, [_PlanPtr, POINTER(c_int64)]),
+    "horecon_q": (c_int32, [_PlanPtr, POINTER(c_float), _C32P]),
 }
 
 
@@ -733,6 +736,37 @@ class Plan:
         y = np.empty(self.nvoxels, dtype=np.complex64)
         self._call("horecon_normal", _ptr(x, _C32), _ptr(y, _C32))
         return self._image_out(y)
+
+    def fhd(self, data, phi=None) -> np.ndarray:
+        """Stone et al.'s F^H d (eq. 4): sum_m conj(phi_m) d_m exp(+i 2 pi k_m . x_n)
+        for Stone's k (cycles/m) = -k_plan / (2 pi), i.e. E^H (conj(phi) * d).
+        Needs a single-coil trajectory plan (set_trajectory; no sensitivities,
+        no off-resonance). data (M,), phi (M,) complex or None (1). Returns an image."""
+        d = self._vector_in("data", data, self.nsamples, "M", np.complex64)
+        p = None if phi is None else self._vector_in("phi", phi, self.nsamples, "M", np.complex64)
+        out = np.empty(self.nvoxels, dtype=np.complex64)
+        self._call("horecon_fhd", _ptr(d, _C32), None if p is None else _ptr(p, _C32), _ptr(out, _C32))
+        return self._image_out(out)
+
+    def q_dims(self):
+        """The shape of :meth:`q`: 2n along each axis of more than one voxel, 1 otherwise."""
+        dims = (c_int64 * 3)()
+        self._call("horecon_q_dims", dims)
+        return tuple(int(v) for v in dims)
+
+    def q(self, phi_mag2=None) -> np.ndarray:
+        """Stone et al.'s Q (eq. 3), the Toeplitz kernel of F^H F, on the
+        2x-oversampled grid: q[i, j, l] = sum_m |phi_m|^2 exp(+i 2 pi k_m . r_ijl)
+        with r_ijl = (i - nx) a + (j - ny) b + (l - nz) c (a, b, c the voxel grid
+        steps; index (nx, ny, nz) is offset 0). Same plans as :meth:`fhd`, voxels
+        on a regular grid. phi_mag2 (M,) >= 0 or None (1). Returns an array of
+        shape q_dims() cut to the plan's number of image dimensions (Fortran
+        order, indexed [i, j, l])."""
+        w = None if phi_mag2 is None else self._vector_in("phi_mag2", phi_mag2, self.nsamples, "M", np.float32)
+        dims = self.q_dims()
+        out = np.empty(int(np.prod(dims)), dtype=np.complex64)
+        self._call("horecon_q", None if w is None else _ptr(w, c_float), _ptr(out, _C32))
+        return out.reshape(dims[: len(self.shape)], order="F")
 
     def cg(
         self,
