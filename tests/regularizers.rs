@@ -849,3 +849,45 @@ fn bad_regularizer_options_are_rejected() {
     )
     .unwrap();
 }
+
+#[test]
+fn laplace_continues_epsilon_by_a_tenth_per_weight_update() {
+    let data = [Complex32::new(1.0, 0.0)];
+    let mut problem = horecon::solver::CgProblem {
+        data: &data,
+        sample_weights: None,
+        regularizer: Regularizer::Laplace,
+        lambda: 1.0,
+        fd_weights: None,
+        reweightings: 5,
+        epsilon: 0.3,
+        sigma: 2.0,
+        max_iterations: 10,
+        tolerance: 0.0,
+        warm_start: false,
+        progress: None,
+    };
+    for update in 0..4 {
+        match Penalty::for_update(&problem, update).unwrap() {
+            Penalty::Laplace { epsilon, sigma } => {
+                let want = 0.3 * 0.1f64.powi(update as i32);
+                assert!(
+                    (epsilon - want).abs() <= 1e-15 * want,
+                    "{update}: {epsilon}"
+                );
+                assert_eq!(sigma, 2.0);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    problem.regularizer = Regularizer::TotalVariation;
+    assert_eq!(
+        Penalty::for_update(&problem, 3).unwrap(),
+        Penalty::TotalVariation { epsilon: 0.3 }
+    );
+    problem.regularizer = Regularizer::FiniteDifference;
+    assert_eq!(
+        Penalty::for_update(&problem, 2).unwrap(),
+        Penalty::Quadratic
+    );
+}

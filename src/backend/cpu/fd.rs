@@ -77,20 +77,60 @@ fn norm_sqr<T: Real>(a: Complex<T>) -> f64 {
     re * re + im * im
 }
 
+/// Rows of voxels along the first difference axis (its stride is always 1):
+/// (row length, for each axis a ≥ 1 of the row: whether voxels have a
+/// successor and a predecessor along a).
+struct Rows<'g> {
+    grid: &'g Grid,
+}
+
+impl Rows<'_> {
+    fn length(&self) -> usize {
+        self.grid.axes[0].1
+    }
+
+    /// (has successor, has predecessor) along every axis a ≥ 1 for the row starting at voxel `base`.
+    fn neighbours(&self, base: usize) -> [(bool, bool); 3] {
+        let mut out = [(false, false); 3];
+        for (a, &(stride, len)) in self.grid.axes().iter().enumerate().skip(1) {
+            let i = (base / stride) % len;
+            out[a] = (i + 1 < len, i > 0);
+        }
+        out
+    }
+}
+
+/// Rows handed to one rayon task at a time.
+fn rows_per_task(length: usize) -> usize {
+    MIN_CHUNK.div_ceil(length.max(1))
+}
+
 /// out = D x (N×ndims edges; zero on the last voxel of each axis).
 pub fn differences<T: Real>(grid: &Grid, x: &[Complex<T>], out: &mut [Complex<T>]) {
     let n = grid.voxels;
-    for (a, &(stride, len)) in grid.axes().iter().enumerate() {
+    let rows = Rows { grid };
+    let length = rows.length();
+    for (a, &(stride, _)) in grid.axes().iter().enumerate() {
         out[a * n..(a + 1) * n]
-            .par_iter_mut()
-            .with_min_len(MIN_CHUNK)
+            .par_chunks_mut(length)
+            .with_min_len(rows_per_task(length))
             .enumerate()
-            .for_each(|(v, o)| {
-                *o = if (v / stride) % len + 1 < len {
-                    sub(x[v + stride], x[v])
+            .for_each(|(row, o)| {
+                let base = row * length;
+                let next = if a == 0 {
+                    true
                 } else {
-                    Complex::new(T::default(), T::default())
+                    rows.neighbours(base)[a].0
                 };
+                for (k, o) in o.iter_mut().enumerate() {
+                    let v = base + k;
+                    let exists = if a == 0 { k + 1 < length } else { next };
+                    *o = if exists {
+                        sub(x[v + stride], x[v])
+                    } else {
+                        Complex::new(T::default(), T::default())
+                    };
+                }
             });
     }
 }
@@ -99,24 +139,32 @@ pub fn differences<T: Real>(grid: &Grid, x: &[Complex<T>], out: &mut [Complex<T>
 /// its edge exists (entries of `e` on edgeless voxels are ignored).
 pub fn differences_adjoint<T: Real>(grid: &Grid, e: &[Complex<T>], y: &mut [Complex<T>]) {
     let n = grid.voxels;
+    let rows = Rows { grid };
+    let length = rows.length();
     let axes = grid.axes();
-    y.par_iter_mut()
-        .with_min_len(MIN_CHUNK)
+    y.par_chunks_mut(length)
+        .with_min_len(rows_per_task(length))
         .enumerate()
-        .for_each(|(v, y)| {
-            let mut sum = Complex::new(T::default(), T::default());
-            for (a, &(stride, len)) in axes.iter().enumerate() {
-                let i = (v / stride) % len;
-                let edges = &e[a * n..(a + 1) * n];
-                if i + 1 < len {
-                    sum = sub(sum, edges[v]);
+        .for_each(|(row, y)| {
+            let base = row * length;
+            let mut flags = rows.neighbours(base);
+            for (k, y) in y.iter_mut().enumerate() {
+                let v = base + k;
+                flags[0] = (k + 1 < length, k > 0);
+                let mut sum = Complex::new(T::default(), T::default());
+                for (a, &(stride, _)) in axes.iter().enumerate() {
+                    let edges = &e[a * n..(a + 1) * n];
+                    let (next, previous) = flags[a];
+                    if next {
+                        sum = sub(sum, edges[v]);
+                    }
+                    if previous {
+                        let p = edges[v - stride];
+                        sum = Complex::new(sum.re + p.re, sum.im + p.im);
+                    }
                 }
-                if i > 0 {
-                    let p = edges[v - stride];
-                    sum = Complex::new(sum.re + p.re, sum.im + p.im);
-                }
+                *y = sum;
             }
-            *y = sum;
         });
 }
 
@@ -132,19 +180,27 @@ pub fn gradient_magnitude<T: Real>(
     g: &mut [f64],
 ) {
     let n = grid.voxels;
+    let rows = Rows { grid };
+    let length = rows.length();
     let axes = grid.axes();
-    g.par_iter_mut()
-        .with_min_len(MIN_CHUNK)
+    g.par_chunks_mut(length)
+        .with_min_len(rows_per_task(length))
         .enumerate()
-        .for_each(|(v, g)| {
-            let mut sum = 0.0;
-            for (a, &(stride, len)) in axes.iter().enumerate() {
-                if (v / stride) % len + 1 < len {
-                    let u = fd_weights.map_or(1.0, |u| u[a * n + v] as f64);
-                    sum += u * norm_sqr(sub(x[v + stride], x[v]));
+        .for_each(|(row, g)| {
+            let base = row * length;
+            let mut flags = rows.neighbours(base);
+            for (k, g) in g.iter_mut().enumerate() {
+                let v = base + k;
+                flags[0] = (k + 1 < length, k > 0);
+                let mut sum = 0.0;
+                for (a, &(stride, _)) in axes.iter().enumerate() {
+                    if flags[a].0 {
+                        let u = fd_weights.map_or(1.0, |u| u[a * n + v] as f64);
+                        sum += u * norm_sqr(sub(x[v + stride], x[v]));
+                    }
                 }
+                *g = sum.sqrt();
             }
-            *g = sum.sqrt();
         });
 }
 
@@ -163,6 +219,8 @@ pub fn add_fd_normal<T: Real>(
     y: &mut [Complex<T>],
 ) {
     let n = grid.voxels;
+    let rows = Rows { grid };
+    let length = rows.length();
     let axes = grid.axes();
     let lambda = T::from_f64(lambda);
     let weight = |a: usize, v: usize| -> T {
@@ -170,27 +228,33 @@ pub fn add_fd_normal<T: Real>(
         let nu = voxel_factors.map_or(T::from_f64(1.0), |f| f[v]);
         lambda * u * nu
     };
-    y.par_iter_mut()
-        .with_min_len(MIN_CHUNK)
+    y.par_chunks_mut(length)
+        .with_min_len(rows_per_task(length))
         .enumerate()
-        .for_each(|(v, y)| {
-            let (mut re, mut im) = (T::default(), T::default());
-            let xv = x[v];
-            for (a, &(stride, len)) in axes.iter().enumerate() {
-                let i = (v / stride) % len;
-                if i + 1 < len {
-                    let w = weight(a, v);
-                    let d = sub(xv, x[v + stride]);
-                    re = w.madd::<false>(d.re, re);
-                    im = w.madd::<false>(d.im, im);
+        .for_each(|(row, y)| {
+            let base = row * length;
+            let mut flags = rows.neighbours(base);
+            for (k, y) in y.iter_mut().enumerate() {
+                let v = base + k;
+                flags[0] = (k + 1 < length, k > 0);
+                let (mut re, mut im) = (T::default(), T::default());
+                let xv = x[v];
+                for (a, &(stride, _)) in axes.iter().enumerate() {
+                    let (next, previous) = flags[a];
+                    if next {
+                        let w = weight(a, v);
+                        let d = sub(xv, x[v + stride]);
+                        re = w.madd::<false>(d.re, re);
+                        im = w.madd::<false>(d.im, im);
+                    }
+                    if previous {
+                        let w = weight(a, v - stride);
+                        let d = sub(xv, x[v - stride]);
+                        re = w.madd::<false>(d.re, re);
+                        im = w.madd::<false>(d.im, im);
+                    }
                 }
-                if i > 0 {
-                    let w = weight(a, v - stride);
-                    let d = sub(xv, x[v - stride]);
-                    re = w.madd::<false>(d.re, re);
-                    im = w.madd::<false>(d.im, im);
-                }
+                *y = Complex::new(y.re + re, y.im + im);
             }
-            *y = Complex::new(y.re + re, y.im + im);
         });
 }
