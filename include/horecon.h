@@ -75,19 +75,29 @@ typedef struct horecon_cg_options {
   int32_t max_iterations;
   // Relative residual ‖b − Aρ‖/‖b‖ of the normal equations at which to stop (1e-6).
   double tolerance;
-  // HORECON_REG_NONE, _TIKHONOV (others: later versions).
+  // HORECON_REG_NONE, _TIKHONOV (λ‖ρ‖²), _FINITE_DIFFERENCE (λ‖Dρ‖²_u),
+  // _TOTAL_VARIATION (2λ·Σ sqrt(|Dρ|² + ε²)) or _LAPLACE
+  // (2λ·Σ (1 − exp(−sqrt(|Dρ|² + ε²)/σ))); D: forward differences over the
+  // grid axes of more than one voxel, none from the last voxel of an axis;
+  // |Dρ|²_n = Σ_a u_{a,n}·|(Dρ)_{a,n}|² with u = fd_weights.
   int32_t regularizer;
-  // Regularisation weight λ ≥ 0.
+  // Regularisation weight λ ≥ 0 (0 = no regularisation).
   double lambda;
-  // Outer reweighting steps for TV / Laplace.
+  // Outer reweighting steps (weighted CG solves of up to max_iterations
+  // each) for TV / Laplace, ≥ 1 (5); the first uses unit weights unless
+  // warm-started. horecon_cg_info then counts all their iterations.
   int32_t reweightings;
-  // Smoothing for TV / Laplace.
+  // Smoothing ε > 0 for TV / Laplace, in image units (1e-3); Laplace
+  // multiplies it by 0.1 at every weight update (continuation).
   double epsilon;
-  // σ of the Laplace prior.
+  // σ > 0 of the Laplace prior, in image units (1).
   double sigma;
   // M non-negative per-sample weights W shared by all coils, or NULL.
   const float *sample_weights;
-  // N×ndims per-edge weights for the finite-difference prior, or NULL.
+  // N×ndims non-negative per-edge weights u of the finite-difference, TV and
+  // Laplace priors (ndims = grid axes of more than one voxel, x before y
+  // before z; entry a·N + n weighs the edge from voxel n to its successor
+  // along axis a), or NULL = 1.
   const float *fd_weights;
   // Nonzero: start from *image instead of 0.
   int32_t warm_start;
@@ -205,6 +215,37 @@ horecon_status horecon_cuda_device_count(int32_t *count);
 
 // The backend the plan runs on: HORECON_BACKEND_CPU or HORECON_BACKEND_CUDA (never AUTO).
 horecon_status horecon_plan_backend(const struct horecon_plan *plan, int32_t *backend);
+
+// Fᴴd of Stone et al. 2008, eq. 4 (Kirk–Hwu ch. 14):
+// out_n = Σ_m conj(φ(k_m))·d_m·exp(+i2π k_m·x_n) with Stone's k in cycles/m.
+//
+// The plan must be a single-coil trajectory plan: ncoils = 1, no
+// sensitivities, no off-resonance, phase model from horecon_set_trajectory
+// (else HORECON_ERR_INVALID_ARGUMENT). Stone's F = φ·exp(−i2π k·x) is the
+// plan's E = exp(+i k̃·r) for k̃ = −2π·k: give the plan the trajectory
+// k̃ = −2π·k (rad/m) to use Stone's k (cycles/m). Then out = Eᴴ(conj(φ)·d)
+// (computed by horecon_adjoint's machinery, on the plan's backend).
+// `data` M, `phi` M or NULL (φ ≡ 1), `out` N.
+horecon_status horecon_fhd(const struct horecon_plan *plan, const struct horecon_c32 *data, const struct horecon_c32 *phi, struct horecon_c32 *out);
+
+// The size of horecon_q's output: dims[a] = 2·n_a for every axis of more
+// than one voxel, 1 for the others (2nx·2ny·2nz in 3D, 2nx·2ny·1 in 2D).
+horecon_status horecon_q_dims(const struct horecon_plan *plan, int64_t *dims);
+
+// Q of Stone et al. 2008, eq. 3, the Toeplitz kernel of FᴴF, on the
+// 2×-oversampled grid (computed once per trajectory, reusable):
+// q[i + qx·(j + qy·l)] = Σ_m |φ(k_m)|²·exp(+i2π k_m·r_ijl) with
+// r_ijl = (i − nx)·a + (j − ny)·b + (l − nz)·c, where (qx, qy, qz) is given
+// by horecon_q_dims and a, b, c are the steps of the voxel grid (for
+// horecon_set_grid_positions: fov_x/nx along x, …; an axis of one voxel
+// contributes index 0 and no offset). Index (nx, ny, nz) is offset 0:
+// (FᴴF ρ)_n = Σ_n' q[i_n − i_n' + nx, j_n − j_n' + ny, l_n − l_n' + nz]·ρ_n'.
+//
+// Same plans as horecon_fhd (Stone's k = −k̃/2π), with the voxel positions
+// on a lattice r_n = r_0 + ix·a + iy·b + iz·c (else
+// HORECON_ERR_INVALID_ARGUMENT). `phi_mag2` M non-negative values |φ(k_m)|²
+// or NULL (1); `q` qx·qy·qz.
+horecon_status horecon_q(const struct horecon_plan *plan, const float *phi_mag2, struct horecon_c32 *q);
 
 // Shepp–Logan phantom values at `npoints` positions (npoints×3, m):
 // `ndims` 2 (Toft's modified 2D, z ignored) or 3 (modified Kak–Slaney 3D),

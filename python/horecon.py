@@ -264,6 +264,9 @@ _SIGNATURES = {
     "horecon_version": (c_char_p, []),
     "horecon_cuda_device_count": (c_int32, [POINTER(c_int32)]),
     "horecon_plan_backend": (c_int32, [_PlanPtr, POINTER(c_int32)]),
+    "horecon_fhd": (c_int32, [_PlanPtr, _C32P, _C32P, _C32P]),
+    "horecon_q_dims": (c_int32, [_PlanPtr, POINTER(c_int64)]),
+    "horecon_q": (c_int32, [_PlanPtr, POINTER(c_float), _C32P]),
 }
 
 
@@ -734,6 +737,37 @@ class Plan:
         self._call("horecon_normal", _ptr(x, _C32), _ptr(y, _C32))
         return self._image_out(y)
 
+    def fhd(self, data, phi=None) -> np.ndarray:
+        """Stone et al.'s F^H d (eq. 4): sum_m conj(phi_m) d_m exp(+i 2 pi k_m . x_n)
+        for Stone's k (cycles/m) = -k_plan / (2 pi), i.e. E^H (conj(phi) * d).
+        Needs a single-coil trajectory plan (set_trajectory; no sensitivities,
+        no off-resonance). data (M,), phi (M,) complex or None (1). Returns an image."""
+        d = self._vector_in("data", data, self.nsamples, "M", np.complex64)
+        p = None if phi is None else self._vector_in("phi", phi, self.nsamples, "M", np.complex64)
+        out = np.empty(self.nvoxels, dtype=np.complex64)
+        self._call("horecon_fhd", _ptr(d, _C32), None if p is None else _ptr(p, _C32), _ptr(out, _C32))
+        return self._image_out(out)
+
+    def q_dims(self):
+        """The shape of :meth:`q`: 2n along each axis of more than one voxel, 1 otherwise."""
+        dims = (c_int64 * 3)()
+        self._call("horecon_q_dims", dims)
+        return tuple(int(v) for v in dims)
+
+    def q(self, phi_mag2=None) -> np.ndarray:
+        """Stone et al.'s Q (eq. 3), the Toeplitz kernel of F^H F, on the
+        2x-oversampled grid: q[i, j, l] = sum_m |phi_m|^2 exp(+i 2 pi k_m . r_ijl)
+        with r_ijl = (i - nx) a + (j - ny) b + (l - nz) c (a, b, c the voxel grid
+        steps; index (nx, ny, nz) is offset 0). Same plans as :meth:`fhd`, voxels
+        on a regular grid. phi_mag2 (M,) >= 0 or None (1). Returns an array of
+        shape q_dims() cut to the plan's number of image dimensions (Fortran
+        order, indexed [i, j, l])."""
+        w = None if phi_mag2 is None else self._vector_in("phi_mag2", phi_mag2, self.nsamples, "M", np.float32)
+        dims = self.q_dims()
+        out = np.empty(int(np.prod(dims)), dtype=np.complex64)
+        self._call("horecon_q", None if w is None else _ptr(w, c_float), _ptr(out, _C32))
+        return out.reshape(dims[: len(self.shape)], order="F")
+
     def cg(
         self,
         data,
@@ -748,6 +782,7 @@ class Plan:
         reweightings: int | None = None,
         epsilon: float | None = None,
         sigma: float | None = None,
+        fd_weights=None,
     ):
         """Conjugate gradient on (E^H W E + lambda R) rho = E^H W d.
 
@@ -756,10 +791,24 @@ class Plan:
         data : (M, L) complex (or (L, M) when L != M, (M,) when L = 1)
         max_iterations, tolerance : stop after this many iterations or when
             the relative residual of the normal equations is <= tolerance.
-        regularizer : 'none' | 'tikhonov' (R = ||rho||^2) | int code
-            ('finite_difference', 'total_variation', 'laplace' are passed on;
-            this library version rejects them with HORECON_ERR_INVALID_ARGUMENT).
+        regularizer : 'none' | 'tikhonov' (lambda*||rho||^2)
+            | 'finite_difference' (lambda*||D rho||^2_u)
+            | 'total_variation' (2*lambda*sum_n sqrt(g_n^2 + epsilon^2))
+            | 'laplace' (2*lambda*sum_n (1 - exp(-sqrt(g_n^2 + epsilon^2)/sigma)))
+            | int code. D: forward differences along the grid axes of more than
+            one voxel (none from the last voxel of an axis), g_n: the gradient
+            magnitude at voxel n weighted by fd_weights. TV and Laplace run
+            `reweightings` CG solves of up to max_iterations each (half-quadratic
+            reweighting; Laplace multiplies epsilon by 0.1 at each weight update);
+            info['iterations'] is then their total.
         lambda_ : regularisation weight >= 0.
+        reweightings, epsilon, sigma : TV / Laplace options (library defaults
+            5, 1e-3, 1; epsilon and sigma in image units).
+        fd_weights : per-edge weights u >= 0 of the finite-difference priors:
+            (N, ndims), (ndims, N), or the image shape + (ndims,), with ndims the
+            number of grid axes of more than one voxel (x before y before z;
+            entry [n, a] weighs the edge from voxel n to its successor along a),
+            or None (= 1).
         sample_weights : (M,) non-negative weights W shared by all coils, or None.
         x0 : start image (warm start), or None for zero.
         progress : callable(iteration, rel_residual) -> truthy to stop, or None.
@@ -790,6 +839,12 @@ class Plan:
             opts.epsilon = float(epsilon)
         if sigma is not None:
             opts.sigma = float(sigma)
+        u = None
+        if fd_weights is not None:
+            ndims = max(1, sum(1 for d in self.dims if d > 1))
+            extra = [sh + (ndims,) for sh in self._image_shapes() if len(sh) > 1]
+            u = self._matrix_in("fd_weights", fd_weights, self.nvoxels, ndims, np.float32, "N", "ndims", extra)
+            opts.fd_weights = _ptr(u, c_float)
         w = None
         if sample_weights is not None:
             w = self._vector_in("sample_weights", sample_weights, self.nsamples, "M", np.float32)

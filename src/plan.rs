@@ -3,6 +3,8 @@
 //!
 //! The Rust face of the C API; `ffi` is a thin, checked layer over it.
 
+mod stone;
+
 use crate::backend;
 use crate::error::{Error, Result};
 use crate::model::{check_finite_c32, check_finite_f32, Model, Sizes};
@@ -63,7 +65,16 @@ pub struct CgOptions<'a> {
     pub tolerance: f64,
     pub regularizer: Regularizer,
     pub lambda: f64,
+    /// Outer reweighting steps of TV and Laplace (≥ 1).
+    pub reweightings: usize,
+    /// Smoothing ε of TV and Laplace (> 0, image units); Laplace's continuation starts here.
+    pub epsilon: f64,
+    /// σ of the Laplace prior (> 0, image units).
+    pub sigma: f64,
     pub sample_weights: Option<&'a [f32]>,
+    /// N×ndims non-negative per-edge weights of the finite-difference
+    /// regularizers (ndims = [`Sizes::grid_axes`]), voxel fastest; `None` = 1.
+    pub fd_weights: Option<&'a [f32]>,
     pub warm_start: bool,
     /// (iteration, relative residual) → true to stop.
     pub progress: Option<&'a (dyn Fn(usize, f64) -> bool + Sync)>,
@@ -76,7 +87,11 @@ impl Default for CgOptions<'_> {
             tolerance: 1e-6,
             regularizer: Regularizer::None,
             lambda: 0.0,
+            reweightings: 5,
+            epsilon: 1e-3,
+            sigma: 1.0,
             sample_weights: None,
+            fd_weights: None,
             warm_start: false,
             progress: None,
         }
@@ -107,6 +122,64 @@ fn expect_len(argument: &str, got: usize, expected: usize, shape: &str) -> Resul
     if got != expected {
         return Err(Error::size(format!(
             "{argument} has {got} elements, expected {expected} ({shape})"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks the options of the finite-difference regularizers: `fd_weights`
+/// (only with them; N×ndims, finite, ≥ 0), and for TV and Laplace
+/// `reweightings` ≥ 1 and ε > 0, for Laplace also σ > 0.
+fn check_regularizer_options(options: &CgOptions<'_>, sizes: Sizes) -> Result<()> {
+    use Regularizer::*;
+    let reg = options.regularizer;
+    let name = match reg {
+        None => "none",
+        Tikhonov => "Tikhonov",
+        FiniteDifference => "finite difference",
+        TotalVariation => "total variation",
+        Laplace => "Laplace",
+    };
+    if let Some(w) = options.fd_weights {
+        if !matches!(reg, FiniteDifference | TotalVariation | Laplace) {
+            return Err(Error::invalid(format!(
+                "fd_weights are given but the regularizer is {name}: they apply only to \
+                 finite difference, total variation and Laplace"
+            )));
+        }
+        let ndims = sizes.grid_axes();
+        expect_len(
+            "fd_weights",
+            w.len(),
+            sizes.voxels * ndims,
+            &format!("N x ndims with ndims = {ndims} grid axes of more than one voxel"),
+        )?;
+        check_finite_f32("fd_weights", w)?;
+        if let Some(i) = w.iter().position(|&v| v < 0.0) {
+            return Err(Error::invalid(format!(
+                "fd_weights[{i}] = {} is negative",
+                w[i]
+            )));
+        }
+    }
+    if matches!(reg, TotalVariation | Laplace) {
+        if options.reweightings < 1 {
+            return Err(Error::invalid(format!(
+                "reweightings must be >= 1 for {name}, got {}",
+                options.reweightings
+            )));
+        }
+        if !(options.epsilon.is_finite() && options.epsilon > 0.0) {
+            return Err(Error::invalid(format!(
+                "epsilon must be finite and > 0 for {name}, got {}",
+                options.epsilon
+            )));
+        }
+    }
+    if reg == Laplace && !(options.sigma.is_finite() && options.sigma > 0.0) {
+        return Err(Error::invalid(format!(
+            "sigma must be finite and > 0 for Laplace, got {}",
+            options.sigma
         )));
     }
     Ok(())
@@ -325,6 +398,10 @@ impl Plan {
     /// Conjugate gradient on (EᴴWE + λR)ρ = EᴴWd. `image` holds the start
     /// when `warm_start`, and receives the solution. On error (cancellation
     /// included) `image` is left untouched.
+    ///
+    /// Total variation and Laplace run `reweightings` outer CG solves
+    /// ([`crate::solver::reweight`]); the returned iterations are their
+    /// total, `converged` and `rel_residual` those of the last one.
     pub fn cg(
         &self,
         data: &[Complex32],
@@ -360,6 +437,7 @@ impl Plan {
                 )));
             }
         }
+        check_regularizer_options(options, s)?;
         let op = self.operator()?;
         let verbosity = self.options.verbosity;
         let user = options.progress;
@@ -374,6 +452,10 @@ impl Plan {
             sample_weights: options.sample_weights,
             regularizer: options.regularizer,
             lambda: options.lambda,
+            fd_weights: options.fd_weights,
+            reweightings: options.reweightings,
+            epsilon: options.epsilon,
+            sigma: options.sigma,
             max_iterations: options.max_iterations,
             tolerance: options.tolerance,
             warm_start: options.warm_start,

@@ -55,7 +55,10 @@ def test_invalid_argument():
             plan.set_grid_positions((0.2, -0.1, 0.2))
         check(info, horecon.HORECON_ERR_INVALID_ARGUMENT, "fov")
         with pytest.raises(horecon.HoreconError) as info:
-            plan.cg(np.ones(5), regularizer="total_variation")
+            plan.cg(np.ones(5), regularizer="total_variation", lambda_=1.0, reweightings=0)
+        check(info, horecon.HORECON_ERR_INVALID_ARGUMENT, "reweightings")
+        with pytest.raises(horecon.HoreconError) as info:
+            plan.cg(np.ones(5), regularizer="bogus")
         check(info, horecon.HORECON_ERR_INVALID_ARGUMENT, "regularizer")
         with pytest.raises(horecon.HoreconError) as info:
             plan.cg(np.ones(5), sample_weights=-np.ones(5))

@@ -9,8 +9,10 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod guard;
+mod recon;
 mod sim;
 
+pub use recon::*;
 pub use sim::*;
 
 use crate::error::{Error, Result};
@@ -101,19 +103,29 @@ pub struct horecon_cg_options {
     pub max_iterations: i32,
     /// Relative residual ‖b − Aρ‖/‖b‖ of the normal equations at which to stop (1e-6).
     pub tolerance: f64,
-    /// HORECON_REG_NONE, _TIKHONOV (others: later versions).
+    /// HORECON_REG_NONE, _TIKHONOV (λ‖ρ‖²), _FINITE_DIFFERENCE (λ‖Dρ‖²_u),
+    /// _TOTAL_VARIATION (2λ·Σ sqrt(|Dρ|² + ε²)) or _LAPLACE
+    /// (2λ·Σ (1 − exp(−sqrt(|Dρ|² + ε²)/σ))); D: forward differences over the
+    /// grid axes of more than one voxel, none from the last voxel of an axis;
+    /// |Dρ|²_n = Σ_a u_{a,n}·|(Dρ)_{a,n}|² with u = fd_weights.
     pub regularizer: i32,
-    /// Regularisation weight λ ≥ 0.
+    /// Regularisation weight λ ≥ 0 (0 = no regularisation).
     pub lambda: f64,
-    /// Outer reweighting steps for TV / Laplace.
+    /// Outer reweighting steps (weighted CG solves of up to max_iterations
+    /// each) for TV / Laplace, ≥ 1 (5); the first uses unit weights unless
+    /// warm-started. horecon_cg_info then counts all their iterations.
     pub reweightings: i32,
-    /// Smoothing for TV / Laplace.
+    /// Smoothing ε > 0 for TV / Laplace, in image units (1e-3); Laplace
+    /// multiplies it by 0.1 at every weight update (continuation).
     pub epsilon: f64,
-    /// σ of the Laplace prior.
+    /// σ > 0 of the Laplace prior, in image units (1).
     pub sigma: f64,
     /// M non-negative per-sample weights W shared by all coils, or NULL.
     pub sample_weights: *const f32,
-    /// N×ndims per-edge weights for the finite-difference prior, or NULL.
+    /// N×ndims non-negative per-edge weights u of the finite-difference, TV and
+    /// Laplace priors (ndims = grid axes of more than one voxel, x before y
+    /// before z; entry a·N + n weighs the edge from voxel n to its successor
+    /// along axis a), or NULL = 1.
     pub fd_weights: *const f32,
     /// Nonzero: start from *image instead of 0.
     pub warm_start: i32,
@@ -541,6 +553,26 @@ pub unsafe extern "C" fn horecon_cg(
         } else {
             Some(read("o->sample_weights", c.sample_weights, s.samples)?)
         };
+        let fd_weights = if c.fd_weights.is_null() {
+            None
+        } else {
+            Some(read(
+                "o->fd_weights",
+                c.fd_weights,
+                s.voxels * s.grid_axes(),
+            )?)
+        };
+        if c.reweightings < 1
+            && matches!(
+                regularizer,
+                Regularizer::TotalVariation | Regularizer::Laplace
+            )
+        {
+            return Err(Error::invalid(format!(
+                "o->reweightings must be >= 1 for total variation and Laplace, got {}",
+                c.reweightings
+            )));
+        }
         let callback = c.progress;
         let user = c.progress_user as usize;
         let progress = move |iteration: usize, rel: f64| -> bool {
@@ -552,7 +584,11 @@ pub unsafe extern "C" fn horecon_cg(
             tolerance: c.tolerance,
             regularizer,
             lambda: c.lambda,
+            reweightings: c.reweightings.max(0) as usize,
+            epsilon: c.epsilon,
+            sigma: c.sigma,
             sample_weights: weights.as_deref(),
+            fd_weights: fd_weights.as_deref(),
             warm_start: c.warm_start != 0,
             progress: if callback.is_some() {
                 Some(&progress)

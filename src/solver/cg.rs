@@ -5,7 +5,12 @@
 //! the minimiser of ‖W^{1/2}(Eρ − d)‖² + λ·ρᴴRρ. The system is Hermitian
 //! positive (semi-)definite, so α and β are real. The relative residual
 //! reported is ‖b − Aρ‖ / ‖b‖ with b = EᴴWd.
+//!
+//! R is I (Tikhonov) or Dᴴ diag(w) D (finite differences, [`super::reweight`]
+//! for D and the weights); total variation and the Laplace prior solve a
+//! sequence of such weighted problems ([`super::reweight::reweighted_cg`]).
 
+use super::reweight::{reweighted_cg, Penalty};
 use crate::error::{Error, Result, Status};
 use crate::op::CgReport;
 use num_complex::Complex32;
@@ -18,11 +23,13 @@ pub enum Regularizer {
     None = 0,
     /// R = I: λ‖ρ‖².
     Tikhonov = 1,
-    /// λ‖Dρ‖²_w over the grid axes (not yet available).
+    /// λ‖Dρ‖²_u: forward differences over the grid axes with optional
+    /// per-edge weights u (`fd_weights`).
     FiniteDifference = 2,
-    /// Total variation by half-quadratic reweighting (not yet available).
+    /// Total variation 2λ·Σ_n sqrt(|Dρ|²_n + ε²) by half-quadratic reweighting.
     TotalVariation = 3,
-    /// Non-convex Σ(1 − exp(−|Dρ|/σ)) (not yet available).
+    /// The non-convex 2λ·Σ_n (1 − exp(−sqrt(|Dρ|²_n + ε²)/σ)) by reweighting
+    /// with ε-continuation.
     Laplace = 4,
 }
 
@@ -32,16 +39,18 @@ impl Regularizer {
         match code {
             0 => Ok(None),
             1 => Ok(Tikhonov),
-            2..=4 => Err(Error::invalid(format!(
-                "regularizer {code} (finite difference, total variation, Laplace) is not implemented yet; \
-                 use HORECON_REG_NONE (0) or HORECON_REG_TIKHONOV (1)"
+            2 => Ok(FiniteDifference),
+            3 => Ok(TotalVariation),
+            4 => Ok(Laplace),
+            _ => Err(Error::invalid(format!(
+                "regularizer must be 0..4, got {code}"
             ))),
-            _ => Err(Error::invalid(format!("regularizer must be 0..4, got {code}"))),
         }
     }
 }
 
 /// What to solve and how long.
+#[derive(Clone, Copy)]
 pub struct CgProblem<'a> {
     /// M×L measured data.
     pub data: &'a [Complex32],
@@ -49,6 +58,16 @@ pub struct CgProblem<'a> {
     pub sample_weights: Option<&'a [f32]>,
     pub regularizer: Regularizer,
     pub lambda: f64,
+    /// Static per-edge weights u (N×ndims, voxel fastest) of the
+    /// finite-difference regularizers; `None` = 1.
+    pub fd_weights: Option<&'a [f32]>,
+    /// Outer (weighted CG) steps of TV and Laplace, ≥ 1.
+    pub reweightings: usize,
+    /// Smoothing ε of TV and Laplace (image units), the start of Laplace's continuation.
+    pub epsilon: f64,
+    /// σ of the Laplace prior (image units).
+    pub sigma: f64,
+    /// Iterations of each CG (each outer step of TV and Laplace).
     pub max_iterations: usize,
     pub tolerance: f64,
     /// Start from the given image instead of zero.
@@ -74,6 +93,35 @@ pub trait CgSpace {
     fn axpy(&self, alpha: f64, x: &Self::Vector, y: &mut Self::Vector);
     /// y ← x + β·y.
     fn xpay(&self, x: &Self::Vector, beta: f64, y: &mut Self::Vector);
+
+    /// Sets the per-voxel factors ν of the edge weights w_{a,n} = u_{a,n}·ν_n
+    /// used by [`CgSpace::add_fd_normal`] from the image x:
+    /// ν_n = ψ'(g_n)/g_n ([`Penalty::weight`]) with g_n the gradient
+    /// magnitude of x weighted by `fd_weights` ([`super::reweight`]);
+    /// `Penalty::Quadratic` resets ν ≡ 1 (the state of a fresh space).
+    fn reweight(&self, penalty: Penalty, x: &Self::Vector) -> Result<()> {
+        let _ = (penalty, x);
+        Err(not_available(self.backend()))
+    }
+
+    /// y ← y + λ·Dᴴ diag(w) D x with w the edge weights described at
+    /// [`CgSpace::reweight`].
+    fn add_fd_normal(&self, lambda: f64, x: &Self::Vector, y: &mut Self::Vector) -> Result<()> {
+        let _ = (lambda, x, y);
+        Err(not_available(self.backend()))
+    }
+
+    /// The backend's name in messages.
+    fn backend(&self) -> &'static str {
+        "this backend"
+    }
+}
+
+fn not_available(backend: &str) -> Error {
+    Error::invalid(format!(
+        "the finite-difference, total-variation and Laplace regularizers are not yet available \
+         on {backend}; use the CPU backend (HORECON_BACKEND_CPU) or HORECON_REG_TIKHONOV"
+    ))
 }
 
 /// y = (EᴴWE + λR) x.
@@ -84,15 +132,40 @@ fn apply<S: CgSpace>(
     y: &mut S::Vector,
 ) -> Result<()> {
     space.normal(x, y)?;
-    if problem.regularizer == Regularizer::Tikhonov && problem.lambda != 0.0 {
-        space.axpy(problem.lambda, x, y);
+    if problem.lambda != 0.0 {
+        match problem.regularizer {
+            Regularizer::None => {}
+            Regularizer::Tikhonov => space.axpy(problem.lambda, x, y),
+            Regularizer::FiniteDifference | Regularizer::TotalVariation | Regularizer::Laplace => {
+                space.add_fd_normal(problem.lambda, x, y)?
+            }
+        }
     }
     Ok(())
 }
 
 /// Solves in place: `x` holds the start (used only with `warm_start`) and
 /// receives the last iterate. On cancellation returns `Cancelled`.
+///
+/// Total variation and Laplace (with λ ≠ 0) run
+/// [`reweighted_cg`](super::reweight::reweighted_cg): the report then counts
+/// the iterations of all outer steps and gives the last step's residual and
+/// convergence. λ = 0 makes every regularizer `None`.
 pub fn cg<S: CgSpace>(space: &S, problem: &CgProblem<'_>, x: &mut S::Vector) -> Result<CgReport> {
+    match problem.regularizer {
+        Regularizer::TotalVariation | Regularizer::Laplace if problem.lambda != 0.0 => {
+            reweighted_cg(space, problem, x)
+        }
+        _ => weighted_cg(space, problem, x),
+    }
+}
+
+/// One CG on (EᴴWE + λR)ρ = EᴴWd with the space's current edge weights.
+pub(crate) fn weighted_cg<S: CgSpace>(
+    space: &S,
+    problem: &CgProblem<'_>,
+    x: &mut S::Vector,
+) -> Result<CgReport> {
     let mut b = space.zeros()?;
     space.rhs(&mut b)?;
     let b_norm = space.dot_re(&b, &b).sqrt();

@@ -2,5 +2,7 @@
 //! table): one conjugate gradient serves the CPU and the GPU.
 
 mod cg;
+pub mod reweight;
 
 pub use cg::{cg, CgProblem, CgSpace, Regularizer};
+pub use reweight::{reweighted_cg, Penalty};

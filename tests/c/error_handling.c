@@ -281,6 +281,28 @@ static void test_null_pointers(void)
         CHECK(memcmp(&info, &untouched, sizeof info) == 0, "cg wrote info on failure");
     }
 
+    {
+        horecon_c32 q[8 * NV]; /* (2nx)(2ny)(2nz) */
+        int64_t qdims[3] = {-5, -5, -5};
+        EXPECT(horecon_fhd(NULL, in.data, NULL, image), E, "plan is NULL");
+        EXPECT(horecon_fhd(plan, NULL, NULL, image), E, "data is NULL");
+        CHECK(is_poisoned_c32(image, NV), "fhd wrote out on failure");
+        EXPECT(horecon_fhd(plan, in.data, NULL, NULL), E, "out is NULL");
+        poison_c32(q, 8 * NV);
+        EXPECT(horecon_q(NULL, NULL, q), E, "plan is NULL");
+        EXPECT(horecon_q(plan, NULL, NULL), E, "q is NULL");
+        EXPECT(horecon_q_dims(NULL, qdims), E, "plan is NULL");
+        EXPECT(horecon_q_dims(plan, NULL), E, "dims is NULL");
+        CHECK(qdims[0] == -5, "q_dims wrote its output on failure");
+        EXPECT(horecon_q_dims(plan, qdims), HORECON_OK, NULL);
+        CHECK(qdims[0] == 2 * NX && qdims[1] == 2 * NY && qdims[2] == 2 * NZ,
+              "q_dims gave %lld %lld %lld", (long long)qdims[0], (long long)qdims[1],
+              (long long)qdims[2]);
+        /* a multi-coil plan is no Stone plan: refused, nothing written */
+        EXPECT(horecon_q(plan, NULL, q), HORECON_ERR_INVALID_ARGUMENT, "single-coil");
+        CHECK(is_poisoned_c32(q, 8 * NV), "q wrote q on failure");
+    }
+
     EXPECT(horecon_cuda_device_count(NULL), E, "count is NULL");
     EXPECT(horecon_plan_backend(NULL, &backend), E, "plan is NULL");
     EXPECT(horecon_plan_backend(plan, NULL), E, "backend is NULL");
@@ -434,11 +456,39 @@ static void test_invalid_arguments(void)
     EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "regularizer");
     c.regularizer = -1;
     EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "regularizer");
-    /* finite differences, TV and Laplace are not implemented yet: refused, not ignored */
-    for (i = 2; i <= 4; i++) {
-        c.regularizer = (int32_t)i;
+    /* the options of finite differences, TV and Laplace */
+    {
+        float fd_weights[3 * NV]; /* N x ndims, ndims = 3 grid axes */
+        for (i = 0; i < 3 * NV; i++)
+            fd_weights[i] = 1.0f;
+        fd_weights[7] = -0.5f;
+        horecon_default_cg_options(&c);
+        c.regularizer = HORECON_REG_FINITE_DIFFERENCE;
         c.lambda = 0.1;
-        EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "regularizer");
+        c.fd_weights = fd_weights;
+        EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "fd_weights[7]");
+        fd_weights[7] = 1.0f;
+        c.regularizer = HORECON_REG_TIKHONOV; /* fd_weights only with the FD priors */
+        EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "fd_weights");
+        horecon_default_cg_options(&c);
+        c.regularizer = HORECON_REG_TOTAL_VARIATION;
+        c.lambda = 0.1;
+        c.reweightings = 0;
+        EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "reweightings");
+        c.reweightings = -3;
+        EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "reweightings");
+        c.reweightings = 2;
+        c.epsilon = 0.0;
+        EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "epsilon");
+        c.epsilon = NAN;
+        EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "epsilon");
+        horecon_default_cg_options(&c);
+        c.regularizer = HORECON_REG_LAPLACE;
+        c.lambda = 0.1;
+        c.sigma = 0.0;
+        EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "sigma");
+        c.sigma = -INFINITY;
+        EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "sigma");
     }
     horecon_default_cg_options(&c);
     c.max_iterations = -1;

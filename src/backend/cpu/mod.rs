@@ -1,6 +1,7 @@
 //! The CPU backend: rayon over outer points, vectorised kernels picked at
 //! run time (AVX-512, AVX2+FMA, or portable).
 
+pub mod fd;
 pub mod kernel;
 pub mod real;
 pub mod trig;
@@ -8,12 +9,13 @@ pub mod trig;
 use crate::error::{try_vec, Result};
 use crate::model::{Features, Sizes};
 use crate::op::{CgReport, EncodingOperator, Precision};
-use crate::solver::{cg, CgProblem, CgSpace};
+use crate::solver::{cg, CgProblem, CgSpace, Penalty};
+use fd::Grid;
 use kernel::{phase_sum, Accurate, Double, Fast, Mode, Points};
 use num_complex::{Complex, Complex32};
 use rayon::prelude::*;
 use real::Real;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Builds the CPU operator for a model's features in the given precision.
 pub fn build(
@@ -278,7 +280,12 @@ impl<Mo: Mode> EncodingOperator for CpuOperator<Mo> {
     /// (a callback may use thread-bound APIs: MATLAB's MEX functions, Python,
     /// thread-locals); only the vector operations enter the plan's pool.
     fn solve(&self, problem: &CgProblem<'_>, image: &mut [Complex32]) -> Result<CgReport> {
-        let space = CpuSpace { op: self, problem };
+        let space = CpuSpace {
+            op: self,
+            problem,
+            grid: Grid::new(self.sizes.dims),
+            voxel_factors: Mutex::new(None),
+        };
         let mut x = self.pool.install(|| self.widen_all(image, "image"))?;
         let report = cg(&space, problem, &mut x)?;
         self.pool.install(|| narrow_into(&x, image));
@@ -294,6 +301,9 @@ impl<Mo: Mode> EncodingOperator for CpuOperator<Mo> {
 struct CpuSpace<'a, Mo: Mode> {
     op: &'a CpuOperator<Mo>,
     problem: &'a CgProblem<'a>,
+    grid: Grid,
+    /// ν of the edge weights u·ν (TV and Laplace); `None` = 1.
+    voxel_factors: Mutex<Option<Vec<Mo::Acc>>>,
 }
 
 impl<Mo: Mode> CgSpace for CpuSpace<'_, Mo> {
@@ -361,5 +371,41 @@ impl<Mo: Mode> CgSpace for CpuSpace<'_, Mo> {
                 *y = Complex::new(b.madd::<false>(y.re, x.re), b.madd::<false>(y.im, x.im))
             })
         });
+    }
+
+    fn reweight(&self, penalty: Penalty, x: &Self::Vector) -> Result<()> {
+        let mut slot = self.voxel_factors.lock().unwrap_or_else(|e| e.into_inner());
+        if penalty == Penalty::Quadratic {
+            *slot = None;
+            return Ok(());
+        }
+        let n = self.op.sizes.voxels;
+        let mut g = try_vec(n, 0.0f64, "gradient magnitudes (N)")?;
+        let mut factors = match slot.take() {
+            Some(f) => f,
+            None => try_vec(n, Mo::Acc::default(), "reweighting factors (N)")?,
+        };
+        self.op.pool.install(|| {
+            fd::gradient_magnitude(&self.grid, self.problem.fd_weights, x, &mut g);
+            factors
+                .par_iter_mut()
+                .zip(&g)
+                .for_each(|(f, &g)| *f = Mo::Acc::from_f64(penalty.weight(g)));
+        });
+        *slot = Some(factors);
+        Ok(())
+    }
+
+    fn add_fd_normal(&self, lambda: f64, x: &Self::Vector, y: &mut Self::Vector) -> Result<()> {
+        let slot = self.voxel_factors.lock().unwrap_or_else(|e| e.into_inner());
+        let factors = slot.as_deref();
+        self.op.pool.install(|| {
+            fd::add_fd_normal(&self.grid, lambda, self.problem.fd_weights, factors, x, y)
+        });
+        Ok(())
+    }
+
+    fn backend(&self) -> &'static str {
+        "the CPU"
     }
 }

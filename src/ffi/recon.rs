@@ -1,0 +1,95 @@
+//! The C API of the seeds' fast paths (issue 5): Fᴴd and Q of Stone et al.
+
+use super::{
+    guard, horecon_c32, horecon_plan, horecon_status, non_null, plan_ref, read, read_c32, write_c32,
+};
+use crate::error::try_vec;
+use num_complex::Complex32;
+
+/// Fᴴd of Stone et al. 2008, eq. 4 (Kirk–Hwu ch. 14):
+/// out_n = Σ_m conj(φ(k_m))·d_m·exp(+i2π k_m·x_n) with Stone's k in cycles/m.
+///
+/// The plan must be a single-coil trajectory plan: ncoils = 1, no
+/// sensitivities, no off-resonance, phase model from horecon_set_trajectory
+/// (else HORECON_ERR_INVALID_ARGUMENT). Stone's F = φ·exp(−i2π k·x) is the
+/// plan's E = exp(+i k̃·r) for k̃ = −2π·k: give the plan the trajectory
+/// k̃ = −2π·k (rad/m) to use Stone's k (cycles/m). Then out = Eᴴ(conj(φ)·d)
+/// (computed by horecon_adjoint's machinery, on the plan's backend).
+/// `data` M, `phi` M or NULL (φ ≡ 1), `out` N.
+#[no_mangle]
+pub unsafe extern "C" fn horecon_fhd(
+    plan: *const horecon_plan,
+    data: *const horecon_c32,
+    phi: *const horecon_c32,
+    out: *mut horecon_c32,
+) -> horecon_status {
+    guard("horecon_fhd", || {
+        let p = plan_ref(plan)?;
+        let s = p.sizes();
+        let d = read_c32("data", data, s.samples)?;
+        let phi = if phi.is_null() {
+            None
+        } else {
+            Some(read_c32("phi", phi, s.samples)?)
+        };
+        non_null("out", out)?;
+        let mut x = try_vec(s.voxels, Complex32::default(), "out")?;
+        p.fhd(&d, phi.as_deref(), &mut x)?;
+        write_c32(out, &x);
+        Ok(())
+    })
+}
+
+/// The size of horecon_q's output: dims[a] = 2·n_a for every axis of more
+/// than one voxel, 1 for the others (2nx·2ny·2nz in 3D, 2nx·2ny·1 in 2D).
+#[no_mangle]
+pub unsafe extern "C" fn horecon_q_dims(
+    plan: *const horecon_plan,
+    dims: *mut i64,
+) -> horecon_status {
+    guard("horecon_q_dims", || {
+        let p = plan_ref(plan)?;
+        non_null("dims", dims)?;
+        let d = p.q_dims();
+        for (a, v) in d.into_iter().enumerate() {
+            *dims.add(a) = v as i64;
+        }
+        Ok(())
+    })
+}
+
+/// Q of Stone et al. 2008, eq. 3, the Toeplitz kernel of FᴴF, on the
+/// 2×-oversampled grid (computed once per trajectory, reusable):
+/// q[i + qx·(j + qy·l)] = Σ_m |φ(k_m)|²·exp(+i2π k_m·r_ijl) with
+/// r_ijl = (i − nx)·a + (j − ny)·b + (l − nz)·c, where (qx, qy, qz) is given
+/// by horecon_q_dims and a, b, c are the steps of the voxel grid (for
+/// horecon_set_grid_positions: fov_x/nx along x, …; an axis of one voxel
+/// contributes index 0 and no offset). Index (nx, ny, nz) is offset 0:
+/// (FᴴF ρ)_n = Σ_n' q[i_n − i_n' + nx, j_n − j_n' + ny, l_n − l_n' + nz]·ρ_n'.
+///
+/// Same plans as horecon_fhd (Stone's k = −k̃/2π), with the voxel positions
+/// on a lattice r_n = r_0 + ix·a + iy·b + iz·c (else
+/// HORECON_ERR_INVALID_ARGUMENT). `phi_mag2` M non-negative values |φ(k_m)|²
+/// or NULL (1); `q` qx·qy·qz.
+#[no_mangle]
+pub unsafe extern "C" fn horecon_q(
+    plan: *const horecon_plan,
+    phi_mag2: *const f32,
+    q: *mut horecon_c32,
+) -> horecon_status {
+    guard("horecon_q", || {
+        let p = plan_ref(plan)?;
+        let s = p.sizes();
+        let w = if phi_mag2.is_null() {
+            None
+        } else {
+            Some(read("phi_mag2", phi_mag2, s.samples)?)
+        };
+        non_null("q", q)?;
+        let len: usize = p.q_dims().iter().product();
+        let mut out = try_vec(len, Complex32::default(), "q")?;
+        p.q(w.as_deref(), &mut out)?;
+        write_c32(q, &out);
+        Ok(())
+    })
+}

@@ -1,0 +1,893 @@
+//! The finite-difference, total-variation and Laplace regularizers: D and
+//! Dᴴ W D against a dense float64 construction, adjointness, the gradients of
+//! the objectives by finite differences, FD-regularised CG against the dense
+//! closed form, stationarity of the reweighted solutions, phantom recovery
+//! against Tikhonov, and the option errors.
+
+#![allow(clippy::needless_range_loop)]
+mod common;
+use common::*;
+use horecon::backend::cpu::fd::{self, Grid};
+use horecon::solver::Penalty;
+use horecon::{BackendKind, CgOptions, Complex32, Options, Plan, Precision, Regularizer, Status};
+use num_complex::Complex64;
+
+/// Grids of odd and even sizes, 1D, 2D and 3D (and singleton axes between).
+const GRIDS: [[usize; 3]; 10] = [
+    [5, 1, 1],
+    [4, 1, 1],
+    [1, 6, 1],
+    [3, 4, 1],
+    [4, 5, 1],
+    [5, 1, 3],
+    [3, 2, 3],
+    [2, 3, 4],
+    [1, 4, 3],
+    [1, 1, 1],
+];
+
+/// The edges of D built from coordinates, independently of the library:
+/// (axis index a among the axes of more than one voxel, voxel n, successor).
+fn dense_edges(dims: [usize; 3]) -> (usize, Vec<(usize, usize, usize)>) {
+    let axes: Vec<usize> = (0..3).filter(|&a| dims[a] > 1).collect();
+    let mut edges = vec![];
+    for (a, &axis) in axes.iter().enumerate() {
+        for iz in 0..dims[2] {
+            for iy in 0..dims[1] {
+                for ix in 0..dims[0] {
+                    let mut c = [ix, iy, iz];
+                    let n = c[0] + dims[0] * (c[1] + dims[1] * c[2]);
+                    if c[axis] + 1 < dims[axis] {
+                        c[axis] += 1;
+                        edges.push((a, n, c[0] + dims[0] * (c[1] + dims[1] * c[2])));
+                    }
+                }
+            }
+        }
+    }
+    (axes.len().max(1), edges)
+}
+
+fn c64(rng: &mut Rng, n: usize) -> Vec<Complex64> {
+    (0..n)
+        .map(|_| Complex64::new(rng.normal(), rng.normal()))
+        .collect()
+}
+
+fn rel64(a: &[Complex64], b: &[Complex64]) -> f64 {
+    let num: f64 = a.iter().zip(b).map(|(a, b)| (a - b).norm_sqr()).sum();
+    let den: f64 = b.iter().map(|b| b.norm_sqr()).sum();
+    (num / den.max(1e-300)).sqrt()
+}
+
+#[test]
+fn fd_normal_matches_a_dense_construction() {
+    let mut rng = Rng::fresh("fd_normal_matches_a_dense_construction");
+    for dims in GRIDS {
+        let grid = Grid::new(dims);
+        let n: usize = dims.iter().product();
+        let (ndims, edges) = dense_edges(dims);
+        assert_eq!(grid.ndims(), ndims, "{dims:?}");
+        let x = c64(&mut rng, n);
+        let u: Vec<f32> = (0..n * ndims).map(|_| rng.range(0.1, 2.0) as f32).collect();
+        let nu: Vec<f64> = (0..n).map(|_| rng.range(0.1, 3.0)).collect();
+        let lambda = rng.range(0.5, 2.0);
+        // D x
+        let mut dx = vec![Complex64::default(); n * ndims];
+        fd::differences(&grid, &x, &mut dx);
+        let mut dx_dense = vec![Complex64::default(); n * ndims];
+        for &(a, v, s) in &edges {
+            dx_dense[a * n + v] = x[s] - x[v];
+        }
+        assert_eq!(dx, dx_dense, "D x on {dims:?}");
+        // y0 + λ Dᴴ diag(u ν) D x
+        let y0 = c64(&mut rng, n);
+        let mut expect = y0.clone();
+        for &(a, v, s) in &edges {
+            let w = lambda * u[a * n + v] as f64 * nu[v];
+            let e = w * (x[s] - x[v]);
+            expect[s] += e;
+            expect[v] -= e;
+        }
+        for (factors, weights) in [(Some(&nu[..]), Some(&u[..])), (None, None)] {
+            let mut want = y0.clone();
+            for &(a, v, s) in &edges {
+                let w = lambda
+                    * weights.map_or(1.0, |u| u[a * n + v] as f64)
+                    * factors.map_or(1.0, |f| f[v]);
+                let e = w * (x[s] - x[v]);
+                want[s] += e;
+                want[v] -= e;
+            }
+            let mut y = y0.clone();
+            fd::add_fd_normal(&grid, lambda, weights, factors, &x, &mut y);
+            let err = rel64(&y, &want);
+            assert!(err <= 1e-14, "Dᴴ W D on {dims:?}: {err:e}");
+        }
+        let mut y = y0.clone();
+        fd::add_fd_normal(&grid, lambda, Some(&u), Some(&nu), &x, &mut y);
+        assert!(rel64(&y, &expect) <= 1e-14);
+        // weighted gradient magnitude
+        let mut g = vec![0.0; n];
+        fd::gradient_magnitude(&grid, Some(&u), &x, &mut g);
+        let mut g2 = vec![0.0; n];
+        for &(a, v, s) in &edges {
+            g2[v] += u[a * n + v] as f64 * (x[s] - x[v]).norm_sqr();
+        }
+        for v in 0..n {
+            assert!(
+                (g[v] - g2[v].sqrt()).abs() <= 1e-12 * (1.0 + g[v]),
+                "{dims:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn differences_and_their_adjoint_are_adjoint() {
+    let mut rng = Rng::fresh("differences_and_their_adjoint_are_adjoint");
+    for dims in GRIDS {
+        let grid = Grid::new(dims);
+        let n = grid.voxels();
+        let x = c64(&mut rng, n);
+        // random values on every entry, edgeless voxels included
+        let e = c64(&mut rng, n * grid.ndims());
+        let mut dx = vec![Complex64::default(); e.len()];
+        fd::differences(&grid, &x, &mut dx);
+        let mut dhe = vec![Complex64::default(); n];
+        fd::differences_adjoint(&grid, &e, &mut dhe);
+        let lhs: Complex64 = dx.iter().zip(&e).map(|(a, b)| a.conj() * b).sum();
+        let rhs: Complex64 = x.iter().zip(&dhe).map(|(a, b)| a.conj() * b).sum();
+        let scale = (lhs.norm() + rhs.norm()).max(1.0);
+        assert!(
+            (lhs - rhs).norm() <= 1e-12 * scale,
+            "{dims:?}: <Dx,e> = {lhs}, <x,Dᴴe> = {rhs}"
+        );
+        if n > 1 {
+            assert!(lhs.norm() > 1e-3, "{dims:?}: degenerate check");
+        }
+        // DᴴD = add_fd_normal with unit weights
+        let mut dhd = vec![Complex64::default(); n];
+        fd::differences_adjoint(&grid, &dx, &mut dhd);
+        let mut y = vec![Complex64::default(); n];
+        fd::add_fd_normal::<f64>(&grid, 1.0, None, None, &x, &mut y);
+        assert!(rel64(&y, &dhd) <= 1e-14 || n == 1, "{dims:?}");
+    }
+}
+
+/// ψ of each penalty written out here, independently of the library.
+fn psi(penalty: &str, g: f64, epsilon: f64, sigma: f64) -> f64 {
+    match penalty {
+        "quadratic" => 0.5 * g * g,
+        "tv" => (g * g + epsilon * epsilon).sqrt(),
+        "laplace" => 1.0 - (-(g * g + epsilon * epsilon).sqrt() / sigma).exp(),
+        _ => unreachable!(),
+    }
+}
+
+/// R(ρ) = 2·Σ_n ψ(g_n), g_n² = Σ_a u_{a,n}|(Dρ)_{a,n}|², from the dense edges.
+fn penalty_value(
+    dims: [usize; 3],
+    u: &[f32],
+    x: &[Complex64],
+    penalty: &str,
+    epsilon: f64,
+    sigma: f64,
+) -> f64 {
+    let n = x.len();
+    let (_, edges) = dense_edges(dims);
+    let mut g2 = vec![0.0; n];
+    for &(a, v, s) in &edges {
+        g2[v] += u[a * n + v] as f64 * (x[s] - x[v]).norm_sqr();
+    }
+    g2.iter()
+        .map(|&g2| 2.0 * psi(penalty, g2.sqrt(), epsilon, sigma))
+        .sum()
+}
+
+#[test]
+fn penalty_gradients_match_finite_differences() {
+    let mut rng = Rng::fresh("penalty_gradients_match_finite_differences");
+    for dims in [[4, 1, 1], [3, 4, 1], [3, 2, 3]] {
+        let grid = Grid::new(dims);
+        let n = grid.voxels();
+        let u: Vec<f32> = (0..n * grid.ndims())
+            .map(|_| rng.range(0.2, 2.0) as f32)
+            .collect();
+        let (epsilon, sigma) = (rng.range(0.05, 0.3), rng.range(0.5, 2.0));
+        for (name, penalty) in [
+            ("quadratic", Penalty::Quadratic),
+            ("tv", Penalty::TotalVariation { epsilon }),
+            ("laplace", Penalty::Laplace { epsilon, sigma }),
+        ] {
+            let x = c64(&mut rng, n);
+            // the library's value agrees with the formula
+            for g in [0.0, 0.3, 2.0] {
+                assert!((penalty.value(g) - psi(name, g, epsilon, sigma)).abs() <= 1e-14);
+            }
+            // gradient (∂/∂Re + i∂/∂Im) of R = 2Σψ(g_n): 2·Dᴴ diag(u·ν(g)) D ρ
+            let mut g = vec![0.0; n];
+            fd::gradient_magnitude(&grid, Some(&u), &x, &mut g);
+            let nu: Vec<f64> = g.iter().map(|&g| penalty.weight(g)).collect();
+            let mut gradient = vec![Complex64::default(); n];
+            fd::add_fd_normal(&grid, 2.0, Some(&u), Some(&nu), &x, &mut gradient);
+            let h = 1e-6;
+            let mut numeric = vec![Complex64::default(); n];
+            for v in 0..n {
+                let mut part = [0.0; 2];
+                for (k, step) in [Complex64::new(h, 0.0), Complex64::new(0.0, h)]
+                    .into_iter()
+                    .enumerate()
+                {
+                    let (mut plus, mut minus) = (x.clone(), x.clone());
+                    plus[v] += step;
+                    minus[v] -= step;
+                    part[k] = (penalty_value(dims, &u, &plus, name, epsilon, sigma)
+                        - penalty_value(dims, &u, &minus, name, epsilon, sigma))
+                        / (2.0 * h);
+                }
+                numeric[v] = Complex64::new(part[0], part[1]);
+            }
+            let err = rel64(&gradient, &numeric);
+            eprintln!("{dims:?} {name}: gradient vs finite differences {err:.1e}");
+            assert!(err <= 1e-6, "{dims:?} {name}: {err:e}");
+        }
+    }
+}
+
+/// A tiny well-posed 2D problem on a grid: random k inside the Nyquist
+/// square, `oversampling`·N samples, several coils.
+fn grid_problem(rng: &mut Rng, dims: [usize; 3], oversampling: usize, coils: usize) -> Problem {
+    let n: usize = dims.iter().product();
+    let m = oversampling * n;
+    let fov = 0.2;
+    let mut positions = vec![0.0; 3 * n];
+    for iz in 0..dims[2] {
+        for iy in 0..dims[1] {
+            for ix in 0..dims[0] {
+                let v = ix + dims[0] * (iy + dims[1] * iz);
+                positions[v] = (ix as f64 - (dims[0] / 2) as f64) * fov / dims[0] as f64;
+                positions[n + v] = (iy as f64 - (dims[1] / 2) as f64) * fov / dims[1] as f64;
+                positions[2 * n + v] = (iz as f64 - (dims[2] / 2) as f64) * fov / dims[2] as f64;
+            }
+        }
+    }
+    let kmax = std::f64::consts::PI * dims[0].max(dims[1]) as f64 / fov;
+    let mut coefficients = vec![0.0; 4 * m];
+    for j in 0..m {
+        for b in 1..4 {
+            if dims[b - 1] > 1 {
+                coefficients[b * m + j] = rng.range(-kmax, kmax);
+            }
+        }
+    }
+    Problem {
+        dims,
+        coils,
+        samples: m,
+        positions,
+        terms: 4,
+        user_basis: None,
+        coefficients,
+        off_resonance: None,
+        sensitivities: (coils > 1).then(|| rng.complex(n * coils)),
+    }
+}
+
+fn cpu_plan(problem: &Problem, precision: Precision) -> Plan {
+    let [nx, ny, nz] = problem.dims;
+    let mut plan = Plan::new(
+        Options {
+            backend: BackendKind::Cpu,
+            precision,
+            ..Options::default()
+        },
+        nx as i64,
+        ny as i64,
+        nz as i64,
+        problem.coils as i64,
+        problem.samples as i64,
+    )
+    .unwrap();
+    plan.set_positions(&problem.positions).unwrap();
+    plan.set_solid_harmonics(problem.terms as i32, &problem.coefficients)
+        .unwrap();
+    plan.set_sensitivities(problem.sensitivities.as_deref())
+        .unwrap();
+    plan
+}
+
+/// Dense E ((M·L) × N), float64.
+fn dense_e(problem: &Problem) -> Vec<Vec<Complex64>> {
+    let (n, m) = (problem.voxels(), problem.samples);
+    let mut rows = vec![vec![Complex64::default(); n]; m * problem.coils];
+    for c in 0..problem.coils {
+        for j in 0..m {
+            for v in 0..n {
+                rows[c * m + j][v] =
+                    problem.sensitivity(c, v) * Complex64::from_polar(1.0, problem.phase(j, v));
+            }
+        }
+    }
+    rows
+}
+
+/// Solves A x = b (dense, partial pivoting).
+fn solve_dense(mut a: Vec<Vec<Complex64>>, mut b: Vec<Complex64>) -> Vec<Complex64> {
+    let n = b.len();
+    for col in 0..n {
+        let pivot = (col..n)
+            .max_by(|&x, &y| a[x][col].norm().total_cmp(&a[y][col].norm()))
+            .unwrap();
+        a.swap(col, pivot);
+        b.swap(col, pivot);
+        for row in col + 1..n {
+            let f = a[row][col] / a[col][col];
+            for k in col..n {
+                let v = a[col][k];
+                a[row][k] -= f * v;
+            }
+            let v = b[col];
+            b[row] -= f * v;
+        }
+    }
+    let mut x = vec![Complex64::default(); n];
+    for row in (0..n).rev() {
+        let s: Complex64 = (row + 1..n).map(|k| a[row][k] * x[k]).sum();
+        x[row] = (b[row] - s) / a[row][row];
+    }
+    x
+}
+
+/// EᴴE (N×N) and Eᴴd.
+fn normal_equations(
+    e: &[Vec<Complex64>],
+    d: &[Complex32],
+) -> (Vec<Vec<Complex64>>, Vec<Complex64>) {
+    let n = e[0].len();
+    let mut a = vec![vec![Complex64::default(); n]; n];
+    let mut b = vec![Complex64::default(); n];
+    for (r, row) in e.iter().enumerate() {
+        let dr = Complex64::new(d[r].re as f64, d[r].im as f64);
+        for p in 0..n {
+            let cp = row[p].conj();
+            b[p] += cp * dr;
+            for q in 0..n {
+                a[p][q] += cp * row[q];
+            }
+        }
+    }
+    (a, b)
+}
+
+#[test]
+fn fd_regularised_cg_matches_the_closed_form() {
+    let mut rng = Rng::fresh("fd_regularised_cg_matches_the_closed_form");
+    // under-determined (M = N/2 per coil, one coil): D makes the system solvable
+    for (dims, oversampling, coils) in [([5, 4, 1], 1, 2), ([4, 3, 2], 1, 1), ([7, 1, 1], 2, 1)] {
+        let problem = grid_problem(&mut rng, dims, oversampling, coils);
+        let n = problem.voxels();
+        let plan = cpu_plan(&problem, Precision::Double);
+        let ndims = plan.sizes().grid_axes();
+        let data = rng.complex(problem.samples * problem.coils);
+        let u: Vec<f32> = (0..n * ndims).map(|_| rng.range(0.2, 2.0) as f32).collect();
+        let e = dense_e(&problem);
+        let (mut a, b) = normal_equations(&e, &data);
+        let lambda = 0.3 * (problem.samples * problem.coils) as f64;
+        let (_, edges) = dense_edges(dims);
+        for &(ax, v, s) in &edges {
+            let w = lambda * u[ax * n + v] as f64;
+            a[v][v] += w;
+            a[s][s] += w;
+            a[v][s] -= w;
+            a[s][v] -= w;
+        }
+        let expect = solve_dense(a, b);
+        let mut x = vec![Complex32::default(); n];
+        let info = plan
+            .cg(
+                &data,
+                &CgOptions {
+                    max_iterations: 500,
+                    tolerance: 1e-9,
+                    regularizer: Regularizer::FiniteDifference,
+                    lambda,
+                    fd_weights: Some(&u),
+                    ..Default::default()
+                },
+                &mut x,
+            )
+            .unwrap();
+        let err = rel_error(&x, &expect);
+        eprintln!(
+            "{dims:?}: {} iterations, residual {:.1e}, vs closed form {err:.1e}",
+            info.iterations, info.rel_residual
+        );
+        assert!(info.converged && err <= 1e-5, "{dims:?}: {err:e}");
+        // accurate (float32) precision too, and unit weights differ from u
+        let plan32 = cpu_plan(&problem, Precision::Accurate);
+        let mut x32 = vec![Complex32::default(); n];
+        plan32
+            .cg(
+                &data,
+                &CgOptions {
+                    max_iterations: 500,
+                    tolerance: 1e-6,
+                    regularizer: Regularizer::FiniteDifference,
+                    lambda,
+                    fd_weights: Some(&u),
+                    ..Default::default()
+                },
+                &mut x32,
+            )
+            .unwrap();
+        let err32 = rel_error(&x32, &expect);
+        assert!(err32 <= 1e-4, "{dims:?} accurate: {err32:e}");
+        let mut unit = vec![Complex32::default(); n];
+        plan.cg(
+            &data,
+            &CgOptions {
+                max_iterations: 500,
+                tolerance: 1e-9,
+                regularizer: Regularizer::FiniteDifference,
+                lambda,
+                ..Default::default()
+            },
+            &mut unit,
+        )
+        .unwrap();
+        assert!(rel_error(&unit, &expect) > 1e-3, "fd_weights had no effect");
+    }
+}
+
+/// J(ρ) = ‖Eρ − d‖² + λ·R(ρ) in float64 from the dense E.
+fn objective(
+    e: &[Vec<Complex64>],
+    d: &[Complex32],
+    lambda: f64,
+    reg: &dyn Fn(&[Complex64]) -> f64,
+    x: &[Complex64],
+) -> f64 {
+    let data: f64 = e
+        .iter()
+        .zip(d)
+        .map(|(row, d)| {
+            let ex: Complex64 = row.iter().zip(x).map(|(a, b)| a * b).sum();
+            (ex - Complex64::new(d.re as f64, d.im as f64)).norm_sqr()
+        })
+        .sum();
+    data + lambda * reg(x)
+}
+
+/// ∇J by central differences (∂/∂Re + i∂/∂Im).
+fn numeric_gradient(j: &dyn Fn(&[Complex64]) -> f64, x: &[Complex64], h: f64) -> Vec<Complex64> {
+    (0..x.len())
+        .map(|v| {
+            let mut part = [0.0; 2];
+            for (k, step) in [Complex64::new(h, 0.0), Complex64::new(0.0, h)]
+                .into_iter()
+                .enumerate()
+            {
+                let (mut plus, mut minus) = (x.to_vec(), x.to_vec());
+                plus[v] += step;
+                minus[v] -= step;
+                part[k] = (j(&plus) - j(&minus)) / (2.0 * h);
+            }
+            Complex64::new(part[0], part[1])
+        })
+        .collect()
+}
+
+fn norm(v: &[Complex64]) -> f64 {
+    v.iter().map(|v| v.norm_sqr()).sum::<f64>().sqrt()
+}
+
+#[test]
+fn reweighted_solutions_are_stationary_points() {
+    let mut rng = Rng::fresh("reweighted_solutions_are_stationary_points");
+    let dims = [5, 4, 1];
+    let problem = grid_problem(&mut rng, dims, 2, 2);
+    let n = problem.voxels();
+    let plan = cpu_plan(&problem, Precision::Double);
+    let truth = rng.complex(n);
+    let mut data = vec![Complex32::default(); problem.samples * problem.coils];
+    plan.forward(&truth, &mut data).unwrap();
+    for v in data.iter_mut() {
+        *v += Complex32::new(0.3 * rng.normal() as f32, 0.3 * rng.normal() as f32);
+    }
+    let e = dense_e(&problem);
+    let u: Vec<f32> = (0..2 * n).map(|_| rng.range(0.5, 1.5) as f32).collect();
+    let lambda = 0.05 * (problem.samples * problem.coils) as f64;
+    for (name, regularizer, epsilon, sigma, steps) in [
+        ("tv", Regularizer::TotalVariation, 0.1, 1.0, 60),
+        ("laplace", Regularizer::Laplace, 0.1, 2.0, 60),
+    ] {
+        let mut x = vec![Complex32::default(); n];
+        let info = plan
+            .cg(
+                &data,
+                &CgOptions {
+                    max_iterations: 100,
+                    tolerance: 1e-10,
+                    regularizer,
+                    lambda,
+                    reweightings: steps,
+                    epsilon,
+                    sigma,
+                    fd_weights: Some(&u),
+                    ..Default::default()
+                },
+                &mut x,
+            )
+            .unwrap();
+        // Laplace's ε has been continued to ε·0.1^(steps − 2) by the last step
+        let final_epsilon = if name == "laplace" {
+            epsilon * 0.1f64.powi(steps as i32 - 2)
+        } else {
+            epsilon
+        };
+        let reg = |x: &[Complex64]| penalty_value(dims, &u, x, name, final_epsilon, sigma);
+        let j = |x: &[Complex64]| objective(&e, &data, lambda, &reg, x);
+        let x64 = to_c64(&x);
+        let at_solution = norm(&numeric_gradient(&j, &x64, 1e-6));
+        let at_start = norm(&numeric_gradient(&j, &to_c64(&truth), 1e-6));
+        let ratio = at_solution / at_start;
+        eprintln!(
+            "{name}: {} iterations in {steps} steps; |∇J| at the solution / at the truth = {ratio:.1e}",
+            info.iterations
+        );
+        assert!(info.iterations > steps);
+        assert!(ratio <= 1e-3, "{name}: not stationary ({ratio:e})");
+        // and its objective is below the truth's
+        assert!(j(&x64) < j(&to_c64(&truth)));
+    }
+}
+
+/// A piecewise-constant 2D phantom: background, an ellipse, two rectangles.
+fn phantom(nx: usize, ny: usize) -> Vec<Complex32> {
+    let mut x = vec![Complex32::default(); nx * ny];
+    for iy in 0..ny {
+        for ix in 0..nx {
+            let (fx, fy) = (
+                (ix as f64 + 0.5) / nx as f64 - 0.5,
+                (iy as f64 + 0.5) / ny as f64 - 0.5,
+            );
+            let mut v = 0.0;
+            if (fx / 0.42).powi(2) + (fy / 0.36).powi(2) <= 1.0 {
+                v = 1.0;
+            }
+            if (-0.25..-0.05).contains(&fx) && (-0.2..0.15).contains(&fy) {
+                v = 0.4;
+            }
+            if (0.08..0.28).contains(&fx) && (-0.1..0.05).contains(&fy) {
+                v = 1.6;
+            }
+            if (0.05..0.2).contains(&fx) && (0.15..0.25).contains(&fy) {
+                v = 0.0;
+            }
+            x[ix + nx * iy] = Complex32::new(v as f32, 0.0);
+        }
+    }
+    x
+}
+
+/// Undersampled radial spokes through the Nyquist square.
+fn radial(nx: usize, spokes: usize, fov: f64) -> Vec<f64> {
+    let per_spoke = nx;
+    let m = spokes * per_spoke;
+    let kmax = std::f64::consts::PI * nx as f64 / fov;
+    let mut k = vec![0.0; 2 * m];
+    for s in 0..spokes {
+        let angle = std::f64::consts::PI * s as f64 / spokes as f64;
+        for r in 0..per_spoke {
+            let radius = kmax * (r as f64 - (per_spoke / 2) as f64) / (per_spoke / 2) as f64;
+            k[s * per_spoke + r] = radius * angle.cos();
+            k[m + s * per_spoke + r] = radius * angle.sin();
+        }
+    }
+    k
+}
+
+#[test]
+fn tv_and_laplace_recover_a_piecewise_constant_phantom_better_than_tikhonov() {
+    let mut rng = Rng::fresh("tv_and_laplace_recover_a_piecewise_constant_phantom");
+    let (nx, ny) = (32, 32);
+    let fov = 0.2;
+    let spokes = 12; // N = 1024 unknowns, M = 384 samples: 2.7× undersampled
+    let k = radial(nx, spokes, fov);
+    let m = k.len() / 2;
+    let mut plan = Plan::new(
+        Options {
+            backend: BackendKind::Cpu,
+            ..Options::default()
+        },
+        nx as i64,
+        ny as i64,
+        1,
+        1,
+        m as i64,
+    )
+    .unwrap();
+    plan.set_grid_positions([fov, fov, 0.005], [0.0; 3])
+        .unwrap();
+    plan.set_trajectory(2, &k).unwrap();
+    let truth = phantom(nx, ny);
+    let mut data = vec![Complex32::default(); m];
+    plan.forward(&truth, &mut data).unwrap();
+    let rms = (data.iter().map(|d| d.norm_sqr() as f64).sum::<f64>() / m as f64).sqrt();
+    for d in data.iter_mut() {
+        let s = (0.01 * rms) as f32;
+        *d += Complex32::new(s * rng.normal() as f32, s * rng.normal() as f32);
+    }
+    let truth64 = to_c64(&truth);
+    let scale = m as f64;
+    let run = |regularizer, lambda: f64, sigma: f64, epsilon: f64| {
+        let mut x = vec![Complex32::default(); nx * ny];
+        let info = plan
+            .cg(
+                &data,
+                &CgOptions {
+                    max_iterations: 40,
+                    tolerance: 1e-6,
+                    regularizer,
+                    lambda,
+                    reweightings: 10,
+                    epsilon,
+                    sigma,
+                    ..Default::default()
+                },
+                &mut x,
+            )
+            .unwrap();
+        (rel_error(&x, &truth64), info.iterations)
+    };
+    let best = |regularizer, lambdas: &[f64], sigma: f64, epsilon: f64| {
+        lambdas
+            .iter()
+            .map(|&l| {
+                let (e, it) = run(regularizer, l * scale, sigma, epsilon);
+                eprintln!("  {regularizer:?} λ = {l:.0e}·M: NRMSE {e:.3} ({it} iterations)");
+                (e, l)
+            })
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .unwrap()
+    };
+    let (tikhonov, lt) = best(
+        Regularizer::Tikhonov,
+        &[1e-4, 1e-3, 1e-2, 1e-1, 3e-1],
+        1.0,
+        1e-2,
+    );
+    let (tv, ltv) = best(
+        Regularizer::TotalVariation,
+        &[1e-3, 1e-2, 3e-2, 1e-1],
+        1.0,
+        1e-2,
+    );
+    let (laplace, ll) = best(Regularizer::Laplace, &[1e-3, 3e-3, 1e-2, 3e-2], 0.2, 0.1);
+    eprintln!(
+        "NRMSE: Tikhonov {tikhonov:.3} (λ = {lt:.0e}·M), TV {tv:.3} (λ = {ltv:.0e}·M), \
+         Laplace {laplace:.3} (λ = {ll:.0e}·M)"
+    );
+    assert!(tv < 0.7 * tikhonov, "TV {tv} vs Tikhonov {tikhonov}");
+    assert!(
+        laplace < 0.7 * tikhonov,
+        "Laplace {laplace} vs Tikhonov {tikhonov}"
+    );
+}
+
+#[test]
+fn reweighting_counts_iterations_over_all_steps() {
+    let mut rng = Rng::fresh("reweighting_counts_iterations_over_all_steps");
+    let problem = grid_problem(&mut rng, [6, 5, 1], 1, 1);
+    let plan = cpu_plan(&problem, Precision::Accurate);
+    let data = rng.complex(problem.samples);
+    let seen = std::sync::Mutex::new(vec![]);
+    let record = |iteration: usize, _rel: f64| {
+        seen.lock().unwrap().push(iteration);
+        false
+    };
+    let mut x = vec![Complex32::default(); problem.voxels()];
+    let info = plan
+        .cg(
+            &data,
+            &CgOptions {
+                max_iterations: 7,
+                tolerance: 0.0,
+                regularizer: Regularizer::TotalVariation,
+                lambda: 0.1 * problem.samples as f64,
+                reweightings: 4,
+                epsilon: 0.05,
+                progress: Some(&record),
+                ..Default::default()
+            },
+            &mut x,
+        )
+        .unwrap();
+    assert_eq!(info.iterations, 28, "{info:?}");
+    assert_eq!(*seen.lock().unwrap(), (1..=28).collect::<Vec<_>>());
+    // cancellation inside a later outer step
+    let stop = |iteration: usize, _rel: f64| iteration == 10;
+    let mut image = rng.complex(problem.voxels());
+    let before = image.clone();
+    let err = plan
+        .cg(
+            &data,
+            &CgOptions {
+                max_iterations: 7,
+                tolerance: 0.0,
+                regularizer: Regularizer::Laplace,
+                lambda: 0.1 * problem.samples as f64,
+                reweightings: 4,
+                epsilon: 0.05,
+                progress: Some(&stop),
+                ..Default::default()
+            },
+            &mut image,
+        )
+        .unwrap_err();
+    assert_eq!(err.status, Status::Cancelled);
+    assert_eq!(image, before);
+}
+
+#[test]
+fn bad_regularizer_options_are_rejected() {
+    let mut rng = Rng::fresh("bad_regularizer_options_are_rejected");
+    let problem = grid_problem(&mut rng, [4, 3, 2], 1, 1);
+    let plan = cpu_plan(&problem, Precision::Accurate);
+    let n = problem.voxels();
+    let data = rng.complex(problem.samples);
+    let good = vec![1.0f32; 3 * n];
+    let short = vec![1.0f32; 2 * n];
+    let mut negative = good.clone();
+    negative[5] = -0.5;
+    let mut nan = good.clone();
+    nan[7] = f32::NAN;
+    let base = CgOptions {
+        regularizer: Regularizer::FiniteDifference,
+        lambda: 1.0,
+        ..Default::default()
+    };
+    let cases: Vec<(CgOptions<'_>, Status, &str)> = vec![
+        (
+            CgOptions {
+                fd_weights: Some(&short),
+                ..base
+            },
+            Status::SizeMismatch,
+            "fd_weights",
+        ),
+        (
+            CgOptions {
+                fd_weights: Some(&negative),
+                ..base
+            },
+            Status::InvalidArgument,
+            "fd_weights[5]",
+        ),
+        (
+            CgOptions {
+                fd_weights: Some(&nan),
+                ..base
+            },
+            Status::NotFinite,
+            "fd_weights[7]",
+        ),
+        (
+            CgOptions {
+                fd_weights: Some(&good),
+                regularizer: Regularizer::Tikhonov,
+                ..base
+            },
+            Status::InvalidArgument,
+            "fd_weights",
+        ),
+        (
+            CgOptions {
+                regularizer: Regularizer::TotalVariation,
+                epsilon: 0.0,
+                ..base
+            },
+            Status::InvalidArgument,
+            "epsilon",
+        ),
+        (
+            CgOptions {
+                regularizer: Regularizer::Laplace,
+                epsilon: f64::NAN,
+                ..base
+            },
+            Status::InvalidArgument,
+            "epsilon",
+        ),
+        (
+            CgOptions {
+                regularizer: Regularizer::Laplace,
+                sigma: -1.0,
+                ..base
+            },
+            Status::InvalidArgument,
+            "sigma",
+        ),
+        (
+            CgOptions {
+                regularizer: Regularizer::TotalVariation,
+                reweightings: 0,
+                ..base
+            },
+            Status::InvalidArgument,
+            "reweightings",
+        ),
+    ];
+    for (options, status, needle) in cases {
+        let mut x = vec![Complex32::default(); n];
+        let err = plan.cg(&data, &options, &mut x).unwrap_err();
+        assert_eq!(err.status, status, "{}", err.message);
+        assert!(err.message.contains(needle), "{}", err.message);
+    }
+    // the regularizer codes are accepted; beyond them, an error
+    for code in 0..=4 {
+        assert!(Regularizer::from_code(code).is_ok());
+    }
+    assert_eq!(
+        Regularizer::from_code(5).unwrap_err().status,
+        Status::InvalidArgument
+    );
+    // irrelevant options are not checked (σ for TV)
+    let mut x = vec![Complex32::default(); n];
+    plan.cg(
+        &data,
+        &CgOptions {
+            regularizer: Regularizer::TotalVariation,
+            sigma: -1.0,
+            epsilon: 0.1,
+            reweightings: 2,
+            max_iterations: 3,
+            ..base
+        },
+        &mut x,
+    )
+    .unwrap();
+}
+
+#[test]
+fn laplace_continues_epsilon_by_a_tenth_per_weight_update() {
+    let data = [Complex32::new(1.0, 0.0)];
+    let mut problem = horecon::solver::CgProblem {
+        data: &data,
+        sample_weights: None,
+        regularizer: Regularizer::Laplace,
+        lambda: 1.0,
+        fd_weights: None,
+        reweightings: 5,
+        epsilon: 0.3,
+        sigma: 2.0,
+        max_iterations: 10,
+        tolerance: 0.0,
+        warm_start: false,
+        progress: None,
+    };
+    for update in 0..4 {
+        match Penalty::for_update(&problem, update).unwrap() {
+            Penalty::Laplace { epsilon, sigma } => {
+                let want = 0.3 * 0.1f64.powi(update as i32);
+                assert!(
+                    (epsilon - want).abs() <= 1e-15 * want,
+                    "{update}: {epsilon}"
+                );
+                assert_eq!(sigma, 2.0);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    problem.regularizer = Regularizer::TotalVariation;
+    assert_eq!(
+        Penalty::for_update(&problem, 3).unwrap(),
+        Penalty::TotalVariation { epsilon: 0.3 }
+    );
+    problem.regularizer = Regularizer::FiniteDifference;
+    assert_eq!(
+        Penalty::for_update(&problem, 2).unwrap(),
+        Penalty::Quadratic
+    );
+}
