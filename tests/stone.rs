@@ -66,13 +66,14 @@ impl Case {
         }
     }
 
-    /// A CPU plan with the trajectory k̃ = −2π·k (rad/m).
+    /// A plan with the trajectory k̃ = −2π·k (rad/m), on the default backend
+    /// (CUDA on a GPU machine, else the CPU: Fᴴd and Q run on either).
     fn plan(&self, precision: Precision) -> Plan {
         let m = self.k.len();
         let [nx, ny, nz] = self.dims;
         let mut plan = Plan::new(
             Options {
-                backend: BackendKind::Cpu,
+                backend: BackendKind::Auto,
                 precision,
                 ..Options::default()
             },
