@@ -480,8 +480,9 @@ static void cmd_cg(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   cg_progress progress;
   int verbose;
   int32_t backend = 0, i;
+  int64_t reweightings, grid_axes = 0;
   horecon_status s;
-  need_args(nrhs, 10, "cg");
+  need_args(nrhs, 14, "cg");
   e = plan_arg(prhs[1]);
   d = complex_arg(prhs[2], "d", (size_t)(e->samples * e->coils), "M x L");
   horecon_default_cg_options(&o);
@@ -501,7 +502,18 @@ static void cmd_cg(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
     x = (horecon_c32 *)mxCalloc(voxels(e), sizeof(horecon_c32));
   }
   verbose = scalar(prhs[9], "Verbose") != 0.0;
-  progress.capacity = o.max_iterations + 1;
+  reweightings = integer(prhs[10], "Reweightings");
+  if (reweightings < 0 || reweightings > 10000)
+    fail("horecon:invalidArgument", "Reweightings must be 0..1e4, got %lld", (long long)reweightings);
+  o.reweightings = (int32_t)reweightings;
+  o.epsilon = scalar(prhs[11], "Epsilon");
+  o.sigma = scalar(prhs[12], "Sigma");
+  for (i = 0; i < 3; ++i) grid_axes += e->dims[i] > 1;
+  if (grid_axes == 0) grid_axes = 1;
+  if (!mxIsEmpty(prhs[13]))
+    o.fd_weights = real_singles(prhs[13], "FdWeights", voxels(e) * (size_t)grid_axes, "N x ndims (grid axes with more than one voxel)");
+  /* TV and Laplace run `reweightings` CG solves: room for every iteration's residual */
+  progress.capacity = o.max_iterations * (o.regularizer >= HORECON_REG_TOTAL_VARIATION && reweightings > 1 ? (int32_t)reweightings : 1) + 1;
   progress.residuals = (double *)mxCalloc((size_t)progress.capacity, sizeof(double));
   progress.count = 0;
   progress.interrupted = 0;

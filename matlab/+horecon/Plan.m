@@ -107,17 +107,22 @@ classdef Plan < handle
 
     function [x, info] = cg(obj, d, varargin)
       %CG  x = p.cg(d, 'MaxIterations', 50, 'Tolerance', 1e-6, 'Regularizer',
-      %    'none'|'tikhonov', 'Lambda', 0, 'SampleWeights', w, 'X0', x0, 'Verbose', false)
-      %    solves (E'WE + Lambda*R) x = E'W d; info has iterations, converged,
+      %    'none'|'tikhonov'|'finitedifference'|'totalvariation'|'laplace', 'Lambda', 0,
+      %    'SampleWeights', w, 'X0', x0, 'Reweightings', 5, 'Epsilon', 1e-3, 'Sigma', 1,
+      %    'FdWeights', u (N x ndims edge weights), 'Verbose', false)
+      %    solves (E'WE + Lambda*R) x = E'W d (TV and Laplace by 'Reweightings' outer
+      %    reweighted finite-difference solves; the CPU backend only, for now); info has iterations, converged,
       %    relResidual, seconds, residuals (per iteration) and backend.
       %    Ctrl-C stops it cleanly (error horecon:cancelled).
       opts = struct('MaxIterations', 50, 'Tolerance', 1e-6, 'Regularizer', 'none', 'Lambda', 0, ...
-                    'SampleWeights', [], 'X0', [], 'Verbose', false);
+                    'SampleWeights', [], 'X0', [], 'Verbose', false, 'Reweightings', 5, ...
+                    'Epsilon', 1e-3, 'Sigma', 1, 'FdWeights', []);
       opts = horecon.Plan.parseOptions(opts, varargin);
       reg = horecon.Plan.code(opts.Regularizer, ...
         {'none', 'tikhonov', 'finitedifference', 'totalvariation', 'laplace'}, 'Regularizer');
       [x, info] = horecon_mex('cg', obj.Handle, d, double(opts.MaxIterations), double(opts.Tolerance), ...
-                              reg, double(opts.Lambda), opts.SampleWeights, opts.X0, double(opts.Verbose));
+                              reg, double(opts.Lambda), opts.SampleWeights, opts.X0, double(opts.Verbose), ...
+                              double(opts.Reweightings), double(opts.Epsilon), double(opts.Sigma), opts.FdWeights);
       x = obj.shape(x);
     end
 

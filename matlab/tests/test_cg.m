@@ -30,6 +30,33 @@ assert(rel_error(x(:), x_ref) < 1e-4, 'weighted Tikhonov cg: %g', rel_error(x(:)
 % A warm start at the solution converges at once.
 [~, info] = p.cg(d, 'X0', x_true, 'Tolerance', 1e-4);
 assert(info.iterations <= 1, 'warm start at the solution');
+% Weighted finite differences against the .m normal equations
+% (E'E + lambda D'UD) x = E'd, D forward differences along x and y (no wrap:
+% the last voxel of each axis has no edge).
+[ix, iy] = ndgrid(1:dims(1), 1:dims(2));
+D = zeros(0, N);
+u = 0.5 + rand(N, 2);
+U = [];
+for axis = 1:2
+  step = [1 dims(1)];
+  last = {ix(:) == dims(1), iy(:) == dims(2)};
+  for n = 1:N
+    if ~last{axis}(n)
+      row = zeros(1, N); row(n) = -1; row(n + step(axis)) = 1;
+      D(end + 1, :) = row; %#ok<AGROW>
+      U(end + 1, 1) = u(n, axis); %#ok<AGROW>
+    end
+  end
+end
+x_ref = (E' * E + lambda * D' * (U .* D)) \ (E' * double(d(:)));
+x = p.cg(d, 'Regularizer', 'finitedifference', 'Lambda', lambda, 'FdWeights', u, 'MaxIterations', 300, ...
+         'Tolerance', 1e-8);
+assert(rel_error(x(:), x_ref) < 1e-4, 'finite-difference cg: %g', rel_error(x(:), x_ref));
+% TV runs its reweighting steps; every iteration's residual is reported.
+[x, info] = p.cg(d, 'Regularizer', 'totalvariation', 'Lambda', 0.1, 'Reweightings', 3, 'MaxIterations', 10, ...
+                 'Tolerance', 0);
+assert(all(isfinite(x(:))) && info.iterations == 30 && numel(info.residuals) == 30, 'TV: %d iterations', ...
+       info.iterations);
 % Verbose prints per iteration (and does not fail).
 [~, info] = p.cg(d, 'MaxIterations', 2, 'Verbose', true);
 assert(info.iterations == 2);

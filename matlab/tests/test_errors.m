@@ -13,7 +13,9 @@ expect_error('horecon:invalidArgument', @() p.setSolidHarmonics(zeros(pr.M, 5)))
 expect_error('horecon:invalidArgument', @() horecon.Plan([4 4 1], 1, 10, 'Precision', 'bogus'));
 expect_error('horecon:invalidArgument', @() p.forward({1, 2}));
 expect_error('horecon:invalidArgument', @() p.setPositions(complex(pr.P, 1)));
-expect_error('horecon:invalidArgument', @() p.cg(pr.d, 'Regularizer', 'totalvariation'));
+expect_error('horecon:invalidArgument', @() p.cg(pr.d, 'Regularizer', 'bogus'));
+expect_error('horecon:invalidArgument', @() p.cg(pr.d, 'Regularizer', 'finitedifference', 'Lambda', 1, 'FdWeights', -ones(16, 2)));
+expect_error('horecon:invalidArgument', @() p.cg(pr.d, 'Regularizer', 'totalvariation', 'Lambda', 1, 'Epsilon', 0));
 expect_error('horecon:invalidArgument', @() p.cg(pr.d, 'SampleWeights', -ones(pr.M, 1)));
 
 % sizeMismatch, checked in the MEX before any data is read
