@@ -6,21 +6,6 @@ use common::*;
 use horecon::{CgOptions, Complex32, Precision, Regularizer, Status};
 use num_complex::Complex64;
 
-/// Dense E ((M·L) × N) of a problem, float64.
-fn dense(problem: &Problem) -> Vec<Vec<Complex64>> {
-    let (n, m) = (problem.voxels(), problem.samples);
-    let mut rows = vec![vec![Complex64::default(); n]; m * problem.coils];
-    for c in 0..problem.coils {
-        for j in 0..m {
-            for v in 0..n {
-                rows[c * m + j][v] =
-                    problem.sensitivity(c, v) * Complex64::from_polar(1.0, problem.phase(j, v));
-            }
-        }
-    }
-    rows
-}
-
 /// Solves (EᴴWE + λI) x = EᴴWd by Gaussian elimination with partial pivoting.
 fn direct_solution(
     e: &[Vec<Complex64>],
@@ -117,7 +102,7 @@ fn converges_to_the_direct_solution() {
     for _ in 0..3 {
         let problem = well_posed(&mut rng);
         let data = rng.complex(problem.samples * problem.coils);
-        let expect = direct_solution(&dense(&problem), &data, None, problem.samples, 0.0);
+        let expect = direct_solution(&problem.dense(), &data, None, problem.samples, 0.0);
         let options = CgOptions {
             max_iterations: 200,
             tolerance: 1e-7,
@@ -140,7 +125,7 @@ fn converges_to_the_direct_solution() {
 fn tikhonov_matches_the_closed_form() {
     let mut rng = Rng::fresh("tikhonov_matches_the_closed_form");
     let problem = well_posed(&mut rng);
-    let e = dense(&problem);
+    let e = problem.dense();
     let data = rng.complex(problem.samples * problem.coils);
     // λ comparable to the spectrum of EᴴE so that it matters.
     let trace: f64 = (0..problem.voxels())
@@ -177,7 +162,7 @@ fn tikhonov_matches_the_closed_form() {
 fn sample_weights_act_as_weighted_least_squares() {
     let mut rng = Rng::fresh("sample_weights_act_as_weighted_least_squares");
     let problem = well_posed(&mut rng);
-    let e = dense(&problem);
+    let e = problem.dense();
     let m = problem.samples;
     let truth = rng.complex(problem.voxels());
     let plan = problem.plan(Precision::Double);

@@ -32,36 +32,11 @@ fn gpu(test: &str) -> bool {
 
 /// The problem's plan on an explicit backend.
 fn plan_on(problem: &Problem, precision: Precision, backend: BackendKind) -> Plan {
-    let options = Options {
+    problem.plan_with(Options {
         precision,
         backend,
         ..Options::default()
-    };
-    let [nx, ny, nz] = problem.dims;
-    let mut plan = Plan::new(
-        options,
-        nx as i64,
-        ny as i64,
-        nz as i64,
-        problem.coils as i64,
-        problem.samples as i64,
-    )
-    .expect("plan");
-    plan.set_positions(&problem.positions).expect("positions");
-    match &problem.user_basis {
-        Some(h) => plan
-            .set_basis(problem.terms as i32, h, &problem.coefficients)
-            .expect("basis"),
-        None => plan
-            .set_solid_harmonics(problem.terms as i32, &problem.coefficients)
-            .expect("harmonics"),
-    }
-    if let Some((w, t)) = &problem.off_resonance {
-        plan.set_off_resonance(Some((w, t))).expect("off-resonance");
-    }
-    plan.set_sensitivities(problem.sensitivities.as_deref())
-        .expect("sensitivities");
-    plan
+    })
 }
 
 fn apply(plan: &Plan, image: &[Complex32], data: &[Complex32]) -> (Vec<Complex32>, Vec<Complex32>) {
@@ -494,30 +469,7 @@ fn several_plans_and_threads_at_once() {
             device: 1,
             ..Options::default()
         };
-        let [nx, ny, nz] = p.dims;
-        let mut plan = Plan::new(
-            options,
-            nx as i64,
-            ny as i64,
-            nz as i64,
-            p.coils as i64,
-            p.samples as i64,
-        )
-        .expect("plan on device 1");
-        plan.set_positions(&p.positions).expect("positions");
-        match &p.user_basis {
-            Some(h) => plan
-                .set_basis(p.terms as i32, h, &p.coefficients)
-                .expect("basis"),
-            None => plan
-                .set_solid_harmonics(p.terms as i32, &p.coefficients)
-                .expect("sh"),
-        }
-        if let Some((w, t)) = &p.off_resonance {
-            plan.set_off_resonance(Some((w, t))).expect("off-res");
-        }
-        plan.set_sensitivities(p.sensitivities.as_deref())
-            .expect("sens");
+        let plan = p.plan_with(options);
         let got = apply(&plan, x, d);
         let e = rel_error(&got.1, &to_c64(&alone[0].1));
         assert!(e <= 1e-6, "device 1 differs by {e:e}");

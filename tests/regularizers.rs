@@ -275,41 +275,11 @@ fn grid_problem(rng: &mut Rng, dims: [usize; 3], oversampling: usize, coils: usi
 }
 
 fn cpu_plan(problem: &Problem, precision: Precision) -> Plan {
-    let [nx, ny, nz] = problem.dims;
-    let mut plan = Plan::new(
-        Options {
-            backend: BackendKind::Cpu,
-            precision,
-            ..Options::default()
-        },
-        nx as i64,
-        ny as i64,
-        nz as i64,
-        problem.coils as i64,
-        problem.samples as i64,
-    )
-    .unwrap();
-    plan.set_positions(&problem.positions).unwrap();
-    plan.set_solid_harmonics(problem.terms as i32, &problem.coefficients)
-        .unwrap();
-    plan.set_sensitivities(problem.sensitivities.as_deref())
-        .unwrap();
-    plan
-}
-
-/// Dense E ((M·L) × N), float64.
-fn dense_e(problem: &Problem) -> Vec<Vec<Complex64>> {
-    let (n, m) = (problem.voxels(), problem.samples);
-    let mut rows = vec![vec![Complex64::default(); n]; m * problem.coils];
-    for c in 0..problem.coils {
-        for j in 0..m {
-            for v in 0..n {
-                rows[c * m + j][v] =
-                    problem.sensitivity(c, v) * Complex64::from_polar(1.0, problem.phase(j, v));
-            }
-        }
-    }
-    rows
+    problem.plan_with(Options {
+        backend: BackendKind::Cpu,
+        precision,
+        ..Options::default()
+    })
 }
 
 /// Solves A x = b (dense, partial pivoting).
@@ -371,7 +341,7 @@ fn fd_regularised_cg_matches_the_closed_form() {
         let ndims = plan.sizes().grid_axes();
         let data = rng.complex(problem.samples * problem.coils);
         let u: Vec<f32> = (0..n * ndims).map(|_| rng.range(0.2, 2.0) as f32).collect();
-        let e = dense_e(&problem);
+        let e = problem.dense();
         let (mut a, b) = normal_equations(&e, &data);
         let lambda = 0.3 * (problem.samples * problem.coils) as f64;
         let (_, edges) = dense_edges(dims);
@@ -495,7 +465,7 @@ fn reweighted_solutions_are_stationary_points() {
     for v in data.iter_mut() {
         *v += Complex32::new(0.3 * rng.normal() as f32, 0.3 * rng.normal() as f32);
     }
-    let e = dense_e(&problem);
+    let e = problem.dense();
     let u: Vec<f32> = (0..2 * n).map(|_| rng.range(0.5, 1.5) as f32).collect();
     let lambda = 0.05 * (problem.samples * problem.coils) as f64;
     for (name, regularizer, epsilon, sigma, steps) in [

@@ -208,10 +208,14 @@ impl Problem {
     }
 
     pub fn plan(&self, precision: Precision) -> Plan {
-        let options = Options {
+        self.plan_with(Options {
             precision,
             ..Options::default()
-        };
+        })
+    }
+
+    /// A plan of this problem with the given options.
+    pub fn plan_with(&self, options: Options) -> Plan {
         let [nx, ny, nz] = self.dims;
         let mut plan = Plan::new(
             options,
@@ -237,6 +241,21 @@ impl Problem {
         plan.set_sensitivities(self.sensitivities.as_deref())
             .expect("sensitivities");
         plan
+    }
+
+    /// Dense E ((M·L) × N), float64, row c·M + j.
+    pub fn dense(&self) -> Vec<Vec<Complex64>> {
+        let (n, m) = (self.voxels(), self.samples);
+        let mut rows = vec![vec![Complex64::default(); n]; m * self.coils];
+        for c in 0..self.coils {
+            for j in 0..m {
+                for v in 0..n {
+                    rows[c * m + j][v] =
+                        self.sensitivity(c, v) * Complex64::from_polar(1.0, self.phase(j, v));
+                }
+            }
+        }
+        rows
     }
 }
 
