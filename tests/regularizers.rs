@@ -448,6 +448,45 @@ fn numeric_gradient(j: &dyn Fn(&[Complex64]) -> f64, x: &[Complex64], h: f64) ->
         .collect()
 }
 
+/// The steepest one-sided descent max(−J'(x; v), −J'(x; −v)) over unit
+/// directions v (every coordinate, real and imaginary, and 16 random ones),
+/// by forward differences of step h.
+fn steepest_descent(
+    j: &dyn Fn(&[Complex64]) -> f64,
+    x: &[Complex64],
+    h: f64,
+    rng: &mut Rng,
+) -> f64 {
+    let n = x.len();
+    let mut directions: Vec<Vec<Complex64>> = (0..2 * n)
+        .map(|k| {
+            let mut v = vec![Complex64::default(); n];
+            v[k / 2] = if k % 2 == 0 {
+                Complex64::new(1.0, 0.0)
+            } else {
+                Complex64::new(0.0, 1.0)
+            };
+            v
+        })
+        .collect();
+    for _ in 0..16 {
+        let v = c64(rng, n);
+        let length = norm(&v);
+        directions.push(v.iter().map(|v| v / length).collect());
+    }
+    let at_x = j(x);
+    directions
+        .iter()
+        .flat_map(|v| {
+            [1.0, -1.0].map(|sign| {
+                let moved: Vec<Complex64> =
+                    x.iter().zip(v).map(|(x, v)| x + sign * h * v).collect();
+                (at_x - j(&moved)) / h
+            })
+        })
+        .fold(f64::NEG_INFINITY, f64::max)
+}
+
 fn norm(v: &[Complex64]) -> f64 {
     v.iter().map(|v| v.norm_sqr()).sum::<f64>().sqrt()
 }
@@ -499,15 +538,17 @@ fn reweighted_solutions_are_stationary_points() {
         let reg = |x: &[Complex64]| penalty_value(dims, &u, x, name, final_epsilon, sigma);
         let j = |x: &[Complex64]| objective(&e, &data, lambda, &reg, x);
         let x64 = to_c64(&x);
-        let at_solution = norm(&numeric_gradient(&j, &x64, 1e-6));
-        let at_start = norm(&numeric_gradient(&j, &to_c64(&truth), 1e-6));
-        let ratio = at_solution / at_start;
+        let scale = norm(&numeric_gradient(&j, &to_c64(&truth), 1e-6));
+        // Laplace's ε ends near zero, so ψ has a kink where an edge has
+        // collapsed (g = 0): test stationarity as "no descent direction",
+        // max over directions v of −J'(x; ±v), which for a smooth J is |∇J·v|.
+        let descent = steepest_descent(&j, &x64, 1e-6, &mut rng) / scale;
         eprintln!(
-            "{name}: {} iterations in {steps} steps; |∇J| at the solution / at the truth = {ratio:.1e}",
+            "{name}: {} iterations in {steps} steps; steepest descent at the solution / |∇J| at the truth = {descent:.1e}",
             info.iterations
         );
         assert!(info.iterations > steps);
-        assert!(ratio <= 1e-3, "{name}: not stationary ({ratio:e})");
+        assert!(descent <= 1e-3, "{name}: not stationary ({descent:e})");
         // and its objective is below the truth's
         assert!(j(&x64) < j(&to_c64(&truth)));
     }
