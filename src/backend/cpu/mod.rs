@@ -2,6 +2,7 @@
 //! run time (AVX-512, AVX2+FMA, or portable).
 
 pub mod fd;
+pub mod fft;
 pub mod kernel;
 pub mod real;
 pub mod trig;
