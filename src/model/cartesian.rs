@@ -150,8 +150,8 @@ impl Cartesian {
         let mut points = try_vec(count, 0usize, "Cartesian sample points (M)")?;
         let mut bins = try_vec(count, 0usize, "Cartesian FFT bins (M)")?;
         let mut phase_cycles = try_vec(count, 0.0f64, "Cartesian phases (M)")?;
-        let mut m = 0;
-        for (p, _) in mask.iter().enumerate().filter(|(_, &b)| b != 0) {
+        let sampled = mask.iter().enumerate().filter(|(_, &b)| b != 0);
+        for (m, (p, _)) in sampled.enumerate() {
             let index = [
                 p % dims[0],
                 (p / dims[0]) % dims[1],
@@ -176,7 +176,6 @@ impl Cartesian {
             points[m] = p;
             bins[m] = bin;
             phase_cycles[m] = cycles - cycles.round();
-            m += 1;
         }
         Ok(Cartesian {
             geometry,

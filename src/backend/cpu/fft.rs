@@ -92,10 +92,9 @@ impl<T: FftNum> GridFft<T> {
             Direction::Inverse => 1,
         };
         let mut stride = 1;
-        for axis in 0..3 {
-            let n = self.dims[axis];
-            let plan = &self.plans[axis][which];
-            if n > 1 && axes[axis] {
+        for ((&n, plans), &wanted) in self.dims.iter().zip(&self.plans).zip(&axes) {
+            let plan = &plans[which];
+            if n > 1 && wanted {
                 if stride == 1 {
                     transform_contiguous(plan.as_ref(), data, n);
                 } else {
