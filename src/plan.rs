@@ -9,7 +9,7 @@ use crate::backend;
 use crate::error::{Error, Result};
 use crate::model::{check_finite_c32, check_finite_f32, Model, Sizes};
 use crate::op::{CgReport, EncodingOperator, Precision};
-use crate::solver::{CgProblem, Regularizer};
+use crate::solver::{CgProblem, Neighbourhood, Regularizer};
 use num_complex::Complex32;
 use std::sync::{Arc, Mutex};
 
@@ -75,6 +75,11 @@ pub struct CgOptions<'a> {
     /// N×ndims non-negative per-edge weights of the finite-difference
     /// regularizers (ndims = [`Sizes::grid_axes`]), voxel fastest; `None` = 1.
     pub fd_weights: Option<&'a [f32]>,
+    /// The directions of D for the finite-difference regularizers: the grid
+    /// axes (default) or all neighbours (26 in 3D, 8 in 2D) weighted 1/|d|²;
+    /// `fd_weights` then has one column per direction
+    /// ([`crate::backend::cpu::fd`] lists them in order).
+    pub neighbourhood: Neighbourhood,
     pub warm_start: bool,
     /// (iteration, relative residual) → true to stop.
     pub progress: Option<&'a (dyn Fn(usize, f64) -> bool + Sync)>,
@@ -92,6 +97,7 @@ impl Default for CgOptions<'_> {
             sigma: 1.0,
             sample_weights: None,
             fd_weights: None,
+            neighbourhood: Neighbourhood::Axes,
             warm_start: false,
             progress: None,
         }
@@ -127,6 +133,11 @@ fn expect_len(argument: &str, got: usize, expected: usize, shape: &str) -> Resul
     Ok(())
 }
 
+/// The number of difference directions (columns of `fd_weights`) of a grid.
+pub fn fd_directions(sizes: Sizes, neighbourhood: Neighbourhood) -> usize {
+    crate::backend::cpu::fd::Grid::with_neighbourhood(sizes.dims, neighbourhood).ndims()
+}
+
 /// Checks the options of the finite-difference regularizers: `fd_weights`
 /// (only with them; N×ndims, finite, ≥ 0), and for TV and Laplace
 /// `reweightings` ≥ 1 and ε > 0, for Laplace also σ > 0.
@@ -147,12 +158,16 @@ fn check_regularizer_options(options: &CgOptions<'_>, sizes: Sizes) -> Result<()
                  finite difference, total variation and Laplace"
             )));
         }
-        let ndims = sizes.grid_axes();
+        let ndims = fd_directions(sizes, options.neighbourhood);
+        let what = match options.neighbourhood {
+            Neighbourhood::Axes => "grid axes of more than one voxel",
+            Neighbourhood::Full => "neighbour directions (neighbours = 26)",
+        };
         expect_len(
             "fd_weights",
             w.len(),
             sizes.voxels * ndims,
-            &format!("N x ndims with ndims = {ndims} grid axes of more than one voxel"),
+            &format!("N x ndims with ndims = {ndims} {what}"),
         )?;
         check_finite_f32("fd_weights", w)?;
         if let Some(i) = w.iter().position(|&v| v < 0.0) {
@@ -453,6 +468,7 @@ impl Plan {
             regularizer: options.regularizer,
             lambda: options.lambda,
             fd_weights: options.fd_weights,
+            neighbourhood: options.neighbourhood,
             reweightings: options.reweightings,
             epsilon: options.epsilon,
             sigma: options.sigma,

@@ -8,7 +8,7 @@
 mod common;
 use common::*;
 use horecon::backend::cpu::fd::{self, Grid};
-use horecon::solver::Penalty;
+use horecon::solver::{Neighbourhood, Penalty};
 use horecon::{BackendKind, CgOptions, Complex32, Options, Plan, Precision, Regularizer, Status};
 use num_complex::Complex64;
 
@@ -870,6 +870,7 @@ fn laplace_continues_epsilon_by_a_tenth_per_weight_update() {
         regularizer: Regularizer::Laplace,
         lambda: 1.0,
         fd_weights: None,
+        neighbourhood: Neighbourhood::Axes,
         reweightings: 5,
         epsilon: 0.3,
         sigma: 2.0,

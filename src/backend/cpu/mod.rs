@@ -284,7 +284,7 @@ impl<Mo: Mode> EncodingOperator for CpuOperator<Mo> {
         let space = CpuSpace {
             op: self,
             problem,
-            grid: Grid::new(self.sizes.dims),
+            grid: Grid::with_neighbourhood(self.sizes.dims, problem.neighbourhood),
             voxel_factors: Mutex::new(None),
         };
         let mut x = self.pool.install(|| self.widen_all(image, "image"))?;
