@@ -543,3 +543,127 @@ fn operators_called_from_the_progress_callback_do_not_deadlock() {
         assert_eq!(d, &expect, "forward inside the callback differs");
     }
 }
+
+/// A small well-posed grid problem in 2D or 3D: random k inside the Nyquist
+/// box, M = N samples per coil, `coils` coils (the FD/TV/Laplace tests).
+fn fd_problem(rng: &mut Rng, dims: [usize; 3], coils: usize) -> Problem {
+    let n: usize = dims.iter().product();
+    let m = n;
+    let fov = 0.2;
+    let mut positions = vec![0.0; 3 * n];
+    for iz in 0..dims[2] {
+        for iy in 0..dims[1] {
+            for ix in 0..dims[0] {
+                let v = ix + dims[0] * (iy + dims[1] * iz);
+                for (a, i) in [ix, iy, iz].into_iter().enumerate() {
+                    positions[a * n + v] = (i as f64 - (dims[a] / 2) as f64) * fov / dims[a] as f64;
+                }
+            }
+        }
+    }
+    let mut coefficients = vec![0.0; 4 * m];
+    for b in 1..4 {
+        if dims[b - 1] > 1 {
+            let kmax = std::f64::consts::PI * dims[b - 1] as f64 / fov;
+            for j in 0..m {
+                coefficients[b * m + j] = rng.range(-kmax, kmax);
+            }
+        }
+    }
+    Problem {
+        dims,
+        coils,
+        samples: m,
+        positions,
+        terms: 4,
+        user_basis: None,
+        coefficients,
+        off_resonance: None,
+        sensitivities: Some(rng.complex(n * coils)),
+    }
+}
+
+/// FD, TV and Laplace CG on the GPU (kernels/fd.cu) ≡ CG on the CPU
+/// (backend/cpu/fd.rs): odd 2D and 3D grids, axis and all-neighbour
+/// differences, with and without fd_weights, double and accurate modes.
+#[test]
+fn fd_tv_laplace_cg_on_gpu_matches_cpu() {
+    if !gpu("fd_tv_laplace_cg_on_gpu_matches_cpu") {
+        return;
+    }
+    use horecon::solver::Neighbourhood;
+    let mut rng = Rng::fresh("fd_tv_laplace_cg_on_gpu_matches_cpu");
+    let mut worst = [0.0f64; 2];
+    for dims in [[9, 7, 1], [5, 7, 3]] {
+        let problem = fd_problem(&mut rng, dims, 2);
+        let n = problem.voxels();
+        let truth = rng.complex(n);
+        let data: Vec<Complex32> = problem
+            .forward_f64(&truth)
+            .iter()
+            .map(|c| Complex32::new(c.re as f32, c.im as f32))
+            .collect();
+        let lambda = 0.3 * (problem.samples * problem.coils) as f64;
+        let u13: Vec<f32> = (0..13 * n).map(|_| rng.range(0.3, 2.0) as f32).collect();
+        for (k, (precision, tolerance, bound)) in [
+            (Precision::Double, 1e-10, 1e-5),
+            (Precision::Accurate, 1e-6, 2e-3),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let plans = [
+                plan_on(&problem, precision, BackendKind::Cuda),
+                plan_on(&problem, precision, BackendKind::Cpu),
+            ];
+            for nb in [Neighbourhood::Axes, Neighbourhood::Full] {
+                let ndims = horecon::backend::cpu::fd::Grid::with_neighbourhood(dims, nb).ndims();
+                for weights in [None, Some(&u13[..n * ndims])] {
+                    for regularizer in [
+                        Regularizer::FiniteDifference,
+                        Regularizer::TotalVariation,
+                        Regularizer::Laplace,
+                    ] {
+                        let options = CgOptions {
+                            max_iterations: 150,
+                            tolerance,
+                            regularizer,
+                            lambda,
+                            reweightings: 4,
+                            epsilon: 0.1,
+                            sigma: 1.0,
+                            fd_weights: weights,
+                            neighbourhood: nb,
+                            ..CgOptions::default()
+                        };
+                        let mut solutions = Vec::new();
+                        for plan in &plans {
+                            let mut x = vec![Complex32::default(); n];
+                            let info = plan.cg(&data, &options, &mut x).expect("cg");
+                            solutions.push((x, info));
+                        }
+                        let e = rel_error(&solutions[0].0, &to_c64(&solutions[1].0));
+                        worst[k] = worst[k].max(e);
+                        eprintln!(
+                            "{dims:?} {precision:?} {nb:?} {regularizer:?} weights {}: \
+                             cuda {} it (res {:.1e}), cpu {} it (res {:.1e}), |cuda - cpu| = {e:.2e}",
+                            weights.is_some(),
+                            solutions[0].1.iterations,
+                            solutions[0].1.rel_residual,
+                            solutions[1].1.iterations,
+                            solutions[1].1.rel_residual,
+                        );
+                        assert!(
+                            e <= bound,
+                            "{dims:?} {precision:?} {nb:?} {regularizer:?}: CG solutions differ by {e:e}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    eprintln!(
+        "largest |cuda - cpu|: double {:.2e}, accurate {:.2e}",
+        worst[0], worst[1]
+    );
+}

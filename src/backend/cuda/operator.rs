@@ -10,10 +10,10 @@
 
 use super::context::{driver_error, Device};
 use super::memory::{knob, setting, DeviceBuffer, Stream};
+use crate::backend::cpu::fd::Grid;
 use crate::error::{Error, Result, Status};
 use crate::model::{Features, Sizes};
 use crate::op::{CgReport, EncodingOperator, Precision};
-use crate::backend::cpu::fd::Grid;
 use crate::solver::{cg, CgProblem, CgSpace, Penalty};
 use cudarc::driver::{result, sys, CudaFunction, CudaStream};
 use num_complex::Complex32;
@@ -1132,7 +1132,11 @@ impl FdState {
                         n * grid.ndims()
                     )));
                 }
-                Some(DeviceBuffer::from_host(&op.device, u, "fd_weights (N x ndims)")?)
+                Some(DeviceBuffer::from_host(
+                    &op.device,
+                    u,
+                    "fd_weights (N x ndims)",
+                )?)
             }
             None => None,
         };
