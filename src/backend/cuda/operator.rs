@@ -1117,12 +1117,7 @@ impl FdState {
     fn new(op: &CudaOperator, problem: &CgProblem<'_>) -> Result<FdState> {
         let grid = Grid::with_neighbourhood(op.sizes.dims, problem.neighbourhood);
         let n = op.sizes.voxels;
-        let mut table = Vec::with_capacity(4 * grid.ndims());
-        for d in grid.directions() {
-            table.extend(d.offset.iter().map(|&o| o as i64));
-            table.push(d.stride as i64);
-        }
-        let weights: Vec<f64> = grid.directions().iter().map(|d| d.weight).collect();
+        let (table, weights) = grid.device_tables();
         let fd_weights = match problem.fd_weights {
             Some(u) => {
                 if u.len() != n * grid.ndims() {
