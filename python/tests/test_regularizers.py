@@ -165,7 +165,7 @@ def test_cg_options_of_the_older_size_are_accepted(rng):
         opts.neighbours = 12345  # beyond the old struct: must not be read
         d = np.ascontiguousarray(data)
         x = np.zeros(plan.nvoxels, dtype=np.complex64)
-        ptr = lambda a: a.ctypes.data_as(horecon._C32P)  # noqa: E731
+        ptr = lambda a: a.ctypes.data_as(horecon._C32P)
         status = lib.horecon_cg(plan._handle, ptr(d), ctypes.byref(opts), ptr(x), None)
         assert status == horecon.HORECON_OK, horecon._last_error()
         assert rel_rms(x, want.reshape(-1, order="F")) < 1e-6
