@@ -30,10 +30,12 @@
 //! axes, 1/2 across a face diagonal, 1/3 along a body diagonal), applied in
 //! every weighted sum over edges, so |ρ_{n+d} − ρ_n|²/|d|² is the squared
 //! directional derivative along d in voxel units and the 26-neighbour
-//! ‖Dρ‖² is the more isotropic estimate of |∇ρ|² summed over the 13
-//! directions (Trzasko & Manduca's 26-neighbour differences for the
-//! homotopic ℓ0 / Laplace prior, with the inverse-squared-distance weights
-//! of neighbourhood priors). The weighted sums are
+//! ‖Dρ‖² sums squared directional derivatives over all 13 directions, a
+//! more isotropic |∇ρ|² than the axes alone. The neighbour differences are
+//! those of the 26-neighbourhood used with the homotopic ℓ0 / Laplace prior
+//! (Trzasko & Manduca); the 1/|d|² weighting is this library's choice (the
+//! inverse squared distance of neighbourhood priors), not taken from them.
+//! The weighted sums are
 //!
 //! $$g_n^2 = \sum_d c_d\,u_{d,n}\,|(D\rho)_{d,n}|^2, \qquad
 //!   \|D\rho\|_u^2 = \sum_n g_n^2.$$
