@@ -78,7 +78,8 @@ typedef struct horecon_cg_options {
   // HORECON_REG_NONE, _TIKHONOV (λ‖ρ‖²), _FINITE_DIFFERENCE (λ‖Dρ‖²_u),
   // _TOTAL_VARIATION (2λ·Σ sqrt(|Dρ|² + ε²)) or _LAPLACE
   // (2λ·Σ (1 − exp(−sqrt(|Dρ|² + ε²)/σ))); D: forward differences over the
-  // grid axes of more than one voxel, none from the last voxel of an axis;
+  // grid axes of more than one voxel, none from the last voxel of an axis
+  // (or to every neighbour: `neighbours`);
   // |Dρ|²_n = Σ_a u_{a,n}·|(Dρ)_{a,n}|² with u = fd_weights.
   int32_t regularizer;
   // Regularisation weight λ ≥ 0 (0 = no regularisation).
