@@ -122,6 +122,9 @@ pub struct Plan {
     pool: Arc<rayon::ThreadPool>,
     /// Built on first use after the model changed (so a GPU gets the model once).
     operator: Mutex<Option<Arc<dyn EncodingOperator>>>,
+    /// A CPU operator for the same model, built on first use by an AUTO plan
+    /// on a GPU when it needs what the CUDA backend does not provide yet.
+    cpu_operator: Mutex<Option<Arc<dyn EncodingOperator>>>,
 }
 
 fn expect_len(argument: &str, got: usize, expected: usize, shape: &str) -> Result<()> {
@@ -245,6 +248,7 @@ impl Plan {
             model: Model::new(sizes),
             pool: Arc::new(pool),
             operator: Mutex::new(None),
+            cpu_operator: Mutex::new(None),
         })
     }
 
@@ -267,6 +271,10 @@ impl Plan {
 
     fn changed(&mut self) {
         *self.operator.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+        *self
+            .cpu_operator
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     /// Voxel positions, N×3 metres (x column, then y, then z).
@@ -357,6 +365,29 @@ impl Plan {
         self.model.set_sensitivities(sensitivities)?;
         self.changed();
         Ok(())
+    }
+
+    /// The operator on the CPU for the current model, built on first use:
+    /// what an AUTO plan on a GPU uses for the features the CUDA backend
+    /// does not have yet (the finite-difference regularizers).
+    fn cpu_operator(&self) -> Result<Arc<dyn EncodingOperator>> {
+        if self.backend == BackendKind::Cpu {
+            return self.operator();
+        }
+        let mut slot = self.cpu_operator.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(op) = slot.as_ref() {
+            return Ok(op.clone());
+        }
+        let features = self.model.features()?;
+        let op: Arc<dyn EncodingOperator> = Arc::from(backend::build(
+            BackendKind::Cpu,
+            &features,
+            self.sizes(),
+            &self.options,
+            self.pool.clone(),
+        )?);
+        *slot = Some(op.clone());
+        Ok(op)
     }
 
     /// The operator for the current model, built on first use.
@@ -453,7 +484,21 @@ impl Plan {
             }
         }
         check_regularizer_options(options, s)?;
-        let op = self.operator()?;
+        // The CUDA backend has no finite-difference regularizers yet: an AUTO
+        // plan solves those on the CPU; a plan that asked for CUDA gets the
+        // backend's INVALID_ARGUMENT from its CG.
+        let needs_differences = matches!(
+            options.regularizer,
+            Regularizer::FiniteDifference | Regularizer::TotalVariation | Regularizer::Laplace
+        );
+        let op = if needs_differences
+            && self.backend == BackendKind::Cuda
+            && self.options.backend == BackendKind::Auto
+        {
+            self.cpu_operator()?
+        } else {
+            self.operator()?
+        };
         let verbosity = self.options.verbosity;
         let user = options.progress;
         let progress = move |iteration: usize, rel: f64| {
