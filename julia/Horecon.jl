@@ -25,7 +25,7 @@
 # thread, which Julia supports only for adopted foreign threads (Julia >= 1.9).
 module Horecon
 
-export Plan, HoreconError, version, cuda_device_count, forward, adjoint, normal, cg,
+export Plan, HoreconError, version, cuda_device_count, forward, adjoint, normal, cg, fhd, q, q_dims,
        set_positions!, set_grid_positions!, set_solid_harmonics!, set_basis!,
        set_trajectory!, set_off_resonance!, set_sensitivities!, set_cartesian!, backend, close!
 
@@ -96,6 +96,7 @@ struct CgOptions
     warm_start::Int32
     progress::Ptr{Cvoid}
     progress_user::Ptr{Cvoid}
+    neighbours::Int32
 end
 
 struct CgInfo
@@ -265,27 +266,80 @@ function normal(p::Plan, x)
 end
 
 """
+    fhd(p, d, phi=nothing)
+
+Stone et al.'s F^H d (eq. 4) for a single-coil trajectory plan (Stone's k in
+cycles/m given to the plan as -2π k): x_n = Σ_m conj(phi_m) d_m exp(+i2π k_m·x_n);
+phi = nothing means 1.
+"""
+function fhd(p::Plan, d, phi = nothing)
+    din = complex_in("data", d, p.nsamples)
+    pin = phi === nothing ? nothing : complex_in("phi", phi, p.nsamples)
+    x = Vector{ComplexF32}(undef, nvoxels(p))
+    check(ccall((:horecon_fhd, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{ComplexF32}, Ptr{ComplexF32}),
+                live(p), din, pin === nothing ? Ptr{ComplexF32}(C_NULL) : pointer(pin), x))
+    return reshape(x, p.shape)
+end
+
+"""The size of Stone's Q: 2n along every axis of more than one voxel, else 1."""
+function q_dims(p::Plan)
+    dims = Vector{Int64}(undef, 3)
+    check(ccall((:horecon_q_dims, LIB), Int32, (Ptr{Cvoid}, Ptr{Int64}), live(p), dims))
+    return (dims[1], dims[2], dims[3])
+end
+
+"""
+    q(p, phi_mag2=nothing)
+
+Stone et al.'s Q (eq. 3) on the 2×-oversampled grid of lattice offsets (size
+`q_dims(p)`; index (nx+1, ny+1, nz+1) is offset 0); phi_mag2 = nothing means 1.
+"""
+function q(p::Plan, phi_mag2 = nothing)
+    w = phi_mag2 === nothing ? nothing : Vector{Float32}(real_in("phi_mag2", phi_mag2, p.nsamples))
+    dims = q_dims(p)
+    out = Vector{ComplexF32}(undef, prod(dims))
+    check(ccall((:horecon_q, LIB), Int32, (Ptr{Cvoid}, Ptr{Float32}, Ptr{ComplexF32}),
+                live(p), w === nothing ? Ptr{Float32}(C_NULL) : pointer(w), out))
+    return reshape(out, dims)
+end
+
+"""
     cg(p, d; max_iterations=50, tolerance=1e-6, regularizer="none", lambda=0.0,
-       sample_weights=nothing, x0=nothing) -> (image, info)
+       sample_weights=nothing, x0=nothing, reweightings=5, epsilon=1e-3, sigma=1.0,
+       fd_weights=nothing, neighbours=6) -> (image, info)
 
 CG on (E^H W E + lambda R) x = E^H W d; info is a NamedTuple
-(iterations, converged, rel_residual, seconds).
+(iterations, converged, rel_residual, seconds). The finite-difference
+regularizers ("finite_difference", "total_variation", "laplace") take
+`fd_weights` (N x ndirections, or nothing = 1) and `neighbours`: 6 =
+differences along the grid axes (ndirections = axes of more than one voxel),
+26 = to every neighbour, each edge once, weighted 1/|d|^2 (ndirections 13 in
+3D, 4 in 2D, 1 in 1D; order in include/horecon.h at `neighbours`).
 """
 function cg(p::Plan, d; max_iterations::Integer = 50, tolerance::Real = 1e-6, regularizer = "none",
-            lambda::Real = 0.0, sample_weights = nothing, x0 = nothing)
+            lambda::Real = 0.0, sample_weights = nothing, x0 = nothing, reweightings = nothing,
+            epsilon = nothing, sigma = nothing, fd_weights = nothing, neighbours::Integer = 6)
     din = complex_in("data", d, p.nsamples * p.ncoils)
     haskey(REGULARIZERS, regularizer) || invalid("unknown regularizer $(regularizer)")
     w = sample_weights === nothing ? nothing : Vector{Float32}(real_in("sample_weights", sample_weights, p.nsamples))
+    axes = count(>(1), p.dims)
+    ndirections = neighbours == 26 ? (axes == 3 ? 13 : axes == 2 ? 4 : 1) : max(axes, 1)
+    u = fd_weights === nothing ? nothing :
+        Vector{Float32}(real_in("fd_weights", fd_weights, nvoxels(p) * ndirections))
     x = x0 === nothing ? zeros(ComplexF32, nvoxels(p)) : complex_in("x0", x0, nvoxels(p))
     defaults = Ref{CgOptions}()
     ccall((:horecon_default_cg_options, LIB), Cvoid, (Ref{CgOptions},), defaults)
     o = defaults[]
     info = Ref{CgInfo}(CgInfo(0, 0, 0.0, 0.0))
-    GC.@preserve w din x begin
+    GC.@preserve w u din x begin
         opts = Ref(CgOptions(o.struct_size, Int32(max_iterations), Float64(tolerance), REGULARIZERS[regularizer],
-                             Float64(lambda), o.reweightings, o.epsilon, o.sigma,
-                             w === nothing ? Ptr{Float32}(C_NULL) : pointer(w), Ptr{Float32}(C_NULL),
-                             Int32(x0 === nothing ? 0 : 1), C_NULL, C_NULL))
+                             Float64(lambda),
+                             reweightings === nothing ? o.reweightings : Int32(reweightings),
+                             epsilon === nothing ? o.epsilon : Float64(epsilon),
+                             sigma === nothing ? o.sigma : Float64(sigma),
+                             w === nothing ? Ptr{Float32}(C_NULL) : pointer(w),
+                             u === nothing ? Ptr{Float32}(C_NULL) : pointer(u),
+                             Int32(x0 === nothing ? 0 : 1), C_NULL, C_NULL, Int32(neighbours)))
         check(ccall((:horecon_cg, LIB), Int32,
                     (Ptr{Cvoid}, Ptr{ComplexF32}, Ref{CgOptions}, Ptr{ComplexF32}, Ref{CgInfo}),
                     live(p), din, opts, x, info))

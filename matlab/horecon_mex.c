@@ -472,6 +472,49 @@ static void cmd_normal(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   plhs[0] = complex_output(voxels(e), 1, y);
 }
 
+/* Stone et al.'s F^H d (eq. 4): x = horecon_mex('fhd', h, d, phi), phi [] = ones. */
+static void cmd_fhd(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  plan_entry *e;
+  horecon_c32 *d, *phi = NULL, *x;
+  need_args(nrhs, 4, "fhd");
+  e = plan_arg(prhs[1]);
+  d = complex_arg(prhs[2], "d", (size_t)e->samples, "M (one coil)");
+  if (!mxIsEmpty(prhs[3])) phi = complex_arg(prhs[3], "phi", (size_t)e->samples, "M");
+  x = (horecon_c32 *)mxMalloc(voxels(e) * sizeof(horecon_c32));
+  check(horecon_fhd(e->plan, d, phi, x));
+  plhs[0] = complex_output(voxels(e), 1, x);
+}
+
+/* Stone et al.'s Q (eq. 3) on the 2x grid: q = horecon_mex('q', h, phiMag2), [] = ones;
+   returned as a column (the class reshapes it with qDims). */
+static void cmd_q(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  plan_entry *e;
+  float *w = NULL;
+  horecon_c32 *q;
+  int64_t dims[3];
+  size_t count;
+  need_args(nrhs, 3, "q");
+  e = plan_arg(prhs[1]);
+  check(horecon_q_dims(e->plan, dims));
+  count = (size_t)(dims[0] * dims[1] * dims[2]);
+  if (!mxIsEmpty(prhs[2])) w = real_singles(prhs[2], "phiMag2", (size_t)e->samples, "M");
+  q = (horecon_c32 *)mxMalloc(count * sizeof(horecon_c32));
+  check(horecon_q(e->plan, w, q));
+  plhs[0] = complex_output(count, 1, q);
+}
+
+static void cmd_q_dims(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  plan_entry *e;
+  int64_t dims[3];
+  double *out;
+  int i;
+  need_args(nrhs, 2, "qDims");
+  e = plan_arg(prhs[1]);
+  check(horecon_q_dims(e->plan, dims));
+  plhs[0] = real_output(1, 3, &out);
+  for (i = 0; i < 3; ++i) out[i] = (double)dims[i];
+}
+
 /* Progress of a CG solve: residual history, and Ctrl-C. */
 typedef struct {
   double *residuals;
@@ -500,9 +543,9 @@ static void cmd_cg(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   cg_progress progress;
   int verbose;
   int32_t backend = 0, i;
-  int64_t reweightings, grid_axes = 0;
+  int64_t reweightings, neighbours, grid_axes = 0, directions;
   horecon_status s;
-  need_args(nrhs, 14, "cg");
+  need_args(nrhs, 15, "cg");
   e = plan_arg(prhs[1]);
   d = complex_arg(prhs[2], "d", (size_t)(e->samples * e->coils), "M x L");
   horecon_default_cg_options(&o);
@@ -528,10 +571,18 @@ static void cmd_cg(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   o.reweightings = (int32_t)reweightings;
   o.epsilon = scalar(prhs[11], "Epsilon");
   o.sigma = scalar(prhs[12], "Sigma");
+  neighbours = integer(prhs[14], "Neighbours");
+  if (neighbours != 0 && neighbours != 6 && neighbours != 26)
+    fail("horecon:invalidArgument", "Neighbours must be 6 (axis differences) or 26 (all neighbours), got %lld",
+         (long long)neighbours);
+  o.neighbours = (int32_t)neighbours;
   for (i = 0; i < 3; ++i) grid_axes += e->dims[i] > 1;
-  if (grid_axes == 0) grid_axes = 1;
+  /* columns of FdWeights: the grid axes, or with Neighbours = 26 the 13 / 4 / 1 directions in 3D / 2D / 1D */
+  directions = neighbours == 26 ? (grid_axes == 3 ? 13 : grid_axes == 2 ? 4 : 1) : (grid_axes == 0 ? 1 : grid_axes);
   if (!mxIsEmpty(prhs[13]))
-    o.fd_weights = real_singles(prhs[13], "FdWeights", voxels(e) * (size_t)grid_axes, "N x ndims (grid axes with more than one voxel)");
+    o.fd_weights = real_singles(prhs[13], "FdWeights", voxels(e) * (size_t)directions,
+                                neighbours == 26 ? "N x ndirections (13 in 3D, 4 in 2D, 1 in 1D; Neighbours = 26)"
+                                                 : "N x ndims (grid axes with more than one voxel)");
   /* TV and Laplace run `reweightings` CG solves: room for every iteration's residual */
   progress.capacity = o.max_iterations * (o.regularizer >= HORECON_REG_TOTAL_VARIATION && reweightings > 1 ? (int32_t)reweightings : 1) + 1;
   progress.residuals = (double *)mxCalloc((size_t)progress.capacity, sizeof(double));
@@ -811,6 +862,9 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   else if (!strcmp(command, "adjoint")) cmd_adjoint(plhs, nrhs, prhs);
   else if (!strcmp(command, "normal")) cmd_normal(plhs, nrhs, prhs);
   else if (!strcmp(command, "cg")) cmd_cg(nlhs, plhs, nrhs, prhs);
+  else if (!strcmp(command, "fhd")) cmd_fhd(plhs, nrhs, prhs);
+  else if (!strcmp(command, "q")) cmd_q(plhs, nrhs, prhs);
+  else if (!strcmp(command, "qDims")) cmd_q_dims(plhs, nrhs, prhs);
   else if (!strcmp(command, "simSheppLogan")) cmd_sim_shepp_logan(plhs, nrhs, prhs);
   else if (!strcmp(command, "simSheppLoganKspace")) cmd_sim_shepp_logan_kspace(plhs, nrhs, prhs);
   else if (!strcmp(command, "simSheppLoganBandLimited")) cmd_sim_band_limited(plhs, nrhs, prhs);

@@ -121,21 +121,53 @@ classdef Plan < handle
       %CG  x = p.cg(d, 'MaxIterations', 50, 'Tolerance', 1e-6, 'Regularizer',
       %    'none'|'tikhonov'|'finitedifference'|'totalvariation'|'laplace', 'Lambda', 0,
       %    'SampleWeights', w, 'X0', x0, 'Reweightings', 5, 'Epsilon', 1e-3, 'Sigma', 1,
-      %    'FdWeights', u (N x ndims edge weights), 'Verbose', false)
+      %    'FdWeights', u (N x ndims edge weights), 'Neighbours', 6, 'Verbose', false)
       %    solves (E'WE + Lambda*R) x = E'W d (TV and Laplace by 'Reweightings' outer
-      %    reweighted finite-difference solves; the CPU backend only, for now); info has iterations, converged,
+      %    reweighted finite-difference solves; these run on the CPU, an 'auto' plan on a GPU uses the CPU for them).
+      %    'Neighbours' 6: differences along the grid axes; 26: to every neighbour, each edge
+      %    once, weighted 1/|d|^2: over the axes e0, e1, e2 of more than one voxel the directions
+      %    e0, e1, e2, e0+e1, e0-e1, e0+e2, e0-e2, e1+e2, e1-e2, e0+e1+e2, e0+e1-e2, e0-e1+e2,
+      %    e0-e1-e2 (those within the grid's axes: 4 in 2D), one FdWeights column each.
+      %    info has iterations, converged,
       %    relResidual, seconds, residuals (per iteration) and backend.
       %    Ctrl-C stops it cleanly (error horecon:cancelled).
       opts = struct('MaxIterations', 50, 'Tolerance', 1e-6, 'Regularizer', 'none', 'Lambda', 0, ...
                     'SampleWeights', [], 'X0', [], 'Verbose', false, 'Reweightings', 5, ...
-                    'Epsilon', 1e-3, 'Sigma', 1, 'FdWeights', []);
+                    'Epsilon', 1e-3, 'Sigma', 1, 'FdWeights', [], 'Neighbours', 6);
       opts = horecon.Plan.parseOptions(opts, varargin);
       reg = horecon.Plan.code(opts.Regularizer, ...
         {'none', 'tikhonov', 'finitedifference', 'totalvariation', 'laplace'}, 'Regularizer');
       [x, info] = horecon_mex('cg', obj.Handle, d, double(opts.MaxIterations), double(opts.Tolerance), ...
                               reg, double(opts.Lambda), opts.SampleWeights, opts.X0, double(opts.Verbose), ...
-                              double(opts.Reweightings), double(opts.Epsilon), double(opts.Sigma), opts.FdWeights);
+                              double(opts.Reweightings), double(opts.Epsilon), double(opts.Sigma), opts.FdWeights, ...
+                              double(opts.Neighbours));
       x = obj.shape(x);
+    end
+
+    function x = fhd(obj, d, phi)
+      %FHD  x = p.fhd(d, phi): Stone et al.'s F^H d (eq. 4) for a single-coil
+      %    trajectory plan: x_n = sum_m conj(phi_m) d_m exp(+i 2 pi k_m . x_n) with
+      %    Stone's k (cycles/m) given to the plan as -2*pi*k; phi omitted or [] = 1.
+      if nargin < 3
+        phi = [];
+      end
+      x = obj.shape(horecon_mex('fhd', obj.Handle, d, phi));
+    end
+
+    function q = q(obj, phiMag2)
+      %Q  q = p.q(phiMag2): Stone et al.'s Q (eq. 3) on the 2x-oversampled grid
+      %    of lattice offsets (size p.qDims(); index nx+1, ny+1, nz+1 is offset 0),
+      %    q(x) = sum_m |phi_m|^2 exp(+i 2 pi k_m . x); phiMag2 omitted or [] = 1.
+      if nargin < 2
+        phiMag2 = [];
+      end
+      dims = horecon_mex('qDims', obj.Handle);
+      q = squeeze(reshape(horecon_mex('q', obj.Handle, phiMag2), dims));
+    end
+
+    function dims = qDims(obj)
+      %QDIMS  The size of Q: 2n along every axis of more than one voxel, else 1.
+      dims = horecon_mex('qDims', obj.Handle);
     end
 
     function name = backend(obj)
