@@ -292,6 +292,18 @@ impl<T: Real + FftNum> CartesianOperator<T> {
             .map(|p| p.get_inplace_scratch_len())
             .max()
             .unwrap_or(0);
+        // Rows y with some W ≠ 0 (in the z-fastest plane) and their weights.
+        let rows: Vec<usize> = (0..ny)
+            .filter(|&yy| {
+                w_zy[nz * yy..nz * (yy + 1)]
+                    .iter()
+                    .any(|&w| w != T::default())
+            })
+            .collect();
+        let w_rows: Vec<T> = rows
+            .iter()
+            .flat_map(|&yy| w_zy[nz * yy..nz * (yy + 1)].iter().copied())
+            .collect();
         let out = SharedImage(y.as_mut_ptr());
         let sensitivities = self.slab_sensitivities.as_deref();
         (0..nx.div_ceil(SLAB)).into_par_iter().for_each_init(
@@ -341,19 +353,24 @@ impl<T: Real + FftNum> CartesianOperator<T> {
                             plans[0][0].process_with_scratch(p, scratch);
                         }
                         if axes[2] {
-                            for yy in 0..ny {
+                            // Only the z lines of rows y with samples: the others are zeroed by W.
+                            let lines = &mut transposed[..nz * rows.len()];
+                            for (r, &yy) in rows.iter().enumerate() {
                                 for z in 0..nz {
-                                    transposed[z + nz * yy] = p[yy + ny * z];
+                                    lines[z + nz * r] = p[yy + ny * z];
                                 }
                             }
-                            plans[0][1].process_with_scratch(transposed, scratch);
-                            for (t, &w) in transposed.iter_mut().zip(w_zy) {
-                                *t = Complex::new(t.re * w, t.im * w);
+                            if !lines.is_empty() {
+                                plans[0][1].process_with_scratch(lines, scratch);
+                                for (t, &w) in lines.iter_mut().zip(&w_rows) {
+                                    *t = Complex::new(t.re * w, t.im * w);
+                                }
+                                plans[1][1].process_with_scratch(lines, scratch);
                             }
-                            plans[1][1].process_with_scratch(transposed, scratch);
-                            for yy in 0..ny {
+                            p.fill(zero);
+                            for (r, &yy) in rows.iter().enumerate() {
                                 for z in 0..nz {
-                                    p[yy + ny * z] = transposed[z + nz * yy];
+                                    p[yy + ny * z] = lines[z + nz * r];
                                 }
                             }
                         } else {
