@@ -5,6 +5,7 @@
 //!
 //!   cargo run --release --example bench_kim [-- --backend cpu|cuda|auto]
 //!       [--precision accurate|fast|double] [--dims 256x160x80] [--threads N]
+//!       [--lambda 0.02 (λ / M)]
 //!
 //! The backend may also come from HORECON_BACKEND. Prints the seconds of the
 //! reconstruction (CG with its reweightings) and of the setup, and the NRMSE
@@ -36,6 +37,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut precision = "accurate".to_string();
     let mut dims = [256usize, 160, 80];
     let mut threads = 0usize;
+    let mut lambda_scale = 0.02;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let value = args.next().ok_or(format!("{a} needs a value"))?;
@@ -44,6 +46,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--precision" => precision = value,
             "--dims" => dims = parse_dims(&value).ok_or("--dims wants NXxNYxNZ")?,
             "--threads" => threads = value.parse()?,
+            "--lambda" => lambda_scale = value.parse()?,
             _ => return Err(format!("unknown argument {a}").into()),
         }
     }
@@ -99,8 +102,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         tolerance: 0.0,
         regularizer: Regularizer::Laplace,
         reweightings: 5,
-        // EᴴE ≈ N·(M/N)·Σ|S|² on smooth images (unnormalised FFTs): λ a few % of that.
-        lambda: 0.02 * m as f64,
+        // EᴴE ≈ N·(M/N)·Σ|S|² = M·Σ|S|² on smooth images (unnormalised FFTs): λ a few % of that.
+        lambda: lambda_scale * m as f64,
         sigma: 0.05,
         epsilon: 1e-3,
         ..CgOptions::default()
