@@ -120,9 +120,9 @@ where
         drop(features);
         let data64 = spec.kernel_weights(weights)?;
         let mut data = complex_zeros::<Mo::Acc>(data64.len(), "Toeplitz data (M x pairs)")?;
-        data.par_iter_mut().zip(&data64).for_each(|(o, v)| {
-            *o = Complex::new(Mo::Acc::from_f64(v.re), Mo::Acc::from_f64(v.im))
-        });
+        data.par_iter_mut()
+            .zip(&data64)
+            .for_each(|(o, v)| *o = Complex::new(Mo::Acc::from_f64(v.re), Mo::Acc::from_f64(v.im)));
         drop(data64);
         let points = spec.kernel_points();
         let mut spectra = complex_zeros(points * sizes.coils, "Toeplitz kernels (2^d N x pairs)")?;
@@ -231,7 +231,11 @@ where
         };
         let phase = |l: usize| self.segment_phases.as_ref().map(|p| &p[l * n..(l + 1) * n]);
         for c in 0..coils {
-            let sensitivity = self.exact.sensitivities.as_ref().map(|s| &s[c * n..(c + 1) * n]);
+            let sensitivity = self
+                .exact
+                .sensitivities
+                .as_ref()
+                .map(|s| &s[c * n..(c + 1) * n]);
             for (lp, buffer) in spectra.chunks_exact_mut(points).enumerate() {
                 self.pad(x, sensitivity, phase(lp), buffer);
                 self.fft.process(buffer, Direction::Forward);
