@@ -419,6 +419,17 @@ static void cmd_set_sensitivities(int nrhs, const mxArray *prhs[]) {
       e->plan, complex_arg(prhs[2], "S", voxels(e) * (size_t)e->coils, "N x L or [nx ny nz L]")));
 }
 
+static void cmd_set_toeplitz(int nrhs, const mxArray *prhs[]) {
+  plan_entry *e;
+  int64_t segments;
+  need_args(nrhs, 4, "setToeplitz");
+  e = plan_arg(prhs[1]);
+  segments = integer(prhs[3], "TimeSegments");
+  if (segments < INT32_MIN || segments > INT32_MAX)
+    fail("horecon:invalidArgument", "TimeSegments = %lld is out of range", (long long)segments);
+  check(horecon_set_toeplitz(e->plan, scalar(prhs[2], "enable") != 0.0, (int32_t)segments));
+}
+
 static void cmd_forward(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   plan_entry *e;
   horecon_c32 *x, *d;
@@ -786,6 +797,7 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   else if (!strcmp(command, "setTrajectory")) cmd_set_trajectory(nrhs, prhs);
   else if (!strcmp(command, "setOffResonance")) cmd_set_off_resonance(nrhs, prhs);
   else if (!strcmp(command, "setSensitivities")) cmd_set_sensitivities(nrhs, prhs);
+  else if (!strcmp(command, "setToeplitz")) cmd_set_toeplitz(nrhs, prhs);
   else if (!strcmp(command, "forward")) cmd_forward(plhs, nrhs, prhs);
   else if (!strcmp(command, "adjoint")) cmd_adjoint(plhs, nrhs, prhs);
   else if (!strcmp(command, "normal")) cmd_normal(plhs, nrhs, prhs);

@@ -93,6 +93,23 @@ classdef Plan < handle
       horecon_mex('setSensitivities', obj.Handle, S);
     end
 
+    function setToeplitz(obj, enable, timeSegments)
+      %SETTOEPLITZ  p.setToeplitz(true, 0): normal and cg use the Toeplitz normal
+      %   operator (E^H W E by FFTs of the 2x-oversampled grid with exact kernels;
+      %   forward and adjoint stay exact). Needs a phase linear in position (a
+      %   trajectory, or solid harmonics with terms above order 1 zero) on a voxel
+      %   grid, checked at the next normal/cg. With off-resonance, time segmentation
+      %   with timeSegments segments (0 = automatic, normal operator within 1e-3).
+      %   p.setToeplitz(false) restores the exact normal operator.
+      if nargin < 2
+        enable = true;
+      end
+      if nargin < 3
+        timeSegments = 0;
+      end
+      horecon_mex('setToeplitz', obj.Handle, enable, timeSegments);
+    end
+
     function d = forward(obj, x)
       d = horecon_mex('forward', obj.Handle, x);
     end
