@@ -27,7 +27,7 @@ module Horecon
 
 export Plan, HoreconError, version, cuda_device_count, forward, adjoint, normal, cg,
        set_positions!, set_grid_positions!, set_solid_harmonics!, set_basis!,
-       set_trajectory!, set_off_resonance!, set_sensitivities!, backend, close!
+       set_trajectory!, set_off_resonance!, set_sensitivities!, set_toeplitz!, backend, close!
 
 const LIB = get(ENV, "HORECON_LIB", joinpath(@__DIR__, "..", "target", "release", "libhorecon.so"))
 
@@ -224,6 +224,16 @@ function set_sensitivities!(p::Plan, S)
     end
     check(ccall((:horecon_set_sensitivities, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}), live(p),
                 complex_in("sensitivities", S, nvoxels(p) * p.ncoils)))
+end
+
+"""Toeplitz normal operator for `normal` and `cg` (E^H W E by FFTs of the
+2x-oversampled grid with exact kernels; forward and adjoint stay exact).
+Needs a phase linear in position on a voxel grid, checked at the next
+normal/cg. With off-resonance, `time_segments` segments (0 = automatic,
+normal operator within 1e-3). `enable = false` restores the exact operator."""
+function set_toeplitz!(p::Plan, enable::Bool = true, time_segments::Integer = 0)
+    check(ccall((:horecon_set_toeplitz, LIB), Int32, (Ptr{Cvoid}, Int32, Int32), live(p),
+                Int32(enable), Int32(time_segments)))
 end
 
 """d = E x: image (N or dims) -> data M x L (ComplexF32)."""
