@@ -343,6 +343,20 @@ fn refused_models_and_arguments() {
     let e = incomplete.normal(&x, &mut out).unwrap_err();
     assert_eq!(e.status, Status::IncompletePlan);
 
+    // The CUDA build path refuses (checked without a GPU through the backend's builder).
+    let pool = std::sync::Arc::new(rayon::ThreadPoolBuilder::new().build().unwrap());
+    let cpu_plan = p.plan(Precision::Accurate);
+    let refused = horecon::backend::build_toeplitz(
+        horecon::BackendKind::Cuda,
+        &cpu_plan.model().features().unwrap(),
+        cpu_plan.toeplitz_spec(0).unwrap(),
+        cpu_plan.sizes(),
+        &Default::default(),
+        pool,
+    )
+    .map(|_| ());
+    expect_invalid(refused, "Toeplitz on CUDA is not implemented");
+
     // A CUDA plan (only on a machine with a GPU).
     if horecon::backend::cuda_device_count() > 0 {
         let mut cuda = p.plan_with(horecon::Options {
