@@ -9,8 +9,8 @@
 //! phase sums of [`CpuOperator`].
 //!
 //! The kernels T are direct sums computed by the CPU phase-sum kernel in the
-//! plan's precision mode (exact to its accuracy class), for the sample
-//! weights W of the last call; a call with other weights recomputes them.
+//! plan's precision mode (exact to its accuracy class), kept for W = 1 and for
+//! the sample weights W of the last weighted call; other weights recompute them.
 
 use super::fft::{Direction, GridFft};
 use super::kernel::{Accurate, Double, Fast, Mode};
@@ -53,6 +53,8 @@ struct Kernels<T> {
     spectra: Vec<Complex<T>>,
 }
 
+type CachedKernels<T> = Option<Arc<Kernels<T>>>;
+
 /// EᴴWE by FFT convolutions; E, Eᴴ exact.
 pub struct ToeplitzOperator<Mo: Mode>
 where
@@ -63,7 +65,8 @@ where
     fft: GridFft<Mo::Acc>,
     /// P_l(n) = exp(iδ_n τ_l), L×N; `None` without segmentation.
     segment_phases: Option<Vec<Acc<Mo>>>,
-    kernels: Mutex<Option<Arc<Kernels<Mo::Acc>>>>,
+    /// Cached kernels: [0] for W = 1, [1] for the last weights given.
+    kernels: Mutex<[CachedKernels<Mo::Acc>; 2]>,
 }
 
 impl<Mo: Mode> ToeplitzOperator<Mo>
@@ -99,14 +102,16 @@ where
             exact,
             spec,
             segment_phases,
-            kernels: Mutex::new(None),
+            kernels: Mutex::new([None, None]),
         })
     }
 
     /// The kernel spectra for `weights`, computed on first use and whenever
-    /// the weights differ from the last call's.
+    /// the weights differ from the last weighted call's (W = 1 is kept apart,
+    /// so CG with weights and `normal` without do not evict each other).
     fn kernels(&self, weights: Option<&[f32]>) -> Result<Arc<Kernels<Mo::Acc>>> {
-        let mut slot = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = &mut cache[usize::from(weights.is_some())];
         if let Some(k) = slot.as_ref() {
             if k.weights.as_deref() == weights {
                 return Ok(k.clone());
