@@ -452,6 +452,20 @@ static void cmd_normal(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   plhs[0] = complex_output(voxels(e), 1, y);
 }
 
+/* x = gridding(d, dcf): dcf [] = Pipe-Menon weights. */
+static void cmd_gridding(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  plan_entry *e;
+  horecon_c32 *d, *x;
+  float *w = NULL;
+  need_args(nrhs, 4, "gridding");
+  e = plan_arg(prhs[1]);
+  d = complex_arg(prhs[2], "d", (size_t)(e->samples * e->coils), "M x L");
+  if (!mxIsEmpty(prhs[3])) w = real_singles(prhs[3], "dcf", (size_t)e->samples, "M");
+  x = (horecon_c32 *)mxMalloc(voxels(e) * sizeof(horecon_c32));
+  check(horecon_gridding(e->plan, d, w, x));
+  plhs[0] = complex_output(voxels(e), 1, x);
+}
+
 /* Progress of a CG solve: residual history, and Ctrl-C. */
 typedef struct {
   double *residuals;
@@ -790,6 +804,7 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   else if (!strcmp(command, "adjoint")) cmd_adjoint(plhs, nrhs, prhs);
   else if (!strcmp(command, "normal")) cmd_normal(plhs, nrhs, prhs);
   else if (!strcmp(command, "cg")) cmd_cg(nlhs, plhs, nrhs, prhs);
+  else if (!strcmp(command, "gridding")) cmd_gridding(plhs, nrhs, prhs);
   else if (!strcmp(command, "simSheppLogan")) cmd_sim_shepp_logan(plhs, nrhs, prhs);
   else if (!strcmp(command, "simSheppLoganKspace")) cmd_sim_shepp_logan_kspace(plhs, nrhs, prhs);
   else if (!strcmp(command, "simSheppLoganBandLimited")) cmd_sim_band_limited(plhs, nrhs, prhs);
