@@ -25,7 +25,8 @@
 # thread, which Julia supports only for adopted foreign threads (Julia >= 1.9).
 module Horecon
 
-export Plan, HoreconError, version, cuda_device_count, forward, adjoint, normal, cg, gridding,
+export Plan, HoreconError, version, cuda_device_count, forward, adjoint, normal, cg, fhd, q, q_dims,
+       gridding,
        set_positions!, set_grid_positions!, set_solid_harmonics!, set_basis!,
        set_trajectory!, set_off_resonance!, set_sensitivities!, backend, close!
 
@@ -269,6 +270,44 @@ function gridding(p::Plan, d, dcf = nothing)
     check(ccall((:horecon_gridding, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{Cfloat}, Ptr{ComplexF32}),
                 live(p), din, w, x))
     return reshape(x, p.shape)
+end
+
+"""
+    fhd(p, d, phi=nothing)
+
+Stone et al.'s F^H d (eq. 4) for a single-coil trajectory plan (Stone's k in
+cycles/m given to the plan as -2π k): x_n = Σ_m conj(phi_m) d_m exp(+i2π k_m·x_n);
+phi = nothing means 1.
+"""
+function fhd(p::Plan, d, phi = nothing)
+    din = complex_in("data", d, p.nsamples)
+    pin = phi === nothing ? nothing : complex_in("phi", phi, p.nsamples)
+    x = Vector{ComplexF32}(undef, nvoxels(p))
+    check(ccall((:horecon_fhd, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{ComplexF32}, Ptr{ComplexF32}),
+                live(p), din, pin === nothing ? Ptr{ComplexF32}(C_NULL) : pointer(pin), x))
+    return reshape(x, p.shape)
+end
+
+"""The size of Stone's Q: 2n along every axis of more than one voxel, else 1."""
+function q_dims(p::Plan)
+    dims = Vector{Int64}(undef, 3)
+    check(ccall((:horecon_q_dims, LIB), Int32, (Ptr{Cvoid}, Ptr{Int64}), live(p), dims))
+    return (dims[1], dims[2], dims[3])
+end
+
+"""
+    q(p, phi_mag2=nothing)
+
+Stone et al.'s Q (eq. 3) on the 2×-oversampled grid of lattice offsets (size
+`q_dims(p)`; index (nx+1, ny+1, nz+1) is offset 0); phi_mag2 = nothing means 1.
+"""
+function q(p::Plan, phi_mag2 = nothing)
+    w = phi_mag2 === nothing ? nothing : Vector{Float32}(real_in("phi_mag2", phi_mag2, p.nsamples))
+    dims = q_dims(p)
+    out = Vector{ComplexF32}(undef, prod(dims))
+    check(ccall((:horecon_q, LIB), Int32, (Ptr{Cvoid}, Ptr{Float32}, Ptr{ComplexF32}),
+                live(p), w === nothing ? Ptr{Float32}(C_NULL) : pointer(w), out))
+    return reshape(out, dims)
 end
 
 """

@@ -466,6 +466,49 @@ static void cmd_gridding(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   plhs[0] = complex_output(voxels(e), 1, x);
 }
 
+/* Stone et al.'s F^H d (eq. 4): x = horecon_mex('fhd', h, d, phi), phi [] = ones. */
+static void cmd_fhd(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  plan_entry *e;
+  horecon_c32 *d, *phi = NULL, *x;
+  need_args(nrhs, 4, "fhd");
+  e = plan_arg(prhs[1]);
+  d = complex_arg(prhs[2], "d", (size_t)e->samples, "M (one coil)");
+  if (!mxIsEmpty(prhs[3])) phi = complex_arg(prhs[3], "phi", (size_t)e->samples, "M");
+  x = (horecon_c32 *)mxMalloc(voxels(e) * sizeof(horecon_c32));
+  check(horecon_fhd(e->plan, d, phi, x));
+  plhs[0] = complex_output(voxels(e), 1, x);
+}
+
+/* Stone et al.'s Q (eq. 3) on the 2x grid: q = horecon_mex('q', h, phiMag2), [] = ones;
+   returned as a column (the class reshapes it with qDims). */
+static void cmd_q(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  plan_entry *e;
+  float *w = NULL;
+  horecon_c32 *q;
+  int64_t dims[3];
+  size_t count;
+  need_args(nrhs, 3, "q");
+  e = plan_arg(prhs[1]);
+  check(horecon_q_dims(e->plan, dims));
+  count = (size_t)(dims[0] * dims[1] * dims[2]);
+  if (!mxIsEmpty(prhs[2])) w = real_singles(prhs[2], "phiMag2", (size_t)e->samples, "M");
+  q = (horecon_c32 *)mxMalloc(count * sizeof(horecon_c32));
+  check(horecon_q(e->plan, w, q));
+  plhs[0] = complex_output(count, 1, q);
+}
+
+static void cmd_q_dims(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  plan_entry *e;
+  int64_t dims[3];
+  double *out;
+  int i;
+  need_args(nrhs, 2, "qDims");
+  e = plan_arg(prhs[1]);
+  check(horecon_q_dims(e->plan, dims));
+  plhs[0] = real_output(1, 3, &out);
+  for (i = 0; i < 3; ++i) out[i] = (double)dims[i];
+}
+
 /* Progress of a CG solve: residual history, and Ctrl-C. */
 typedef struct {
   double *residuals;
@@ -805,6 +848,9 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   else if (!strcmp(command, "normal")) cmd_normal(plhs, nrhs, prhs);
   else if (!strcmp(command, "cg")) cmd_cg(nlhs, plhs, nrhs, prhs);
   else if (!strcmp(command, "gridding")) cmd_gridding(plhs, nrhs, prhs);
+  else if (!strcmp(command, "fhd")) cmd_fhd(plhs, nrhs, prhs);
+  else if (!strcmp(command, "q")) cmd_q(plhs, nrhs, prhs);
+  else if (!strcmp(command, "qDims")) cmd_q_dims(plhs, nrhs, prhs);
   else if (!strcmp(command, "simSheppLogan")) cmd_sim_shepp_logan(plhs, nrhs, prhs);
   else if (!strcmp(command, "simSheppLoganKspace")) cmd_sim_shepp_logan_kspace(plhs, nrhs, prhs);
   else if (!strcmp(command, "simSheppLoganBandLimited")) cmd_sim_band_limited(plhs, nrhs, prhs);

@@ -141,6 +141,32 @@ classdef Plan < handle
       x = obj.shape(horecon_mex('gridding', obj.Handle, d, dcf));
     end
 
+    function x = fhd(obj, d, phi)
+      %FHD  x = p.fhd(d, phi): Stone et al.'s F^H d (eq. 4) for a single-coil
+      %    trajectory plan: x_n = sum_m conj(phi_m) d_m exp(+i 2 pi k_m . x_n) with
+      %    Stone's k (cycles/m) given to the plan as -2*pi*k; phi omitted or [] = 1.
+      if nargin < 3
+        phi = [];
+      end
+      x = obj.shape(horecon_mex('fhd', obj.Handle, d, phi));
+    end
+
+    function q = q(obj, phiMag2)
+      %Q  q = p.q(phiMag2): Stone et al.'s Q (eq. 3) on the 2x-oversampled grid
+      %    of lattice offsets (size p.qDims(); index nx+1, ny+1, nz+1 is offset 0),
+      %    q(x) = sum_m |phi_m|^2 exp(+i 2 pi k_m . x); phiMag2 omitted or [] = 1.
+      if nargin < 2
+        phiMag2 = [];
+      end
+      dims = horecon_mex('qDims', obj.Handle);
+      q = squeeze(reshape(horecon_mex('q', obj.Handle, phiMag2), dims));
+    end
+
+    function dims = qDims(obj)
+      %QDIMS  The size of Q: 2n along every axis of more than one voxel, else 1.
+      dims = horecon_mex('qDims', obj.Handle);
+    end
+
     function name = backend(obj)
       %BACKEND  'cpu' or 'cuda': where the operators of this plan run.
       name = horecon_mex('backend', obj.Handle);

@@ -58,7 +58,7 @@
 
 use super::{expect_len, Plan};
 use crate::backend::cpu::fft::{Direction, GridFft};
-use crate::error::{try_vec, Error, Result, Status};
+use crate::error::{try_vec, Error, Result};
 use crate::model::{check_finite_c32, check_finite_f32, Basis};
 use num_complex::{Complex32, Complex64};
 use rayon::prelude::*;
@@ -72,10 +72,6 @@ pub const OVERSAMPLING: f64 = 2.0;
 
 /// Iterations of the Pipe–Menon density compensation.
 pub const PIPE_MENON_ITERATIONS: usize = 20;
-
-/// Positions off the lattice by more than this fraction of the largest
-/// lattice step are not a grid.
-const LATTICE_TOLERANCE: f64 = 1e-6;
 
 /// The modified Bessel function I0 by its power series Σ (x²/4)^k/(k!)²
 /// (all terms positive; converges to full precision for the x ≤ ~30 used here).
@@ -405,62 +401,6 @@ fn spread_one(
     }
 }
 
-/// The lattice steps a, b, c (m) of grid positions r_n = r_0 + ix·a + iy·b +
-/// iz·c (zero for singleton axes), or `InvalidArgument` if the positions are
-/// not such a lattice.
-fn lattice_steps(dims: [usize; 3], positions: &[f64]) -> Result<[[f64; 3]; 3]> {
-    let n: usize = dims.iter().product();
-    let r = |v: usize| [positions[v], positions[n + v], positions[2 * n + v]];
-    let strides = [1, dims[0], dims[0] * dims[1]];
-    let origin = r(0);
-    let mut steps = [[0.0; 3]; 3];
-    let mut largest: f64 = 0.0;
-    for axis in 0..3 {
-        if dims[axis] > 1 {
-            let p = r(strides[axis]);
-            for c in 0..3 {
-                steps[axis][c] = p[c] - origin[c];
-            }
-            let length = steps[axis].iter().map(|x| x * x).sum::<f64>().sqrt();
-            if length == 0.0 {
-                return Err(Error::invalid(format!(
-                    "gridding needs voxel positions on a grid: the first two voxels along axis {} coincide",
-                    ["x", "y", "z"][axis]
-                )));
-            }
-            largest = largest.max(length);
-        }
-    }
-    for v in 0..n {
-        let i = [
-            v % dims[0],
-            (v / dims[0]) % dims[1],
-            v / (dims[0] * dims[1]),
-        ];
-        let p = r(v);
-        let deviation = (0..3)
-            .map(|c| {
-                let expect = origin[c]
-                    + i[0] as f64 * steps[0][c]
-                    + i[1] as f64 * steps[1][c]
-                    + i[2] as f64 * steps[2][c];
-                (p[c] - expect).powi(2)
-            })
-            .sum::<f64>()
-            .sqrt();
-        if deviation > LATTICE_TOLERANCE * largest {
-            return Err(Error::new(
-                Status::InvalidArgument,
-                format!(
-                    "gridding needs voxel positions on a regular grid (r_n = r_0 + ix*a + iy*b + iz*c, \
-                     as set_grid_positions makes): voxel {v} is {deviation:.3e} m off it"
-                ),
-            ));
-        }
-    }
-    Ok(steps)
-}
-
 /// The samples of a plan as gridding sees them.
 struct GriddingSamples {
     /// u_{j,a} = k_j·step_a/2π reduced to [−½, ½) (0 for axes of one voxel).
@@ -494,7 +434,7 @@ impl Plan {
                 "positions are not set (horecon_set_positions or horecon_set_grid_positions)",
             )
         })?;
-        let steps = lattice_steps(s.dims, positions)?;
+        let steps = crate::model::grid::lattice_steps(s.dims, positions, "gridding")?;
         let n = s.voxels;
         let centre = s.dims[0] / 2 + s.dims[0] * (s.dims[1] / 2 + s.dims[1] * (s.dims[2] / 2));
         let r_c = [

@@ -18,13 +18,10 @@
 
 use super::{expect_len, Plan};
 use crate::backend;
-use crate::error::{try_vec, Error, Result, Status};
+use crate::error::{try_vec, Error, Result};
+use crate::model::grid::lattice_steps;
 use crate::model::{check_finite_c32, check_finite_f32, Basis, Model, Sizes};
 use num_complex::Complex32;
-
-/// Positions off the lattice by more than this fraction of the largest
-/// lattice step are not a grid.
-const LATTICE_TOLERANCE: f64 = 1e-6;
 
 impl Plan {
     /// The trajectory (ndims, M×ndims rad/m) of a plan Stone's formulas apply to.
@@ -129,7 +126,7 @@ impl Plan {
             .positions
             .as_deref()
             .ok_or_else(|| Error::internal("positions missing"))?;
-        let steps = lattice_steps(s.dims, positions)?;
+        let steps = lattice_steps(s.dims, positions, "q")?;
         let mut q_positions = try_vec(3 * q_voxels, 0.0f64, "positions of Q (2N x 3)")?;
         for l in 0..q_dims[2] {
             for j in 0..q_dims[1] {
@@ -172,60 +169,4 @@ impl Plan {
         )?;
         op.adjoint(&weights, q)
     }
-}
-
-/// The lattice steps a, b, c (m) of grid positions r_n = r_0 + ix·a + iy·b +
-/// iz·c (zero for singleton axes), or `InvalidArgument` if the positions are
-/// not such a lattice.
-fn lattice_steps(dims: [usize; 3], positions: &[f64]) -> Result<[[f64; 3]; 3]> {
-    let n: usize = dims.iter().product();
-    let r = |v: usize| [positions[v], positions[n + v], positions[2 * n + v]];
-    let strides = [1, dims[0], dims[0] * dims[1]];
-    let origin = r(0);
-    let mut steps = [[0.0; 3]; 3];
-    let mut largest: f64 = 0.0;
-    for axis in 0..3 {
-        if dims[axis] > 1 {
-            let p = r(strides[axis]);
-            for c in 0..3 {
-                steps[axis][c] = p[c] - origin[c];
-            }
-            let length = steps[axis].iter().map(|x| x * x).sum::<f64>().sqrt();
-            if length == 0.0 {
-                return Err(Error::invalid(format!(
-                    "q needs voxel positions on a grid: the first two voxels along axis {} coincide",
-                    ["x", "y", "z"][axis]
-                )));
-            }
-            largest = largest.max(length);
-        }
-    }
-    for iz in 0..dims[2] {
-        for iy in 0..dims[1] {
-            for ix in 0..dims[0] {
-                let v = ix + dims[0] * (iy + dims[1] * iz);
-                let p = r(v);
-                let deviation = (0..3)
-                    .map(|c| {
-                        let expect = origin[c]
-                            + ix as f64 * steps[0][c]
-                            + iy as f64 * steps[1][c]
-                            + iz as f64 * steps[2][c];
-                        (p[c] - expect).powi(2)
-                    })
-                    .sum::<f64>()
-                    .sqrt();
-                if deviation > LATTICE_TOLERANCE * largest {
-                    return Err(Error::new(
-                        Status::InvalidArgument,
-                        format!(
-                            "q needs voxel positions on a regular grid (r_n = r_0 + ix*a + iy*b + iz*c, \
-                             as set_grid_positions makes): voxel {v} is {deviation:.3e} m off it"
-                        ),
-                    ));
-                }
-            }
-        }
-    }
-    Ok(steps)
 }

@@ -5,18 +5,19 @@ pub mod fd;
 pub mod fft;
 pub mod kernel;
 pub mod real;
+pub(crate) mod space;
 pub mod trig;
 
 use crate::error::{try_vec, Result};
 use crate::model::{Features, Sizes};
 use crate::op::{CgReport, EncodingOperator, Precision};
-use crate::solver::{cg, CgProblem, CgSpace, Penalty};
-use fd::Grid;
+use crate::solver::CgProblem;
 use kernel::{phase_sum, Accurate, Double, Fast, Mode, Points};
 use num_complex::{Complex, Complex32};
 use rayon::prelude::*;
 use real::Real;
-use std::sync::{Arc, Mutex};
+pub(crate) use space::CpuNormal;
+use std::sync::Arc;
 
 /// Builds the CPU operator for a model's features in the given precision.
 pub fn build(
@@ -67,15 +68,15 @@ fn transpose<T: Real>(by_feature: &[T], terms: usize, what: &str) -> Result<Vec<
     Ok(out)
 }
 
-fn widen<T: Real>(c: Complex32) -> Complex<T> {
+pub(crate) fn widen<T: Real>(c: Complex32) -> Complex<T> {
     Complex::new(T::from_f64(c.re as f64), T::from_f64(c.im as f64))
 }
 
-fn mul<T: Real>(a: Complex<T>, b: Complex<T>) -> Complex<T> {
+pub(crate) fn mul<T: Real>(a: Complex<T>, b: Complex<T>) -> Complex<T> {
     Complex::new(a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re)
 }
 
-fn narrow<T: Real>(c: Complex<T>) -> Complex32 {
+pub(crate) fn narrow<T: Real>(c: Complex<T>) -> Complex32 {
     Complex32::new(c.re.to_f64() as f32, c.im.to_f64() as f32)
 }
 
@@ -109,11 +110,7 @@ impl<Mo: Mode> CpuOperator<Mo> {
     }
 
     fn zeros(&self, len: usize, what: &str) -> Result<Vec<Acc<Mo>>> {
-        try_vec(
-            len,
-            Complex::new(Mo::Acc::default(), Mo::Acc::default()),
-            what,
-        )
+        complex_zeros(len, what)
     }
 
     fn voxels(&self) -> Points<'_, Mo::Phase> {
@@ -216,29 +213,66 @@ impl<Mo: Mode> CpuOperator<Mo> {
         let mut data = self.zeros(m * coils, "intermediate data (M x L)")?;
         self.forward_acc(image, &mut data)?;
         if let Some(w) = weights {
-            data.par_chunks_mut(m).for_each(|d| {
-                for (d, w) in d.iter_mut().zip(w) {
-                    let w = Mo::Acc::from_f64(*w as f64);
-                    *d = Complex::new(d.re * w, d.im * w);
-                }
-            });
+            apply_sample_weights(&mut data, m, w);
         }
         self.adjoint_acc(&data, out)
     }
 
     fn widen_all(&self, values: &[Complex32], what: &str) -> Result<Vec<Acc<Mo>>> {
-        let mut out = self.zeros(values.len(), what)?;
-        out.par_iter_mut()
-            .zip(values)
-            .for_each(|(o, v)| *o = widen(*v));
-        Ok(out)
+        widen_all(values, what)
     }
 }
 
-fn narrow_into<T: Real>(values: &[Complex<T>], out: &mut [Complex32]) {
+/// A complex vector of zeros, or `OutOfMemory` naming `what`.
+pub(crate) fn complex_zeros<T: Real>(len: usize, what: &str) -> Result<Vec<Complex<T>>> {
+    try_vec(len, Complex::new(T::default(), T::default()), what)
+}
+
+/// float32 values widened to the accumulation type T.
+pub(crate) fn widen_all<T: Real>(values: &[Complex32], what: &str) -> Result<Vec<Complex<T>>> {
+    let mut out = complex_zeros(values.len(), what)?;
+    out.par_iter_mut()
+        .zip(values)
+        .for_each(|(o, v)| *o = widen(*v));
+    Ok(out)
+}
+
+/// d_{j,c} ← w_j·d_{j,c} for M×L data (sample index fastest).
+pub(crate) fn apply_sample_weights<T: Real>(data: &mut [Complex<T>], m: usize, w: &[f32]) {
+    data.par_chunks_mut(m).for_each(|d| {
+        for (d, w) in d.iter_mut().zip(w) {
+            let w = T::from_f64(*w as f64);
+            *d = Complex::new(d.re * w, d.im * w);
+        }
+    });
+}
+
+pub(crate) fn narrow_into<T: Real>(values: &[Complex<T>], out: &mut [Complex32]) {
     out.par_iter_mut()
         .zip(values)
         .for_each(|(o, v)| *o = narrow(*v));
+}
+
+impl<Mo: Mode> CpuNormal<Mo::Acc> for CpuOperator<Mo> {
+    fn sizes(&self) -> Sizes {
+        self.sizes
+    }
+
+    fn pool(&self) -> &rayon::ThreadPool {
+        &self.pool
+    }
+
+    fn rhs(&self, data: &[Complex32], weights: Option<&[f32]>, b: &mut [Acc<Mo>]) -> Result<()> {
+        let mut d = self.widen_all(data, "data")?;
+        if let Some(w) = weights {
+            apply_sample_weights(&mut d, self.sizes.samples, w);
+        }
+        self.adjoint_acc(&d, b)
+    }
+
+    fn normal(&self, x: &[Acc<Mo>], y: &mut [Acc<Mo>], weights: Option<&[f32]>) -> Result<()> {
+        self.normal_acc(x, y, weights)
+    }
 }
 
 impl<Mo: Mode> EncodingOperator for CpuOperator<Mo> {
@@ -281,132 +315,10 @@ impl<Mo: Mode> EncodingOperator for CpuOperator<Mo> {
     /// (a callback may use thread-bound APIs: MATLAB's MEX functions, Python,
     /// thread-locals); only the vector operations enter the plan's pool.
     fn solve(&self, problem: &CgProblem<'_>, image: &mut [Complex32]) -> Result<CgReport> {
-        let space = CpuSpace {
-            op: self,
-            problem,
-            grid: Grid::new(self.sizes.dims),
-            voxel_factors: Mutex::new(None),
-        };
-        let mut x = self.pool.install(|| self.widen_all(image, "image"))?;
-        let report = cg(&space, problem, &mut x)?;
-        self.pool.install(|| narrow_into(&x, image));
-        Ok(report)
+        space::solve(self, problem, image)
     }
 
     fn backend_name(&self) -> String {
         "cpu".into()
-    }
-}
-
-/// CG's vectors on the CPU: images in the mode's accumulation type.
-struct CpuSpace<'a, Mo: Mode> {
-    op: &'a CpuOperator<Mo>,
-    problem: &'a CgProblem<'a>,
-    grid: Grid,
-    /// ν of the edge weights u·ν (TV and Laplace); `None` = 1.
-    voxel_factors: Mutex<Option<Vec<Mo::Acc>>>,
-}
-
-impl<Mo: Mode> CgSpace for CpuSpace<'_, Mo> {
-    type Vector = Vec<Acc<Mo>>;
-
-    fn zeros(&self) -> Result<Self::Vector> {
-        self.op.zeros(self.op.sizes.voxels, "CG vector (N)")
-    }
-
-    fn rhs(&self, b: &mut Self::Vector) -> Result<()> {
-        self.op.pool.install(|| {
-            let mut d = self.op.widen_all(self.problem.data, "data")?;
-            if let Some(w) = self.problem.sample_weights {
-                let m = self.op.sizes.samples;
-                d.par_chunks_mut(m).for_each(|d| {
-                    for (d, w) in d.iter_mut().zip(w) {
-                        let w = Mo::Acc::from_f64(*w as f64);
-                        *d = Complex::new(d.re * w, d.im * w);
-                    }
-                });
-            }
-            self.op.adjoint_acc(&d, b)
-        })
-    }
-
-    fn normal(&self, x: &Self::Vector, y: &mut Self::Vector) -> Result<()> {
-        self.op
-            .pool
-            .install(|| self.op.normal_acc(x, y, self.problem.sample_weights))
-    }
-
-    fn set_from_host(&self, host: &[Complex32], v: &mut Self::Vector) -> Result<()> {
-        self.op.pool.install(|| {
-            v.par_iter_mut().zip(host).for_each(|(o, h)| *o = widen(*h));
-        });
-        Ok(())
-    }
-
-    fn copy(&self, src: &Self::Vector, dst: &mut Self::Vector) {
-        dst.copy_from_slice(src);
-    }
-
-    fn dot_re(&self, a: &Self::Vector, b: &Self::Vector) -> f64 {
-        self.op.pool.install(|| {
-            a.par_iter()
-                .zip(b)
-                .map(|(a, b)| a.re.to_f64() * b.re.to_f64() + a.im.to_f64() * b.im.to_f64())
-                .sum()
-        })
-    }
-
-    fn axpy(&self, alpha: f64, x: &Self::Vector, y: &mut Self::Vector) {
-        let a = Mo::Acc::from_f64(alpha);
-        self.op.pool.install(|| {
-            y.par_iter_mut().zip(x).for_each(|(y, x)| {
-                *y = Complex::new(a.madd::<false>(x.re, y.re), a.madd::<false>(x.im, y.im))
-            })
-        });
-    }
-
-    fn xpay(&self, x: &Self::Vector, beta: f64, y: &mut Self::Vector) {
-        let b = Mo::Acc::from_f64(beta);
-        self.op.pool.install(|| {
-            y.par_iter_mut().zip(x).for_each(|(y, x)| {
-                *y = Complex::new(b.madd::<false>(y.re, x.re), b.madd::<false>(y.im, x.im))
-            })
-        });
-    }
-
-    fn reweight(&self, penalty: Penalty, x: &Self::Vector) -> Result<()> {
-        let mut slot = self.voxel_factors.lock().unwrap_or_else(|e| e.into_inner());
-        if penalty == Penalty::Quadratic {
-            *slot = None;
-            return Ok(());
-        }
-        let n = self.op.sizes.voxels;
-        let mut g = try_vec(n, 0.0f64, "gradient magnitudes (N)")?;
-        let mut factors = match slot.take() {
-            Some(f) => f,
-            None => try_vec(n, Mo::Acc::default(), "reweighting factors (N)")?,
-        };
-        self.op.pool.install(|| {
-            fd::gradient_magnitude(&self.grid, self.problem.fd_weights, x, &mut g);
-            factors
-                .par_iter_mut()
-                .zip(&g)
-                .for_each(|(f, &g)| *f = Mo::Acc::from_f64(penalty.weight(g)));
-        });
-        *slot = Some(factors);
-        Ok(())
-    }
-
-    fn add_fd_normal(&self, lambda: f64, x: &Self::Vector, y: &mut Self::Vector) -> Result<()> {
-        let slot = self.voxel_factors.lock().unwrap_or_else(|e| e.into_inner());
-        let factors = slot.as_deref();
-        self.op.pool.install(|| {
-            fd::add_fd_normal(&self.grid, lambda, self.problem.fd_weights, factors, x, y)
-        });
-        Ok(())
-    }
-
-    fn backend(&self) -> &'static str {
-        "the CPU"
     }
 }
