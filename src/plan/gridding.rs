@@ -311,16 +311,22 @@ impl Geometry {
                     first[a] = f;
                     count[a] = c;
                 }
+                // Grid offset of footprint cell t along each axis (wrapped).
+                let mut offsets = [[0usize; KERNEL_WIDTH]; 3];
+                let mut stride = 1;
+                for a in 0..3 {
+                    for (t, o) in offsets[a][..count[a]].iter_mut().enumerate() {
+                        *o = (first[a] + t as i64).rem_euclid(g[a] as i64) as usize * stride;
+                    }
+                    stride *= g[a];
+                }
                 let mut sum = 0.0;
                 for tz in 0..count[2] {
-                    let z = (first[2] + tz as i64).rem_euclid(g[2] as i64) as usize;
                     for ty in 0..count[1] {
-                        let y = (first[1] + ty as i64).rem_euclid(g[1] as i64) as usize;
                         let wyz = w[2][tz] * w[1][ty];
-                        let row = g[0] * (y + g[1] * z);
-                        for (tx, wx) in w[0][..count[0]].iter().enumerate() {
-                            let x = (first[0] + tx as i64).rem_euclid(g[0] as i64) as usize;
-                            sum += wyz * wx * grid[row + x];
+                        let row = offsets[2][tz] + offsets[1][ty];
+                        for (o, wx) in offsets[0][..count[0]].iter().zip(&w[0]) {
+                            sum += wyz * wx * grid[row + o];
                         }
                     }
                 }
@@ -380,22 +386,26 @@ fn spread_one(
     w: &[[f64; KERNEL_WIDTH]; 3],
     v: Complex64,
 ) {
-    // Index of a cell with per-axis offsets (t0, t1, t2) from the footprint start.
-    let index = |t: [usize; 3]| -> usize {
-        let mut offset = (local + t[axis]) * plane;
-        let mut stride = 1;
-        for a in 0..axis {
-            let i = (lower[a] + t[a]) % g[a];
-            offset += i * stride;
-            stride *= g[a];
+    // Buffer offset of footprint cell t along each axis: the lower axes wrap,
+    // the slab axis is local to the buffer, higher axes have one cell.
+    let mut offsets = [[0usize; KERNEL_WIDTH]; 3];
+    let mut stride = 1;
+    for a in 0..3 {
+        for (t, o) in offsets[a][..count[a]].iter_mut().enumerate() {
+            *o = match a.cmp(&axis) {
+                std::cmp::Ordering::Less => ((lower[a] + t) % g[a]) * stride,
+                std::cmp::Ordering::Equal => (local + t) * plane,
+                std::cmp::Ordering::Greater => 0,
+            };
         }
-        offset
-    };
+        stride *= g[a];
+    }
     for t2 in 0..count[2] {
         for t1 in 0..count[1] {
             let w21 = v * (w[2][t2] * w[1][t1]);
-            for t0 in 0..count[0] {
-                buffer[index([t0, t1, t2])] += w21 * w[0][t0];
+            let row = offsets[2][t2] + offsets[1][t1];
+            for (o, wx) in offsets[0][..count[0]].iter().zip(&w[0]) {
+                buffer[row + o] += w21 * wx;
             }
         }
     }
