@@ -26,6 +26,7 @@
 module Horecon
 
 export Plan, HoreconError, version, cuda_device_count, forward, adjoint, normal, cg, fhd, q, q_dims,
+       gridding,
        set_positions!, set_grid_positions!, set_solid_harmonics!, set_basis!,
        set_trajectory!, set_off_resonance!, set_sensitivities!, set_toeplitz!, backend, close!
 
@@ -259,6 +260,27 @@ function normal(p::Plan, x)
     y = Vector{ComplexF32}(undef, nvoxels(p))
     check(ccall((:horecon_normal, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{ComplexF32}), live(p), xin, y))
     return reshape(y, p.shape)
+end
+
+"""
+    gridding(p, d, dcf = nothing) -> image
+
+The gridding reconstruction (Kaiser-Bessel width 6, 2x oversampling, FFT,
+deapodization), the seeds' comparison method: approximates
+x_c(r_n) = sum_j dcf_j d_jc exp(-i (k0_j + k_j . r_n)), combined as
+sum_c conj(S_c) x_c / sum_c |S_c|^2 with sensitivities and as the
+root-sum-of-squares for several coils without. Voxels on a regular grid;
+phase model set_trajectory! or solid harmonics (orders 0 and 1 used); a user
+basis is refused. `dcf` M non-negative weights or `nothing` (Pipe-Menon).
+"""
+function gridding(p::Plan, d, dcf = nothing)
+    din = complex_in("data", d, p.nsamples * p.ncoils)
+    # ccall converts a Vector{Float32} to a pointer kept alive for the call, C_NULL as is.
+    w = dcf === nothing ? Ptr{Cfloat}(C_NULL) : Vector{Float32}(real_in("dcf", dcf, p.nsamples))
+    x = Vector{ComplexF32}(undef, nvoxels(p))
+    check(ccall((:horecon_gridding, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{Cfloat}, Ptr{ComplexF32}),
+                live(p), din, w, x))
+    return reshape(x, p.shape)
 end
 
 """

@@ -463,6 +463,20 @@ static void cmd_normal(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   plhs[0] = complex_output(voxels(e), 1, y);
 }
 
+/* x = gridding(d, dcf): dcf [] = Pipe-Menon weights. */
+static void cmd_gridding(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  plan_entry *e;
+  horecon_c32 *d, *x;
+  float *w = NULL;
+  need_args(nrhs, 4, "gridding");
+  e = plan_arg(prhs[1]);
+  d = complex_arg(prhs[2], "d", (size_t)(e->samples * e->coils), "M x L");
+  if (!mxIsEmpty(prhs[3])) w = real_singles(prhs[3], "dcf", (size_t)e->samples, "M");
+  x = (horecon_c32 *)mxMalloc(voxels(e) * sizeof(horecon_c32));
+  check(horecon_gridding(e->plan, d, w, x));
+  plhs[0] = complex_output(voxels(e), 1, x);
+}
+
 /* Stone et al.'s F^H d (eq. 4): x = horecon_mex('fhd', h, d, phi), phi [] = ones. */
 static void cmd_fhd(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   plan_entry *e;
@@ -853,6 +867,7 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   else if (!strcmp(command, "adjoint")) cmd_adjoint(plhs, nrhs, prhs);
   else if (!strcmp(command, "normal")) cmd_normal(plhs, nrhs, prhs);
   else if (!strcmp(command, "cg")) cmd_cg(nlhs, plhs, nrhs, prhs);
+  else if (!strcmp(command, "gridding")) cmd_gridding(plhs, nrhs, prhs);
   else if (!strcmp(command, "fhd")) cmd_fhd(plhs, nrhs, prhs);
   else if (!strcmp(command, "q")) cmd_q(plhs, nrhs, prhs);
   else if (!strcmp(command, "qDims")) cmd_q_dims(plhs, nrhs, prhs);

@@ -3,6 +3,7 @@
 //!
 //! The Rust face of the C API; `ffi` is a thin, checked layer over it.
 
+mod gridding;
 mod stone;
 
 use crate::backend;

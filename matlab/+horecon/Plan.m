@@ -16,7 +16,7 @@ classdef Plan < handle
 %   setSolidHarmonics(coef) (M x B, B = 1, 4, 9, 16), setBasis(H, coef),
 %   setTrajectory(k) (M x d), setOffResonance(w, t) (w = [] clears),
 %   setSensitivities(S) (N x L or [nx ny nz L]), d = forward(x),
-%   x = adjoint(d), y = normal(x), [x, info] = cg(d, ...), backend().
+%   x = adjoint(d), y = normal(x), [x, info] = cg(d, ...), x = gridding(d, dcf), backend().
 %
 %   Inputs may be double or single, real or complex; results are single
 %   complex. Errors have identifiers horecon:<status> (horecon:sizeMismatch,
@@ -147,6 +147,21 @@ classdef Plan < handle
                               double(opts.Reweightings), double(opts.Epsilon), double(opts.Sigma), opts.FdWeights, ...
                               double(opts.Neighbours));
       x = obj.shape(x);
+    end
+
+    function x = gridding(obj, d, dcf)
+      %GRIDDING  x = p.gridding(d) or p.gridding(d, dcf): the gridding reconstruction
+      %    (Kaiser-Bessel width 6, 2x oversampling, FFT, deapodization), the seeds'
+      %    comparison method. Approximates x_c(r_n) = sum_j dcf_j d_jc exp(-i(k0_j + k_j.r_n)),
+      %    combined as sum_c conj(S_c) x_c / sum_c |S_c|^2 with sensitivities and as the
+      %    root-sum-of-squares for several coils without. Voxels on a regular grid; phase
+      %    model setTrajectory or solid harmonics (orders 0 and 1 used, higher orders and
+      %    off-resonance ignored); a user basis is refused. dcf M x 1 >= 0, or omitted/[]
+      %    for Pipe-Menon weights (scaled so the uniform object's centre voxel is 1).
+      if nargin < 3
+        dcf = [];
+      end
+      x = obj.shape(horecon_mex('gridding', obj.Handle, d, dcf));
     end
 
     function x = fhd(obj, d, phi)

@@ -304,6 +304,17 @@ static void test_null_pointers(void)
         CHECK(is_poisoned_c32(q, 8 * NV), "q wrote q on failure");
     }
 
+    {
+        float dcf[NS];
+        for (int j = 0; j < NS; j++) dcf[j] = 1.0f;
+        dcf[NS / 2] = -1.0f;
+        EXPECT(horecon_gridding(NULL, in.data, NULL, image), E, "plan is NULL");
+        EXPECT(horecon_gridding(plan, NULL, NULL, image), E, "data is NULL");
+        EXPECT(horecon_gridding(plan, in.data, NULL, NULL), E, "image is NULL");
+        EXPECT(horecon_gridding(plan, in.data, dcf, image), HORECON_ERR_INVALID_ARGUMENT, "negative");
+        CHECK(is_poisoned_c32(image, NV), "gridding wrote image on failure");
+    }
+
     EXPECT(horecon_cuda_device_count(NULL), E, "count is NULL");
     EXPECT(horecon_plan_backend(NULL, &backend), E, "plan is NULL");
     EXPECT(horecon_plan_backend(plan, NULL), E, "backend is NULL");
