@@ -380,6 +380,17 @@ impl Plan {
         Ok(())
     }
 
+    /// The backend of the operators the CUDA backend does not have yet
+    /// (Toeplitz, Cartesian): the CPU for an AUTO plan, else the plan's own
+    /// (a plan that asked for CUDA then gets CUDA's refusal).
+    fn cpu_if_auto(&self) -> BackendKind {
+        if self.options.backend == BackendKind::Auto {
+            BackendKind::Cpu
+        } else {
+            self.backend
+        }
+    }
+
     /// The operator on the CPU for the current model, built on first use:
     /// what an AUTO plan on a GPU uses for the features the CUDA backend
     /// does not have yet (the finite-difference regularizers).
@@ -470,7 +481,7 @@ impl Plan {
         let features = self.model.features()?;
         let spec = ToeplitzSpec::new(&self.model, segments)?;
         let op: Arc<dyn EncodingOperator> = Arc::from(backend::build_toeplitz(
-            self.backend,
+            self.cpu_if_auto(),
             &features,
             spec,
             self.sizes(),
