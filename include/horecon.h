@@ -276,7 +276,7 @@ horecon_status horecon_q(const struct horecon_plan *plan, const float *phi_mag2,
 // al. 2005), FFT, deapodization and coil combination. It approximates
 // (relative RMS error ~1e-5)
 //
-//     ρ̂_c(r_n) = Σ_j w_j·d_{j,c}·exp(−i(k0_j + k_j·r_n))
+// ρ̂_c(r_n) = Σ_j w_j·d_{j,c}·exp(−i(k0_j + k_j·r_n)),
 //
 // combined as image_n = Σ_c conj(S_c(r_n))·ρ̂_c(r_n) / Σ_c |S_c(r_n)|²
 // (0 where the denominator is 0) with sensitivities, ρ̂_1 for one coil
