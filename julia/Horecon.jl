@@ -26,8 +26,10 @@
 module Horecon
 
 export Plan, HoreconError, version, cuda_device_count, forward, adjoint, normal, cg, fhd, q, q_dims,
+       gridding,
        set_positions!, set_grid_positions!, set_solid_harmonics!, set_basis!,
-       set_trajectory!, set_off_resonance!, set_sensitivities!, set_cartesian!, backend, close!
+       set_trajectory!, set_off_resonance!, set_sensitivities!, set_toeplitz!, set_cartesian!,
+       backend, close!
 
 const LIB = get(ENV, "HORECON_LIB", joinpath(@__DIR__, "..", "target", "release", "libhorecon.so"))
 
@@ -241,6 +243,16 @@ function set_sensitivities!(p::Plan, S)
                 complex_in("sensitivities", S, nvoxels(p) * p.ncoils)))
 end
 
+"""Toeplitz normal operator for `normal` and `cg` (E^H W E by FFTs of the
+2x-oversampled grid with exact kernels; forward and adjoint stay exact).
+Needs a phase linear in position on a voxel grid, checked at the next
+normal/cg. With off-resonance, `time_segments` segments (0 = automatic,
+normal operator within 1e-3). `enable = false` restores the exact operator."""
+function set_toeplitz!(p::Plan, enable::Bool = true, time_segments::Integer = 0)
+    check(ccall((:horecon_set_toeplitz, LIB), Int32, (Ptr{Cvoid}, Int32, Int32), live(p),
+                Int32(enable), Int32(time_segments)))
+end
+
 """d = E x: image (N or dims) -> data M x L (ComplexF32)."""
 function forward(p::Plan, x)
     xin = complex_in("image", x, nvoxels(p))
@@ -263,6 +275,27 @@ function normal(p::Plan, x)
     y = Vector{ComplexF32}(undef, nvoxels(p))
     check(ccall((:horecon_normal, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{ComplexF32}), live(p), xin, y))
     return reshape(y, p.shape)
+end
+
+"""
+    gridding(p, d, dcf = nothing) -> image
+
+The gridding reconstruction (Kaiser-Bessel width 6, 2x oversampling, FFT,
+deapodization), the seeds' comparison method: approximates
+x_c(r_n) = sum_j dcf_j d_jc exp(-i (k0_j + k_j . r_n)), combined as
+sum_c conj(S_c) x_c / sum_c |S_c|^2 with sensitivities and as the
+root-sum-of-squares for several coils without. Voxels on a regular grid;
+phase model set_trajectory! or solid harmonics (orders 0 and 1 used); a user
+basis is refused. `dcf` M non-negative weights or `nothing` (Pipe-Menon).
+"""
+function gridding(p::Plan, d, dcf = nothing)
+    din = complex_in("data", d, p.nsamples * p.ncoils)
+    # ccall converts a Vector{Float32} to a pointer kept alive for the call, C_NULL as is.
+    w = dcf === nothing ? Ptr{Cfloat}(C_NULL) : Vector{Float32}(real_in("dcf", dcf, p.nsamples))
+    x = Vector{ComplexF32}(undef, nvoxels(p))
+    check(ccall((:horecon_gridding, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{Cfloat}, Ptr{ComplexF32}),
+                live(p), din, w, x))
+    return reshape(x, p.shape)
 end
 
 """

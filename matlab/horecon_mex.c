@@ -439,6 +439,17 @@ static void cmd_set_sensitivities(int nrhs, const mxArray *prhs[]) {
       e->plan, complex_arg(prhs[2], "S", voxels(e) * (size_t)e->coils, "N x L or [nx ny nz L]")));
 }
 
+static void cmd_set_toeplitz(int nrhs, const mxArray *prhs[]) {
+  plan_entry *e;
+  int64_t segments;
+  need_args(nrhs, 4, "setToeplitz");
+  e = plan_arg(prhs[1]);
+  segments = integer(prhs[3], "TimeSegments");
+  if (segments < INT32_MIN || segments > INT32_MAX)
+    fail("horecon:invalidArgument", "TimeSegments = %lld is out of range", (long long)segments);
+  check(horecon_set_toeplitz(e->plan, scalar(prhs[2], "enable") != 0.0, (int32_t)segments));
+}
+
 static void cmd_forward(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   plan_entry *e;
   horecon_c32 *x, *d;
@@ -470,6 +481,20 @@ static void cmd_normal(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   y = (horecon_c32 *)mxMalloc(voxels(e) * sizeof(horecon_c32));
   check(horecon_normal(e->plan, x, y));
   plhs[0] = complex_output(voxels(e), 1, y);
+}
+
+/* x = gridding(d, dcf): dcf [] = Pipe-Menon weights. */
+static void cmd_gridding(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  plan_entry *e;
+  horecon_c32 *d, *x;
+  float *w = NULL;
+  need_args(nrhs, 4, "gridding");
+  e = plan_arg(prhs[1]);
+  d = complex_arg(prhs[2], "d", (size_t)(e->samples * e->coils), "M x L");
+  if (!mxIsEmpty(prhs[3])) w = real_singles(prhs[3], "dcf", (size_t)e->samples, "M");
+  x = (horecon_c32 *)mxMalloc(voxels(e) * sizeof(horecon_c32));
+  check(horecon_gridding(e->plan, d, w, x));
+  plhs[0] = complex_output(voxels(e), 1, x);
 }
 
 /* Stone et al.'s F^H d (eq. 4): x = horecon_mex('fhd', h, d, phi), phi [] = ones. */
@@ -858,10 +883,12 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   else if (!strcmp(command, "setTrajectory")) cmd_set_trajectory(nrhs, prhs);
   else if (!strcmp(command, "setOffResonance")) cmd_set_off_resonance(nrhs, prhs);
   else if (!strcmp(command, "setSensitivities")) cmd_set_sensitivities(nrhs, prhs);
+  else if (!strcmp(command, "setToeplitz")) cmd_set_toeplitz(nrhs, prhs);
   else if (!strcmp(command, "forward")) cmd_forward(plhs, nrhs, prhs);
   else if (!strcmp(command, "adjoint")) cmd_adjoint(plhs, nrhs, prhs);
   else if (!strcmp(command, "normal")) cmd_normal(plhs, nrhs, prhs);
   else if (!strcmp(command, "cg")) cmd_cg(nlhs, plhs, nrhs, prhs);
+  else if (!strcmp(command, "gridding")) cmd_gridding(plhs, nrhs, prhs);
   else if (!strcmp(command, "fhd")) cmd_fhd(plhs, nrhs, prhs);
   else if (!strcmp(command, "q")) cmd_q(plhs, nrhs, prhs);
   else if (!strcmp(command, "qDims")) cmd_q_dims(plhs, nrhs, prhs);

@@ -270,6 +270,8 @@ _SIGNATURES = {
     "horecon_set_cartesian": (c_int32, [_PlanPtr, POINTER(c_uint8)]),
     "horecon_q_dims": (c_int32, [_PlanPtr, POINTER(c_int64)]),
     "horecon_q": (c_int32, [_PlanPtr, POINTER(c_float), _C32P]),
+    "horecon_set_toeplitz": (c_int32, [_PlanPtr, c_int32, c_int32]),
+    "horecon_gridding": (c_int32, [_PlanPtr, _C32P, POINTER(c_float), _C32P]),
 }
 
 
@@ -739,6 +741,18 @@ class Plan:
         s = self._matrix_in("sensitivities", sensitivities, self.nvoxels, L, np.complex64, "N", "L", extra)
         self._call("horecon_set_sensitivities", _ptr(s, _C32))
 
+    def set_toeplitz(self, enable: bool = True, time_segments: int = 0) -> None:
+        """Use the Toeplitz normal operator in :meth:`normal` and :meth:`cg`:
+        E^H W E through FFTs of the 2x-oversampled grid with exact precomputed
+        kernels (forward and adjoint stay exact). Needs a phase linear in
+        position (set_trajectory, or solid harmonics with the terms above order
+        1 zero) on a voxel lattice; checked at the next normal/cg
+        (HorEconError with HORECON_ERR_INVALID_ARGUMENT naming the reason).
+        With off-resonance, time segmentation with ``time_segments`` segments
+        (0 = automatic, normal operator within 1e-3 relative); ignored without
+        off-resonance. ``enable=False`` restores the exact normal operator."""
+        self._call("horecon_set_toeplitz", 1 if enable else 0, int(time_segments))
+
     # ---------------------------------------------------------- operators
     def forward(self, image) -> np.ndarray:
         """d = E rho: image ((N,) or the image shape) -> data (M, L) complex64, Fortran order."""
@@ -792,6 +806,22 @@ class Plan:
         out = np.empty(int(np.prod(dims)), dtype=np.complex64)
         self._call("horecon_q", None if w is None else _ptr(w, c_float), _ptr(out, _C32))
         return out.reshape(dims[: len(self.shape)], order="F")
+
+    def gridding(self, data, dcf=None) -> np.ndarray:
+        """The gridding reconstruction (the seeds' comparison method): Kaiser-Bessel
+        gridding (width 6, 2x oversampling), FFT, deapodization, coil combination.
+        Approximates (relative error ~1e-5) rho_c(r_n) = sum_j w_j d_jc exp(-i (k0_j + k_j . r_n)),
+        combined as sum_c conj(S_c) rho_c / sum_c |S_c|^2 with sensitivities, and as the
+        root-sum-of-squares for several coils without them. Voxels on a regular grid;
+        phase model set_trajectory or solid harmonics (orders 0 and 1 used; higher
+        orders and off-resonance ignored); a user basis is refused. data (M,) or
+        (M, L); dcf (M,) >= 0 or None (Pipe-Menon weights, scaled so that the uniform
+        object's centre voxel comes out as 1). Returns an image."""
+        d = self._data_in("data", data)
+        w = None if dcf is None else self._vector_in("dcf", dcf, self.nsamples, "M", np.float32)
+        out = np.empty(self.nvoxels, dtype=np.complex64)
+        self._call("horecon_gridding", _ptr(d, _C32), None if w is None else _ptr(w, c_float), _ptr(out, _C32))
+        return self._image_out(out)
 
     def cg(
         self,

@@ -3,11 +3,13 @@
 //!
 //! The Rust face of the C API; `ffi` is a thin, checked layer over it.
 
+mod gridding;
 mod stone;
 
 use crate::backend;
 use crate::error::{Error, Result};
 use crate::model::cartesian::Cartesian;
+use crate::model::toeplitz::ToeplitzSpec;
 use crate::model::{check_finite_c32, check_finite_f32, Model, Sizes};
 use crate::op::{CgReport, EncodingOperator, Precision};
 use crate::solver::{CgProblem, Neighbourhood, Regularizer};
@@ -125,6 +127,11 @@ pub struct Plan {
     pool: Arc<rayon::ThreadPool>,
     /// Built on first use after the model changed (so a GPU gets the model once).
     operator: Mutex<Option<Arc<dyn EncodingOperator>>>,
+    /// `Some(time_segments)` when the Toeplitz normal operator is enabled
+    /// (0 = segments chosen automatically).
+    toeplitz: Option<usize>,
+    /// The Toeplitz operator (normal and CG), built on first use.
+    toeplitz_operator: Mutex<Option<Arc<dyn EncodingOperator>>>,
     /// A CPU operator for the same model, built on first use by an AUTO plan
     /// on a GPU when it needs what the CUDA backend does not provide yet.
     cpu_operator: Mutex<Option<Arc<dyn EncodingOperator>>>,
@@ -252,6 +259,8 @@ impl Plan {
             cartesian: None,
             pool: Arc::new(pool),
             operator: Mutex::new(None),
+            toeplitz: None,
+            toeplitz_operator: Mutex::new(None),
             cpu_operator: Mutex::new(None),
         })
     }
@@ -275,6 +284,10 @@ impl Plan {
 
     fn changed(&mut self) {
         *self.operator.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+        *self
+            .toeplitz_operator
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner()) = None;
         *self
             .cpu_operator
             .get_mut()
@@ -418,6 +431,17 @@ impl Plan {
         self.cartesian.as_deref()
     }
 
+    /// The backend of the operators the CUDA backend does not have yet
+    /// (Toeplitz, Cartesian): the CPU for an AUTO plan, else the plan's own
+    /// (a plan that asked for CUDA then gets CUDA's refusal).
+    fn cpu_if_auto(&self) -> BackendKind {
+        if self.options.backend == BackendKind::Auto {
+            BackendKind::Cpu
+        } else {
+            self.backend
+        }
+    }
+
     /// The operator on the CPU for the current model, built on first use:
     /// what an AUTO plan on a GPU uses for the features the CUDA backend
     /// does not have yet (the finite-difference regularizers).
@@ -440,6 +464,12 @@ impl Plan {
         Ok(match &self.cartesian {
             Some(cartesian) => {
                 self.model.check_complete()?;
+                // An AUTO plan on a GPU computes Cartesian mode on the CPU for now.
+                let on = if on == self.backend {
+                    self.cpu_if_auto()
+                } else {
+                    on
+                };
                 Arc::from(backend::build_cartesian(
                     on,
                     cartesian.clone(),
@@ -466,6 +496,67 @@ impl Plan {
             return Ok(op.clone());
         }
         let op = self.build_operator(self.backend)?;
+        *slot = Some(op.clone());
+        Ok(op)
+    }
+
+    /// Enables (or disables) the Toeplitz normal operator for `normal` and
+    /// `cg` ([`crate::model::toeplitz`]): EᴴWE through FFTs of the
+    /// 2×-oversampled grid. `time_segments` is L of the off-resonance time
+    /// segmentation (0 = the fewest segments with interpolation error ≤ 2e-4,
+    /// normal operator within 1e-3; ignored without off-resonance); < 0 is an error.
+    ///
+    /// The model is checked lazily, when `normal` or `cg` next builds the
+    /// operator (so this may be called before the model is set): a phase
+    /// model with non-zero terms above order 1, a user basis, or voxels off
+    /// a lattice then fail there with `InvalidArgument` naming the reason.
+    /// Forward and adjoint stay exact and are unaffected.
+    pub fn set_toeplitz(&mut self, enable: bool, time_segments: i32) -> Result<()> {
+        let segments = usize::try_from(time_segments).map_err(|_| {
+            Error::invalid(format!(
+                "time_segments must be >= 0 (0 = automatic), got {time_segments}"
+            ))
+        })?;
+        self.toeplitz = enable.then_some(segments);
+        self.changed();
+        Ok(())
+    }
+
+    /// `Some(time_segments)` when the Toeplitz normal operator is enabled.
+    pub fn toeplitz(&self) -> Option<usize> {
+        self.toeplitz
+    }
+
+    /// The Toeplitz spec of the current model (segments, interpolation
+    /// error), or the reason it has none; regardless of whether Toeplitz is enabled.
+    pub fn toeplitz_spec(&self, time_segments: usize) -> Result<ToeplitzSpec> {
+        ToeplitzSpec::new(&self.model, time_segments)
+    }
+
+    /// The operator `normal` and `cg` use: the Toeplitz one when enabled
+    /// (and not in Cartesian mode, whose FFTs are exact and cheaper), else
+    /// [`Plan::operator`].
+    pub fn normal_operator(&self) -> Result<Arc<dyn EncodingOperator>> {
+        let Some(segments) = self.toeplitz.filter(|_| self.cartesian.is_none()) else {
+            return self.operator();
+        };
+        let mut slot = self
+            .toeplitz_operator
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(op) = slot.as_ref() {
+            return Ok(op.clone());
+        }
+        let features = self.model.features()?;
+        let spec = ToeplitzSpec::new(&self.model, segments)?;
+        let op: Arc<dyn EncodingOperator> = Arc::from(backend::build_toeplitz(
+            self.cpu_if_auto(),
+            &features,
+            spec,
+            self.sizes(),
+            &self.options,
+            self.pool.clone(),
+        )?);
         *slot = Some(op.clone());
         Ok(op)
     }
@@ -500,7 +591,7 @@ impl Plan {
         self.check_image("image", image)?;
         self.check_image("out", out)?;
         check_finite_c32("image", image)?;
-        self.operator()?.normal(image, out, None)
+        self.normal_operator()?.normal(image, out, None)
     }
 
     /// Conjugate gradient on (EᴴWE + λR)ρ = EᴴWd. `image` holds the start
@@ -553,7 +644,9 @@ impl Plan {
             options.regularizer,
             Regularizer::FiniteDifference | Regularizer::TotalVariation | Regularizer::Laplace
         );
-        let op = if needs_differences
+        let op = if self.toeplitz.is_some() {
+            self.normal_operator()?
+        } else if needs_differences
             && self.backend == BackendKind::Cuda
             && self.options.backend == BackendKind::Auto
         {

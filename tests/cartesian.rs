@@ -472,3 +472,19 @@ fn readout_line_masks_match_the_direct_sum() {
         }
     }
 }
+
+/// With Toeplitz enabled too, Cartesian mode's exact FFTs serve normal and cg.
+#[test]
+fn cartesian_mode_takes_precedence_over_toeplitz() {
+    let mut rng = Rng::fresh("cartesian_mode_takes_precedence_over_toeplitz");
+    let c = random_cart(&mut rng, [6, 5, 3], 2);
+    let plain = cartesian_plan(&c, Precision::Accurate);
+    let mut toeplitz = cartesian_plan(&c, Precision::Accurate);
+    toeplitz.set_toeplitz(true, 0).unwrap();
+    let x = rng.complex(c.problem.voxels());
+    let mut a = vec![Complex32::default(); x.len()];
+    let mut b = a.clone();
+    plain.normal(&x, &mut a).unwrap();
+    toeplitz.normal(&x, &mut b).unwrap();
+    assert_eq!(a, b);
+}

@@ -17,7 +17,7 @@ classdef Plan < handle
 %   setSolidHarmonics(coef) (M x B, B = 1, 4, 9, 16), setBasis(H, coef),
 %   setTrajectory(k) (M x d), setOffResonance(w, t) (w = [] clears),
 %   setSensitivities(S) (N x L or [nx ny nz L]), d = forward(x),
-%   x = adjoint(d), y = normal(x), [x, info] = cg(d, ...), backend().
+%   x = adjoint(d), y = normal(x), [x, info] = cg(d, ...), x = gridding(d, dcf), backend().
 %
 %   Inputs may be double or single, real or complex; results are single
 %   complex. Errors have identifiers horecon:<status> (horecon:sizeMismatch,
@@ -105,6 +105,23 @@ classdef Plan < handle
       horecon_mex('setSensitivities', obj.Handle, S);
     end
 
+    function setToeplitz(obj, enable, timeSegments)
+      %SETTOEPLITZ  p.setToeplitz(true, 0): normal and cg use the Toeplitz normal
+      %   operator (E^H W E by FFTs of the 2x-oversampled grid with exact kernels;
+      %   forward and adjoint stay exact). Needs a phase linear in position (a
+      %   trajectory, or solid harmonics with terms above order 1 zero) on a voxel
+      %   grid, checked at the next normal/cg. With off-resonance, time segmentation
+      %   with timeSegments segments (0 = automatic, normal operator within 1e-3).
+      %   p.setToeplitz(false) restores the exact normal operator.
+      if nargin < 2
+        enable = true;
+      end
+      if nargin < 3
+        timeSegments = 0;
+      end
+      horecon_mex('setToeplitz', obj.Handle, enable, timeSegments);
+    end
+
     function d = forward(obj, x)
       d = horecon_mex('forward', obj.Handle, x);
     end
@@ -142,6 +159,21 @@ classdef Plan < handle
                               double(opts.Reweightings), double(opts.Epsilon), double(opts.Sigma), opts.FdWeights, ...
                               double(opts.Neighbours));
       x = obj.shape(x);
+    end
+
+    function x = gridding(obj, d, dcf)
+      %GRIDDING  x = p.gridding(d) or p.gridding(d, dcf): the gridding reconstruction
+      %    (Kaiser-Bessel width 6, 2x oversampling, FFT, deapodization), the seeds'
+      %    comparison method. Approximates x_c(r_n) = sum_j dcf_j d_jc exp(-i(k0_j + k_j.r_n)),
+      %    combined as sum_c conj(S_c) x_c / sum_c |S_c|^2 with sensitivities and as the
+      %    root-sum-of-squares for several coils without. Voxels on a regular grid; phase
+      %    model setTrajectory or solid harmonics (orders 0 and 1 used, higher orders and
+      %    off-resonance ignored); a user basis is refused. dcf M x 1 >= 0, or omitted/[]
+      %    for Pipe-Menon weights (scaled so the uniform object's centre voxel is 1).
+      if nargin < 3
+        dcf = [];
+      end
+      x = obj.shape(horecon_mex('gridding', obj.Handle, d, dcf));
     end
 
     function x = fhd(obj, d, phi)

@@ -12,6 +12,7 @@ mod cartesian;
 mod guard;
 mod recon;
 mod sim;
+mod toeplitz;
 
 pub use cartesian::*;
 pub use recon::*;

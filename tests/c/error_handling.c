@@ -296,6 +296,7 @@ static void test_null_pointers(void)
         EXPECT(horecon_q(NULL, NULL, q), E, "plan is NULL");
         EXPECT(horecon_q(plan, NULL, NULL), E, "q is NULL");
         EXPECT(horecon_q_dims(NULL, qdims), E, "plan is NULL");
+        EXPECT(horecon_set_toeplitz(NULL, 1, 0), E, "plan is NULL");
         EXPECT(horecon_q_dims(plan, NULL), E, "dims is NULL");
         CHECK(qdims[0] == -5, "q_dims wrote its output on failure");
         EXPECT(horecon_q_dims(plan, qdims), HORECON_OK, NULL);
@@ -305,6 +306,17 @@ static void test_null_pointers(void)
         /* a multi-coil plan is no Stone plan: refused, nothing written */
         EXPECT(horecon_q(plan, NULL, q), HORECON_ERR_INVALID_ARGUMENT, "single-coil");
         CHECK(is_poisoned_c32(q, 8 * NV), "q wrote q on failure");
+    }
+
+    {
+        float dcf[NS];
+        for (int j = 0; j < NS; j++) dcf[j] = 1.0f;
+        dcf[NS / 2] = -1.0f;
+        EXPECT(horecon_gridding(NULL, in.data, NULL, image), E, "plan is NULL");
+        EXPECT(horecon_gridding(plan, NULL, NULL, image), E, "data is NULL");
+        EXPECT(horecon_gridding(plan, in.data, NULL, NULL), E, "image is NULL");
+        EXPECT(horecon_gridding(plan, in.data, dcf, image), HORECON_ERR_INVALID_ARGUMENT, "negative");
+        CHECK(is_poisoned_c32(image, NV), "gridding wrote image on failure");
     }
 
     EXPECT(horecon_cuda_device_count(NULL), E, "count is NULL");
