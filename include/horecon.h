@@ -255,8 +255,10 @@ horecon_status horecon_plan_backend(const struct horecon_plan *plan, int32_t *ba
 // phase-model setter leaves Cartesian mode (the trajectory stays until
 // replaced, then computed by the phase sum). Off-resonance cannot be
 // combined with it (HORECON_ERR_INVALID_ARGUMENT, before or after).
-// CUDA plans: HORECON_ERR_INVALID_ARGUMENT when an operator is first
-// applied ("Cartesian mode on CUDA is not implemented yet").
+// Plans that asked for CUDA: HORECON_ERR_INVALID_ARGUMENT when an operator
+// is first applied ("Cartesian mode on CUDA is not implemented yet"); AUTO
+// plans on a GPU compute Cartesian mode on the CPU for now. With Toeplitz
+// also enabled, Cartesian mode's FFTs serve normal and cg.
 horecon_status horecon_set_cartesian(struct horecon_plan *plan, const uint8_t *mask);
 
 // Fᴴd of Stone et al. 2008, eq. 4 (Kirk–Hwu ch. 14):
