@@ -13,7 +13,7 @@
 use super::fft::{Direction, GridFft};
 use super::real::Real;
 use super::space::{self, CpuNormal};
-use super::{apply_sample_weights, complex_zeros, mul, narrow_into, widen_all};
+use super::{apply_sample_weights, apply_widened, complex_zeros, mul, widen_all};
 use crate::error::{try_vec, Result};
 use crate::model::cartesian::Cartesian;
 use crate::model::Sizes;
@@ -478,22 +478,14 @@ impl<T: Real + FftNum> CpuNormal<T> for CartesianOperator<T> {
 
 impl<T: Real + FftNum> EncodingOperator for CartesianOperator<T> {
     fn forward(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
-        self.pool.install(|| {
-            let x = widen_all::<T>(image, "image")?;
-            let mut d = complex_zeros(data.len(), "data")?;
-            self.forward_acc(&x, &mut d)?;
-            narrow_into(&d, data);
-            Ok(())
+        apply_widened(&self.pool, image, "image", data, "data", |x, y| {
+            self.forward_acc(x, y)
         })
     }
 
     fn adjoint(&self, data: &[Complex32], image: &mut [Complex32]) -> Result<()> {
-        self.pool.install(|| {
-            let d = widen_all::<T>(data, "data")?;
-            let mut x = complex_zeros(image.len(), "image")?;
-            self.adjoint_acc(&d, &mut x)?;
-            narrow_into(&x, image);
-            Ok(())
+        apply_widened(&self.pool, data, "data", image, "image", |x, y| {
+            self.adjoint_acc(x, y)
         })
     }
 
@@ -503,12 +495,8 @@ impl<T: Real + FftNum> EncodingOperator for CartesianOperator<T> {
         out: &mut [Complex32],
         weights: Option<&[f32]>,
     ) -> Result<()> {
-        self.pool.install(|| {
-            let x = widen_all::<T>(image, "image")?;
-            let mut y = complex_zeros(out.len(), "image")?;
-            self.normal_acc(&x, &mut y, weights)?;
-            narrow_into(&y, out);
-            Ok(())
+        apply_widened(&self.pool, image, "image", out, "image", |x, y| {
+            self.normal_acc(x, y, weights)
         })
     }
 

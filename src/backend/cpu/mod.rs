@@ -225,6 +225,25 @@ impl<Mo: Mode> CpuOperator<Mo> {
     }
 }
 
+/// Applies `f` in the accumulation type T inside `pool`: the float32 input
+/// widened, the output zeroed, and the result narrowed into `output`.
+pub(crate) fn apply_widened<T: Real>(
+    pool: &rayon::ThreadPool,
+    input: &[Complex32],
+    input_name: &str,
+    output: &mut [Complex32],
+    output_name: &str,
+    f: impl FnOnce(&[Complex<T>], &mut [Complex<T>]) -> Result<()> + Send,
+) -> Result<()> {
+    pool.install(|| {
+        let x = widen_all::<T>(input, input_name)?;
+        let mut y = complex_zeros(output.len(), output_name)?;
+        f(&x, &mut y)?;
+        narrow_into(&y, output);
+        Ok(())
+    })
+}
+
 /// A complex vector of zeros, or `OutOfMemory` naming `what`.
 pub(crate) fn complex_zeros<T: Real>(len: usize, what: &str) -> Result<Vec<Complex<T>>> {
     try_vec(len, Complex::new(T::default(), T::default()), what)
@@ -279,22 +298,14 @@ impl<Mo: Mode> CpuNormal<Mo::Acc> for CpuOperator<Mo> {
 
 impl<Mo: Mode> EncodingOperator for CpuOperator<Mo> {
     fn forward(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
-        self.pool.install(|| {
-            let x = self.widen_all(image, "image")?;
-            let mut d = self.zeros(data.len(), "data")?;
-            self.forward_acc(&x, &mut d)?;
-            narrow_into(&d, data);
-            Ok(())
+        apply_widened(&self.pool, image, "image", data, "data", |x, y| {
+            self.forward_acc(x, y)
         })
     }
 
     fn adjoint(&self, data: &[Complex32], image: &mut [Complex32]) -> Result<()> {
-        self.pool.install(|| {
-            let d = self.widen_all(data, "data")?;
-            let mut x = self.zeros(image.len(), "image")?;
-            self.adjoint_acc(&d, &mut x)?;
-            narrow_into(&x, image);
-            Ok(())
+        apply_widened(&self.pool, data, "data", image, "image", |x, y| {
+            self.adjoint_acc(x, y)
         })
     }
 
@@ -304,12 +315,8 @@ impl<Mo: Mode> EncodingOperator for CpuOperator<Mo> {
         out: &mut [Complex32],
         weights: Option<&[f32]>,
     ) -> Result<()> {
-        self.pool.install(|| {
-            let x = self.widen_all(image, "image")?;
-            let mut y = self.zeros(out.len(), "image")?;
-            self.normal_acc(&x, &mut y, weights)?;
-            narrow_into(&y, out);
-            Ok(())
+        apply_widened(&self.pool, image, "image", out, "image", |x, y| {
+            self.normal_acc(x, y, weights)
         })
     }
 

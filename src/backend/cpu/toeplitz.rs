@@ -15,7 +15,7 @@
 use super::fft::{Direction, GridFft};
 use super::kernel::{Accurate, Double, Fast, Mode};
 use super::real::Real;
-use super::{complex_zeros, narrow_into, space, widen_all, Acc, CpuNormal, CpuOperator};
+use super::{apply_widened, complex_zeros, space, Acc, CpuNormal, CpuOperator};
 use crate::error::{try_vec, Result};
 use crate::model::toeplitz::ToeplitzSpec;
 use crate::model::{Features, Sizes};
@@ -361,12 +361,8 @@ where
         out: &mut [Complex32],
         weights: Option<&[f32]>,
     ) -> Result<()> {
-        self.exact.pool.install(|| {
-            let x = widen_all::<Mo::Acc>(image, "image")?;
-            let mut y = complex_zeros(out.len(), "image")?;
-            self.normal_acc(&x, &mut y, weights)?;
-            narrow_into(&y, out);
-            Ok(())
+        apply_widened(&self.exact.pool, image, "image", out, "image", |x, y| {
+            self.normal_acc(x, y, weights)
         })
     }
 
