@@ -543,3 +543,344 @@ fn operators_called_from_the_progress_callback_do_not_deadlock() {
         assert_eq!(d, &expect, "forward inside the callback differs");
     }
 }
+
+/// A small well-posed grid problem in 2D or 3D: random k inside the Nyquist
+/// box, M = N samples per coil, `coils` coils (the FD/TV/Laplace tests).
+fn fd_problem(rng: &mut Rng, dims: [usize; 3], coils: usize) -> Problem {
+    let n: usize = dims.iter().product();
+    let m = n;
+    let fov = 0.2;
+    let mut positions = vec![0.0; 3 * n];
+    for iz in 0..dims[2] {
+        for iy in 0..dims[1] {
+            for ix in 0..dims[0] {
+                let v = ix + dims[0] * (iy + dims[1] * iz);
+                for (a, i) in [ix, iy, iz].into_iter().enumerate() {
+                    positions[a * n + v] = (i as f64 - (dims[a] / 2) as f64) * fov / dims[a] as f64;
+                }
+            }
+        }
+    }
+    let mut coefficients = vec![0.0; 4 * m];
+    for b in 1..4 {
+        if dims[b - 1] > 1 {
+            let kmax = std::f64::consts::PI * dims[b - 1] as f64 / fov;
+            for j in 0..m {
+                coefficients[b * m + j] = rng.range(-kmax, kmax);
+            }
+        }
+    }
+    Problem {
+        dims,
+        coils,
+        samples: m,
+        positions,
+        terms: 4,
+        user_basis: None,
+        coefficients,
+        off_resonance: None,
+        sensitivities: Some(rng.complex(n * coils)),
+    }
+}
+
+/// FD, TV and Laplace CG on the GPU (kernels/fd.cu) ≡ CG on the CPU
+/// (backend/cpu/fd.rs): odd 2D and 3D grids, axis and all-neighbour
+/// differences, with and without fd_weights, double and accurate modes.
+#[test]
+fn fd_tv_laplace_cg_on_gpu_matches_cpu() {
+    if !gpu("fd_tv_laplace_cg_on_gpu_matches_cpu") {
+        return;
+    }
+    use horecon::solver::Neighbourhood;
+    let mut rng = Rng::fresh("fd_tv_laplace_cg_on_gpu_matches_cpu");
+    let mut worst = [0.0f64; 2];
+    for dims in [[9, 7, 1], [5, 7, 3]] {
+        let problem = fd_problem(&mut rng, dims, 2);
+        let n = problem.voxels();
+        let truth = rng.complex(n);
+        let data: Vec<Complex32> = problem
+            .forward_f64(&truth)
+            .iter()
+            .map(|c| Complex32::new(c.re as f32, c.im as f32))
+            .collect();
+        let lambda = 0.3 * (problem.samples * problem.coils) as f64;
+        let u13: Vec<f32> = (0..13 * n).map(|_| rng.range(0.3, 2.0) as f32).collect();
+        for (k, (precision, tolerance, bound)) in [
+            (Precision::Double, 1e-10, 1e-5),
+            (Precision::Accurate, 1e-6, 2e-3),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let plans = [
+                plan_on(&problem, precision, BackendKind::Cuda),
+                plan_on(&problem, precision, BackendKind::Cpu),
+            ];
+            for nb in [Neighbourhood::Axes, Neighbourhood::Full] {
+                let ndims = horecon::backend::cpu::fd::Grid::with_neighbourhood(dims, nb).ndims();
+                for weights in [None, Some(&u13[..n * ndims])] {
+                    for regularizer in [
+                        Regularizer::FiniteDifference,
+                        Regularizer::TotalVariation,
+                        Regularizer::Laplace,
+                    ] {
+                        let options = CgOptions {
+                            max_iterations: 150,
+                            tolerance,
+                            regularizer,
+                            lambda,
+                            reweightings: 4,
+                            epsilon: 0.1,
+                            sigma: 1.0,
+                            fd_weights: weights,
+                            neighbourhood: nb,
+                            ..CgOptions::default()
+                        };
+                        let mut solutions = Vec::new();
+                        for plan in &plans {
+                            let mut x = vec![Complex32::default(); n];
+                            let info = plan.cg(&data, &options, &mut x).expect("cg");
+                            solutions.push((x, info));
+                        }
+                        let e = rel_error(&solutions[0].0, &to_c64(&solutions[1].0));
+                        worst[k] = worst[k].max(e);
+                        eprintln!(
+                            "{dims:?} {precision:?} {nb:?} {regularizer:?} weights {}: \
+                             cuda {} it (res {:.1e}), cpu {} it (res {:.1e}), |cuda - cpu| = {e:.2e}",
+                            weights.is_some(),
+                            solutions[0].1.iterations,
+                            solutions[0].1.rel_residual,
+                            solutions[1].1.iterations,
+                            solutions[1].1.rel_residual,
+                        );
+                        assert!(
+                            e <= bound,
+                            "{dims:?} {precision:?} {nb:?} {regularizer:?}: CG solutions differ by {e:e}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    eprintln!(
+        "largest |cuda - cpu|: double {:.2e}, accurate {:.2e}",
+        worst[0], worst[1]
+    );
+}
+
+/// kernels/fd.cu compiled for the host (C++ with the CUDA built-ins stubbed,
+/// one thread doing every grid-stride iteration) against the CPU's fd.rs on
+/// the tables the CUDA space uploads ([`Grid::device_tables`]): checks the
+/// kernels' index arithmetic, edge existence and penalty formulas where no
+/// GPU is present. Skipped when no C++ compiler (`c++`) is found.
+#[test]
+fn fd_kernels_run_on_the_host_match_the_cpu_differences() {
+    use horecon::backend::cpu::fd::{self, Grid};
+    use horecon::solver::{Neighbourhood, Penalty};
+    use std::io::Write;
+    let dir = std::env::temp_dir().join(format!("horecon-fd-host-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let source = dir.join("fd_host.cpp");
+    let program = dir.join("fd_host");
+    let stub = r#"
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+struct double2 { double x, y; };
+struct dim3s { unsigned x, y, z; };
+static dim3s blockIdx = {0, 0, 0}, threadIdx = {0, 0, 0}, blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
+#define __global__
+#define __device__
+#define __forceinline__ inline
+using std::exp; using std::hypot; using std::sqrt;
+"#;
+    let driver = r#"
+template <class T> static std::vector<T> take(FILE* f, size_t n) {
+    std::vector<T> v(n);
+    if (n && fread(v.data(), sizeof(T), n, f) != n) exit(3);
+    return v;
+}
+int main(int argc, char** argv) {
+    FILE* in = fopen(argv[1], "rb");
+    FILE* out = fopen(argv[2], "wb");
+    if (!in || !out) return 2;
+    long long h[6];  // c0 c1 c2 ndirs has_u penalty
+    if (fread(h, 8, 6, in) != 6) return 3;
+    double p[3];  // eps sigma lambda
+    if (fread(p, 8, 3, in) != 3) return 3;
+    const long long n = h[0] * h[1] * h[2], nd = h[3];
+    auto dirs = take<long long>(in, 4 * nd);
+    auto cw = take<double>(in, nd);
+    auto u = take<float>(in, h[4] ? nd * n : 0);
+    auto x = take<double2>(in, n);
+    auto y = take<double2>(in, n);
+    auto y2 = y;
+    std::vector<double> nu(n);
+    const float* up = h[4] ? u.data() : nullptr;
+    fd_reweight(x.data(), h[0], h[1], h[2], (int)nd, dirs.data(), cw.data(), up, (int)h[5], p[0], p[1], nu.data());
+    fd_normal(x.data(), y.data(), h[0], h[1], h[2], (int)nd, dirs.data(), cw.data(), up, nu.data(), p[2]);
+    fd_normal(x.data(), y2.data(), h[0], h[1], h[2], (int)nd, dirs.data(), cw.data(), up, nullptr, p[2]);
+    fwrite(nu.data(), 8, n, out);
+    fwrite(y.data(), 16, n, out);
+    fwrite(y2.data(), 16, n, out);
+    fclose(out);
+    return 0;
+}
+"#;
+    std::fs::write(
+        &source,
+        format!("{stub}\n{}\n{driver}", include_str!("../kernels/fd.cu")),
+    )
+    .expect("write source");
+    let compiled = std::process::Command::new("c++")
+        .arg("-O1")
+        .arg("-o")
+        .arg(&program)
+        .arg(&source)
+        .output();
+    match compiled {
+        Err(e) => {
+            eprintln!("fd_kernels_run_on_the_host: skipped: no C++ compiler ({e})");
+            return;
+        }
+        Ok(o) if !o.status.success() => panic!(
+            "kernels/fd.cu does not compile as host C++:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Ok(_) => {}
+    }
+    let mut rng = Rng::fresh("fd_kernels_run_on_the_host_match_the_cpu_differences");
+    let mut worst = 0.0f64;
+    let grids = [
+        [5, 1, 1],
+        [1, 6, 1],
+        [4, 5, 1],
+        [5, 1, 3],
+        [1, 4, 3],
+        [3, 2, 3],
+        [5, 4, 3],
+        [1, 1, 1],
+    ];
+    for dims in grids {
+        for nb in [Neighbourhood::Axes, Neighbourhood::Full] {
+            for with_u in [false, true] {
+                for penalty in [
+                    Penalty::TotalVariation { epsilon: 0.2 },
+                    Penalty::Laplace {
+                        epsilon: 0.1,
+                        sigma: 0.7,
+                    },
+                ] {
+                    let grid = Grid::with_neighbourhood(dims, nb);
+                    let n = grid.voxels();
+                    let (table, weights) = grid.device_tables();
+                    let u: Vec<f32> = (0..n * grid.ndims())
+                        .map(|_| rng.range(0.1, 2.0) as f32)
+                        .collect();
+                    let x: Vec<Complex64> = (0..n)
+                        .map(|_| Complex64::new(rng.normal(), rng.normal()))
+                        .collect();
+                    let y0: Vec<Complex64> = (0..n)
+                        .map(|_| Complex64::new(rng.normal(), rng.normal()))
+                        .collect();
+                    let lambda = rng.range(0.5, 2.0);
+                    let (code, epsilon, sigma) = match penalty {
+                        Penalty::TotalVariation { epsilon } => (1i64, epsilon, 1.0),
+                        Penalty::Laplace { epsilon, sigma } => (2, epsilon, sigma),
+                        Penalty::Quadratic => unreachable!(),
+                    };
+                    let [c0, c1, c2] = grid.compact_dims();
+                    let mut bytes = Vec::new();
+                    for v in [
+                        c0 as i64,
+                        c1 as i64,
+                        c2 as i64,
+                        grid.ndims() as i64,
+                        with_u as i64,
+                        code,
+                    ] {
+                        bytes.extend_from_slice(&v.to_le_bytes());
+                    }
+                    for v in [epsilon, sigma, lambda] {
+                        bytes.extend_from_slice(&v.to_le_bytes());
+                    }
+                    table
+                        .iter()
+                        .for_each(|v| bytes.extend_from_slice(&v.to_le_bytes()));
+                    weights
+                        .iter()
+                        .for_each(|v| bytes.extend_from_slice(&v.to_le_bytes()));
+                    if with_u {
+                        u.iter()
+                            .for_each(|v| bytes.extend_from_slice(&v.to_le_bytes()));
+                    }
+                    for c in x.iter().chain(&y0) {
+                        bytes.extend_from_slice(&c.re.to_le_bytes());
+                        bytes.extend_from_slice(&c.im.to_le_bytes());
+                    }
+                    let (input, output) = (dir.join("in.bin"), dir.join("out.bin"));
+                    std::fs::File::create(&input)
+                        .and_then(|mut f| f.write_all(&bytes))
+                        .expect("write input");
+                    let status = std::process::Command::new(&program)
+                        .arg(&input)
+                        .arg(&output)
+                        .status()
+                        .expect("run the host kernels");
+                    assert!(status.success(), "host kernels failed: {status}");
+                    let raw = std::fs::read(&output).expect("read output");
+                    let f: Vec<f64> = raw
+                        .chunks_exact(8)
+                        .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+                        .collect();
+                    assert_eq!(f.len(), 5 * n);
+                    let nu_host = &f[..n];
+                    let c = |k: usize| -> Vec<Complex64> {
+                        (0..n)
+                            .map(|v| {
+                                Complex64::new(f[n + 2 * (k * n + v)], f[n + 2 * (k * n + v) + 1])
+                            })
+                            .collect()
+                    };
+                    let (y_nu, y_plain) = (c(0), c(1));
+                    // the CPU's differences, in float64
+                    let fdw = with_u.then_some(&u[..]);
+                    let mut g = vec![0.0; n];
+                    fd::gradient_magnitude(&grid, fdw, &x, &mut g);
+                    let nu: Vec<f64> = g.iter().map(|&g| penalty.weight(g)).collect();
+                    let mut want_nu = y0.clone();
+                    fd::add_fd_normal(&grid, lambda, fdw, Some(&nu), &x, &mut want_nu);
+                    let mut want_plain = y0.clone();
+                    fd::add_fd_normal::<f64>(&grid, lambda, fdw, None, &x, &mut want_plain);
+                    let e_nu = nu_host
+                        .iter()
+                        .zip(&nu)
+                        .map(|(a, b)| ((a - b) / b).abs())
+                        .fold(0.0, f64::max);
+                    let rel = |a: &[Complex64], b: &[Complex64]| {
+                        let num: f64 = a.iter().zip(b).map(|(a, b)| (a - b).norm_sqr()).sum();
+                        let den: f64 = b.iter().map(|b| b.norm_sqr()).sum();
+                        (num / den).sqrt()
+                    };
+                    let e = e_nu
+                        .max(rel(&y_nu, &want_nu))
+                        .max(rel(&y_plain, &want_plain));
+                    worst = worst.max(e);
+                    assert!(
+                        e <= 1e-13,
+                        "{dims:?} {nb:?} u {with_u} {penalty:?}: host kernels vs fd.rs {e:e}"
+                    );
+                    // and the regularizer acted (not a no-op on both sides)
+                    if n > 1 {
+                        assert!(rel(&y_plain, &y0) > 1e-3, "{dims:?} {nb:?}");
+                    }
+                }
+            }
+        }
+    }
+    eprintln!(
+        "kernels/fd.cu on the host vs backend/cpu/fd.rs: largest relative difference {worst:.1e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

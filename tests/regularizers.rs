@@ -360,8 +360,7 @@ fn grid_problem(rng: &mut Rng, dims: [usize; 3], oversampling: usize, coils: usi
     }
 }
 
-/// The problem's plan on the default backend (AUTO: on a GPU machine a CUDA plan, whose
-/// finite-difference regularizers run on the CPU operator of the same model).
+/// The problem's plan on the default backend (CUDA on a GPU machine, else the CPU).
 fn plan_on_default(problem: &Problem, precision: Precision) -> Plan {
     let plan = problem.plan_with(Options {
         precision,

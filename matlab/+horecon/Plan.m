@@ -140,7 +140,7 @@ classdef Plan < handle
       %    'SampleWeights', w, 'X0', x0, 'Reweightings', 5, 'Epsilon', 1e-3, 'Sigma', 1,
       %    'FdWeights', u (N x ndims edge weights), 'Neighbours', 6, 'Verbose', false)
       %    solves (E'WE + Lambda*R) x = E'W d (TV and Laplace by 'Reweightings' outer
-      %    reweighted finite-difference solves; these run on the CPU, an 'auto' plan on a GPU uses the CPU for them).
+      %    reweighted finite-difference solves, on the CPU and CUDA backends).
       %    'Neighbours' 6: differences along the grid axes; 26: to every neighbour, each edge
       %    once, weighted 1/|d|^2: over the axes e0, e1, e2 of more than one voxel the directions
       %    e0, e1, e2, e0+e1, e0-e1, e0+e2, e0-e2, e1+e2, e1-e2, e0+e1+e2, e0+e1-e2, e0-e1+e2,

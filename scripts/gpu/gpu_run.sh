@@ -24,7 +24,8 @@ export HORECON_CUDA_DUMP_PTX=/tmp/ptx
 if [[ $STAGES == *tests* ]]; then
   { timeout 300 ./cuda_tests --test-threads=8 --nocapture; echo "cuda tests rc=$?";
     timeout 200 ./operators_tests --nocapture; echo "operators tests (AUTO = CUDA here) rc=$?";
-    timeout 200 ./cg_tests --nocapture; echo "cg tests (AUTO = CUDA here) rc=$?"; } > "$O/tests.log" 2>&1
+    timeout 200 ./cg_tests --nocapture; echo "cg tests (AUTO = CUDA here) rc=$?";
+    timeout 200 ./regularizers_tests --nocapture; echo "regularizers tests (AUTO = CUDA here) rc=$?"; } > "$O/tests.log" 2>&1
 fi
 if [[ $STAGES == *bench* ]]; then
   { timeout 300 ./bench_cuda ${BENCH_CASES:-}; echo "bench rc=$?"; } > "$O/bench.log" 2>&1

@@ -154,6 +154,18 @@ impl Grid {
     pub fn compact_dims(&self) -> [usize; 3] {
         self.compact
     }
+
+    /// The direction tables of kernels/fd.cu: per direction its offset along
+    /// the three compact axes and its voxel stride (4 × i64), and its weight
+    /// 1/|d|² (f64).
+    pub fn device_tables(&self) -> (Vec<i64>, Vec<f64>) {
+        let mut table = Vec::with_capacity(4 * self.ndims);
+        for d in self.directions() {
+            table.extend(d.offset.iter().map(|&o| o as i64));
+            table.push(d.stride as i64);
+        }
+        (table, self.directions().iter().map(|d| d.weight).collect())
+    }
 }
 
 #[inline(always)]

@@ -10,18 +10,20 @@
 
 use super::context::{driver_error, Device};
 use super::memory::{knob, setting, DeviceBuffer, Stream};
+use crate::backend::cpu::fd::Grid;
 use crate::error::{Error, Result, Status};
 use crate::model::{Features, Sizes};
 use crate::op::{CgReport, EncodingOperator, Precision};
-use crate::solver::{cg, CgProblem, CgSpace};
+use crate::solver::{cg, CgProblem, CgSpace, Penalty};
 use cudarc::driver::{result, sys, CudaFunction, CudaStream};
 use num_complex::Complex32;
-use std::cell::RefCell;
+use std::cell::{RefCell, RefMut};
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
 const PHASE_SUM: &str = include_str!("../../../kernels/phase_sum.cu");
 const UTIL: &str = include_str!("../../../kernels/util.cu");
+const FD: &str = include_str!("../../../kernels/fd.cu");
 
 /// Threads per phase-sum block.
 const THREADS: usize = 64;
@@ -1058,6 +1060,7 @@ impl EncodingOperator for CudaOperator {
             problem,
             weighted: host_weights.is_some(),
             error: RefCell::new(None),
+            fd: RefCell::new(None),
         };
         let mut x = space.zeros()?;
         if problem.warm_start {
@@ -1088,6 +1091,78 @@ struct CudaSpace<'a> {
     problem: &'a CgProblem<'a>,
     weighted: bool,
     error: RefCell<Option<Error>>,
+    /// The finite-difference state, made on first use by a regularizer.
+    fd: RefCell<Option<FdState>>,
+}
+
+/// D on the device for one solve: the grid's directions, the static edge
+/// weights u (`fd_weights`, uploaded once per solve) and the per-voxel
+/// factors ν of the reweighting (kept on the device), all float64 but u.
+struct FdState {
+    grid: Grid,
+    /// ndirs × (offset along the three compact axes, voxel stride), i64.
+    directions: DeviceBuffer,
+    /// ndirs weights 1/|d|², f64.
+    direction_weights: DeviceBuffer,
+    /// N×ndirs f32, or none (u = 1).
+    fd_weights: Option<DeviceBuffer>,
+    /// N f64 ν; meaningful only while `reweighted` (otherwise ν ≡ 1).
+    factors: DeviceBuffer,
+    reweighted: bool,
+    reweight: CudaFunction,
+    normal: CudaFunction,
+}
+
+impl FdState {
+    fn new(op: &CudaOperator, problem: &CgProblem<'_>) -> Result<FdState> {
+        let grid = Grid::with_neighbourhood(op.sizes.dims, problem.neighbourhood);
+        let n = op.sizes.voxels;
+        let (table, weights) = grid.device_tables();
+        let fd_weights = match problem.fd_weights {
+            Some(u) => {
+                if u.len() != n * grid.ndims() {
+                    return Err(Error::internal(format!(
+                        "fd_weights has {} elements, expected {}",
+                        u.len(),
+                        n * grid.ndims()
+                    )));
+                }
+                Some(DeviceBuffer::from_host(
+                    &op.device,
+                    u,
+                    "fd_weights (N x ndims)",
+                )?)
+            }
+            None => None,
+        };
+        let function = |name: &str| op.device.function("fd", FD, &[], name);
+        Ok(FdState {
+            grid,
+            directions: DeviceBuffer::from_host(&op.device, &table, "difference directions")?,
+            direction_weights: DeviceBuffer::from_host(
+                &op.device,
+                &weights,
+                "difference direction weights",
+            )?,
+            fd_weights,
+            factors: DeviceBuffer::new::<f64>(&op.device, n, "reweighting factors (N)")?,
+            reweighted: false,
+            reweight: function("fd_reweight")?,
+            normal: function("fd_normal")?,
+        })
+    }
+
+    /// The grid arguments shared by both kernels: compact dims, direction count and tables.
+    fn grid_args(&self, args: Args) -> Args {
+        let [c0, c1, c2] = self.grid.compact_dims();
+        args.int(c0 as i64)
+            .int(c1 as i64)
+            .int(c2 as i64)
+            .i32(self.grid.ndims() as i32)
+            .ptr(self.directions.ptr)
+            .ptr(self.direction_weights.ptr)
+            .ptr(self.fd_weights.as_ref().map_or(0, |u| u.ptr))
+    }
 }
 
 impl CudaSpace<'_> {
@@ -1104,6 +1179,16 @@ impl CudaSpace<'_> {
             Some(e) => Err(e.clone()),
             None => Ok(()),
         }
+    }
+
+    /// The finite-difference state, made (and `fd_weights` uploaded) on first use.
+    fn fd_state(&self) -> Result<RefMut<'_, FdState>> {
+        let mut slot = self.fd.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(FdState::new(self.op, self.problem)?);
+        }
+        RefMut::filter_map(slot, |s| s.as_mut())
+            .map_err(|_| Error::internal("finite-difference state missing"))
     }
 }
 
@@ -1203,6 +1288,53 @@ impl CgSpace for CudaSpace<'_> {
                 .ptr(y.ptr)
                 .int(n as i64),
         ));
+    }
+
+    /// ν_n = ψ'(g_n)/g_n on the device from the weighted gradient magnitude
+    /// g of x (kernels/fd.cu, float64); `Quadratic` resets ν ≡ 1.
+    fn reweight(&self, penalty: Penalty, x: &DeviceBuffer) -> Result<()> {
+        self.failed()?;
+        let mut fd = self.fd_state()?;
+        let (code, epsilon, sigma) = match penalty {
+            Penalty::Quadratic => {
+                fd.reweighted = false;
+                return Ok(());
+            }
+            Penalty::TotalVariation { epsilon } => (1, epsilon, 1.0),
+            Penalty::Laplace { epsilon, sigma } => (2, epsilon, sigma),
+        };
+        launch(
+            &fd.reweight,
+            util_grid(self.op.sizes.voxels),
+            UTIL_THREADS,
+            self.stream,
+            fd.grid_args(Args::default().ptr(x.ptr))
+                .i32(code)
+                .f64(epsilon)
+                .f64(sigma)
+                .ptr(fd.factors.ptr),
+        )?;
+        fd.reweighted = true;
+        Ok(())
+    }
+
+    /// y ← y + λ·Dᴴ diag(c·u·ν) D x on the device (kernels/fd.cu, float64).
+    fn add_fd_normal(&self, lambda: f64, x: &DeviceBuffer, y: &mut DeviceBuffer) -> Result<()> {
+        self.failed()?;
+        let fd = self.fd_state()?;
+        launch(
+            &fd.normal,
+            util_grid(self.op.sizes.voxels),
+            UTIL_THREADS,
+            self.stream,
+            fd.grid_args(Args::default().ptr(x.ptr).ptr(y.ptr))
+                .ptr(if fd.reweighted { fd.factors.ptr } else { 0 })
+                .f64(lambda),
+        )
+    }
+
+    fn backend(&self) -> &'static str {
+        "the GPU"
     }
 }
 
