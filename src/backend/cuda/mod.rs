@@ -18,6 +18,7 @@
 //! `_REDUCE`, `_SPLIT`; `HORECON_CUDA_DUMP_PTX=dir` writes the compiled PTX.
 
 pub mod context;
+pub mod fft;
 pub mod memory;
 pub mod operator;
 
