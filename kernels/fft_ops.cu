@@ -111,12 +111,17 @@ extern "C" __global__ void kernel_multiply(const REAL2* __restrict__ K, int conj
     }
 }
 
-// out = scale * in, rounded to REAL2 (the kernels' normalisation 1/G folded in).
-extern "C" __global__ void scale_narrow(const double2* __restrict__ in, double scale, long long n,
-                                        REAL2* __restrict__ out) {
-    GRID_STRIDE(i, n) {
-        const double2 v = in[i];
-        out[i] = narrow2(make_double2(scale * v.x, scale * v.y));
+// out = scale * in, rounded to REAL2 (the kernels' normalisation 1/G folded
+// in), on the gx*gy*gz kernel grid; the unused index n of every doubled axis
+// (g = 2n) is set to zero.
+extern "C" __global__ void scale_narrow(const double2* __restrict__ in, double scale, int nx, int ny, int nz,
+                                        int gx, int gy, long long G, REAL2* __restrict__ out) {
+    GRID_STRIDE(p, G) {
+        const long long px = p % gx, t = p / gx;
+        const long long py = t % gy, pz = t / gy;
+        const bool unused = (nx > 1 && px == nx) || (ny > 1 && py == ny) || (nz > 1 && pz == nz);
+        const double2 v = in[p];
+        out[p] = narrow2(unused ? make_double2(0.0, 0.0) : make_double2(scale * v.x, scale * v.y));
     }
 }
 

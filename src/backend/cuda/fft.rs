@@ -15,7 +15,9 @@
 use super::context::Device;
 use super::memory::Stream;
 use crate::error::{Error, Result, Status};
+use crate::op::Precision;
 use cudarc::cufft::{result as cufft, sys};
+use cudarc::driver::CudaFunction;
 use once_cell::sync::Lazy;
 use std::sync::Arc;
 
@@ -194,4 +196,73 @@ impl Drop for FftPlan {
             let _ = unsafe { cufft::destroy(self.handle) };
         }
     }
+}
+
+const FFT_OPS: &str = include_str!("../../../kernels/fft_ops.cu");
+
+/// The kernels of kernels/fft_ops.cu for one precision mode.
+pub struct FftOps {
+    pub pad_coils: CudaFunction,
+    pub crop_accumulate: CudaFunction,
+    pub kernel_multiply: CudaFunction,
+    pub scale_narrow: CudaFunction,
+    pub cart_spread: CudaFunction,
+    pub cart_collect: CudaFunction,
+    pub cart_gather: CudaFunction,
+    pub cart_scatter: CudaFunction,
+    pub cart_weights: CudaFunction,
+    pub grid_weight: CudaFunction,
+}
+
+impl FftOps {
+    pub fn new(device: &Arc<Device>, precision: Precision) -> Result<FftOps> {
+        let f = |name: &str| {
+            device.function(
+                "fft_ops",
+                FFT_OPS,
+                &[("MODE", super::operator::mode_code(precision))],
+                name,
+            )
+        };
+        Ok(FftOps {
+            pad_coils: f("pad_coils")?,
+            crop_accumulate: f("crop_accumulate")?,
+            kernel_multiply: f("kernel_multiply")?,
+            scale_narrow: f("scale_narrow")?,
+            cart_spread: f("cart_spread")?,
+            cart_collect: f("cart_collect")?,
+            cart_gather: f("cart_gather")?,
+            cart_scatter: f("cart_scatter")?,
+            cart_weights: f("cart_weights")?,
+            grid_weight: f("grid_weight")?,
+        })
+    }
+}
+
+/// Bytes of one complex grid value: float2, or double2 in double mode.
+pub fn complex_bytes(precision: Precision) -> usize {
+    if precision == Precision::Double {
+        16
+    } else {
+        8
+    }
+}
+
+/// Coils per FFT batch: all of them when `per_coil` bytes each (grids plus
+/// cuFFT's work area, about as large again) fit in a third of the free
+/// memory, else as many as do (at least 1). `HORECON_CUDA_FFT_BATCH` caps it
+/// (tests force the chunked path with it).
+pub fn coil_batch(device: &Device, coils: usize, per_coil: usize) -> Result<usize> {
+    let (free, _) = device.memory()?;
+    let fit = (free / 3) / (2 * per_coil).max(1);
+    let mut batch = fit.clamp(1, coils.max(1));
+    if let Some(cap) = super::memory::knob("HORECON_CUDA_FFT_BATCH") {
+        batch = batch.min(cap);
+    }
+    Ok(batch)
+}
+
+/// Host complex values as device double2 pairs.
+pub fn to_pairs(values: impl Iterator<Item = num_complex::Complex64>) -> Vec<[f64; 2]> {
+    values.map(|c| [c.re, c.im]).collect()
 }

@@ -17,6 +17,7 @@
 //! `HORECON_CUDA_R`, `_THREADS`, `_TILE`, `_UNROLL`, `_MINB`, `_TWO_LEVEL`,
 //! `_REDUCE`, `_SPLIT`; `HORECON_CUDA_DUMP_PTX=dir` writes the compiled PTX.
 
+pub mod cartesian;
 pub mod context;
 pub mod fft;
 pub mod memory;
@@ -47,5 +48,24 @@ pub fn build(
     let device = context::device(ordinal).map_err(operator::unavailable)?;
     Ok(Box::new(CudaOperator::new(
         device, features, sizes, precision,
+    )?))
+}
+
+/// Builds the Cartesian FFT operator (module [`cartesian`]) on device `ordinal`.
+pub fn build_cartesian(
+    sizes: Sizes,
+    precision: Precision,
+    ordinal: usize,
+    geometry: cartesian::CartesianGeometry<'_>,
+    sensitivities: Option<&[num_complex::Complex32]>,
+) -> Result<Box<dyn EncodingOperator>> {
+    let device = context::device(ordinal).map_err(operator::unavailable)?;
+    fft::available().map_err(operator::unavailable)?;
+    Ok(Box::new(cartesian::CudaCartesian::new(
+        device,
+        sizes,
+        precision,
+        geometry,
+        sensitivities,
     )?))
 }
