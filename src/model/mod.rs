@@ -7,6 +7,7 @@
 
 pub mod grid;
 pub mod harmonics;
+pub mod toeplitz;
 
 use crate::error::{try_copy, try_vec, Error, Result, Status};
 use num_complex::Complex32;

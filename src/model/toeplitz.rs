@@ -1,0 +1,570 @@
+//! The Toeplitz form of the normal operator, backend-neutral: which models
+//! it applies to, their phase per lattice step, and the time segmentation
+//! of off-resonance. Backends (CPU: `backend::cpu::toeplitz`) compute the
+//! kernels and apply the convolutions from a [`ToeplitzSpec`].
+//!
+//! # The kernels
+//!
+//! With voxels on a lattice r_n = r_0 + ix·a + iy·b + iz·c and a phase linear
+//! in position, φ(j, n) = k0_j + k_j·r_n, the phase difference of two voxels
+//! is 2π·κ_j·(i_n − i_n') with κ_{j,axis} = k_j·step_axis / 2π (cycles per
+//! lattice step; the k0 term cancels), so
+//!
+//!   (EᴴWE)_{n,n'} = Σ_c conj(S_c(r_n))·S_c(r_n')·T(i_n − i_n'),
+//!   T(Δ) = Σ_j w_j·exp(−2πi·κ_j·Δ),   Δ ∈ (−n, n) per axis.
+//!
+//! T lives on the 2n periodic grid ([`ToeplitzSpec::kernel_dims`], index
+//! Δ mod 2n, axes of one voxel not doubled; the entry at index n is never
+//! read and is zero), and
+//!
+//!   EᴴWE x = Σ_c conj(S_c)·crop(IFFT(FFT(T)·FFT(pad(S_c·x)))).
+//!
+//! T is an exact direct sum: the adjoint of a temporary operator whose
+//! "voxels" are the offsets Δ ([`ToeplitzSpec::offset_features`]) applied
+//! to the data w_j.
+//!
+//! # Off-resonance: time segmentation
+//!
+//! With off-resonance ω_n the entries get exp(iω_n t_j), which is not a
+//! function of i_n − i_n'. Following Fessler et al., "Toeplitz-based
+//! iterative image reconstruction for MRI with correction for magnetic field
+//! inhomogeneity", IEEE Trans. Signal Process. 53(9):3393–3402 (2005), it is
+//! interpolated in time from L segment times τ_l (uniform over [t_min, t_max]):
+//!
+//!   exp(iδ_n t) ≈ Σ_l a_l(t)·exp(iδ_n τ_l),   δ_n = ω_n − ω_c,
+//!
+//! (ω_c the centre of the ω range; its factor exp(iω_c t_j) has modulus one
+//! and cancels in EᴴE) with the least-squares interpolator over the histogram
+//! h of δ (Fessler's "LS / min-max with histogram" choice):
+//!
+//!   a(t) = argmin Σ_k h_k·|exp(iδ_k t) − Σ_l a_l exp(iδ_k τ_l)|²
+//!        = G⁻¹·b(t),  G_{l,l'} = H(τ_l' − τ_l),  b_l(t) = H(t − τ_l),
+//!   H(s) = Σ_k h_k exp(iδ_k s)
+//!
+//! (a ridge of 1e-12·tr(G)/L keeps G invertible). Then
+//!
+//!   EᴴWE ≈ Σ_{l,l'} diag(conj(P_l)) Sᴴ T_{l,l'} S diag(P_l'),
+//!   P_l(n) = exp(iδ_n τ_l),
+//!   T_{l,l'}(Δ) = Σ_j w_j·conj(a_l(t_j))·a_l'(t_j)·exp(−2πi κ_j·Δ),
+//!
+//! with T_{l',l}(Δ) = conj(T_{l,l'}(−Δ)), i.e. FFT(T_{l',l}) = conj(FFT(T_{l,l'})):
+//! L(L+1)/2 kernels are computed ([`ToeplitzSpec::kernel_pairs`]).
+//!
+//! The interpolation error ε(t) = sqrt(mean_n |exp(iδ_n t) − Σ_l a_l(t) e^{iδ_n τ_l}|²)
+//! is measured on the voxels themselves (up to [`ERROR_VOXELS`] of them,
+//! evenly picked) at [`ERROR_TIMES`] times over [t_min, t_max];
+//! [`TimeSegmentation::error`] is its maximum. The relative error of the
+//! normal operator is about 2ε. `time_segments = 0` picks the smallest L
+//! with ε ≤ [`AUTO_ERROR`] (= 2e-4), which keeps the normal operator's
+//! relative error below 1e-3 (checked by tests/toeplitz.rs).
+
+use super::grid::lattice_steps;
+use super::harmonics::ORDER;
+use super::{Basis, Features, Model, Sizes};
+use crate::error::{try_vec, Error, Result};
+use num_complex::Complex64;
+use std::f64::consts::TAU;
+
+/// Interpolation error ε targeted when the number of segments is chosen automatically.
+pub const AUTO_ERROR: f64 = 2e-4;
+/// The most segments `time_segments = 0` will choose.
+pub const MAX_AUTO_SEGMENTS: usize = 64;
+/// Voxels (at most) on which ε is measured.
+pub const ERROR_VOXELS: usize = 2048;
+/// Times on which ε is measured.
+pub const ERROR_TIMES: usize = 257;
+
+/// What a backend needs to build the Toeplitz normal operator of a model.
+#[derive(Clone, Debug)]
+pub struct ToeplitzSpec {
+    /// The image grid n0×n1×n2.
+    pub dims: [usize; 3],
+    /// The kernel grid: 2n along axes with n > 1, 1 along the others.
+    pub kernel_dims: [usize; 3],
+    /// M samples.
+    pub samples: usize,
+    /// κ_{j,axis}: cycles of phase per lattice step of image axis `axis`
+    /// at sample j, 3×M (sample fastest); zero along singleton axes.
+    pub cycles: Vec<f64>,
+    /// Time segmentation of the off-resonance; `None` without off-resonance
+    /// (or with a uniform ω, whose phase cancels).
+    pub segmentation: Option<TimeSegmentation>,
+}
+
+/// exp(iδ_n t_j) ≈ Σ_l a_l(t_j)·exp(iδ_n τ_l) (module documentation).
+#[derive(Clone, Debug)]
+pub struct TimeSegmentation {
+    /// L.
+    pub segments: usize,
+    /// Segment times τ_l (s), L.
+    pub tau: Vec<f64>,
+    /// δ_n = ω_n − ω_c (rad/s), N.
+    pub delta: Vec<f64>,
+    /// a_l(t_j), L×M (sample fastest).
+    pub coefficients: Vec<Complex64>,
+    /// max_t ε(t), the measured interpolation error (module documentation).
+    pub error: f64,
+}
+
+fn toeplitz_invalid(reason: String) -> Error {
+    Error::invalid(format!("Toeplitz normal operator: {reason}"))
+}
+
+impl ToeplitzSpec {
+    /// Checks that `model` has a Toeplitz normal operator and derives its
+    /// spec; `time_segments` = L with off-resonance, 0 = chosen for
+    /// ε ≤ [`AUTO_ERROR`].
+    ///
+    /// Accepted: `set_trajectory` models (1–3 dims) and solid harmonics
+    /// whose terms above order 1 are all zero, with voxels on a lattice.
+    pub fn new(model: &Model, time_segments: usize) -> Result<ToeplitzSpec> {
+        model.check_complete()?;
+        let Sizes {
+            dims, samples: m, ..
+        } = model.sizes;
+        let phase = model
+            .phase
+            .as_ref()
+            .ok_or_else(|| Error::internal("phase model missing"))?;
+        // k_c(j), rad/m, for c = x, y, z (absent components are zero).
+        let mut k = try_vec(3 * m, 0.0f64, "Toeplitz trajectory (M x 3)")?;
+        match &phase.basis {
+            Basis::User(_) => {
+                return Err(toeplitz_invalid(
+                    "the phase model is a user basis (set_basis); Toeplitz needs a phase linear \
+                     in position (set_trajectory, or set_solid_harmonics with terms above order 1 zero)"
+                        .into(),
+                ))
+            }
+            Basis::Trajectory(d) => k[..d * m].copy_from_slice(&phase.coefficients[..d * m]),
+            Basis::SolidHarmonics(t) => {
+                for b in 4..*t {
+                    let column = &phase.coefficients[b * m..(b + 1) * m];
+                    if let Some(j) = column.iter().position(|&c| c != 0.0) {
+                        return Err(toeplitz_invalid(format!(
+                            "solid harmonic term {b} (order {}) has a non-zero coefficient at \
+                             sample {j} ({}); the phase must be linear in position (terms 0..3: \
+                             k0, x, y, z) — an approximate higher-order fast path is not implemented",
+                            ORDER[b], column[j]
+                        )));
+                    }
+                }
+                let linear = (*t).min(4).saturating_sub(1);
+                k[..linear * m].copy_from_slice(&phase.coefficients[m..(1 + linear) * m]);
+            }
+        }
+        let positions = model
+            .positions
+            .as_deref()
+            .ok_or_else(|| Error::internal("positions missing"))?;
+        let steps = lattice_steps(dims, positions, "the Toeplitz normal operator")?;
+        let mut cycles = try_vec(3 * m, 0.0f64, "Toeplitz cycles per step (M x 3)")?;
+        for axis in 0..3 {
+            for j in 0..m {
+                let dot: f64 = (0..3).map(|c| k[c * m + j] * steps[axis][c]).sum();
+                cycles[axis * m + j] = dot / TAU;
+            }
+        }
+        let segmentation = match &model.off_resonance {
+            None => None,
+            Some(or) => TimeSegmentation::new(&or.omega, &or.times, time_segments)?,
+        };
+        Ok(ToeplitzSpec {
+            dims,
+            kernel_dims: dims.map(|d| if d > 1 { 2 * d } else { 1 }),
+            samples: m,
+            cycles,
+            segmentation,
+        })
+    }
+
+    /// Points of the kernel grid, 2^d·N.
+    pub fn kernel_points(&self) -> usize {
+        self.kernel_dims.iter().product()
+    }
+
+    /// L (1 without segmentation).
+    pub fn segments(&self) -> usize {
+        self.segmentation.as_ref().map_or(1, |s| s.segments)
+    }
+
+    /// The kernels computed, (l, l') with l ≤ l', in storage order.
+    pub fn kernel_pairs(&self) -> Vec<(usize, usize)> {
+        let l = self.segments();
+        (0..l).flat_map(|a| (a..l).map(move |b| (a, b))).collect()
+    }
+
+    /// The index in [`ToeplitzSpec::kernel_pairs`] of (l, l') and whether
+    /// the kernel is used conjugated (l > l').
+    pub fn pair_index(&self, l: usize, lp: usize) -> (usize, bool) {
+        let segments = self.segments();
+        let (a, b, conjugate) = if l <= lp {
+            (l, lp, false)
+        } else {
+            (lp, l, true)
+        };
+        // Pairs before row a: Σ_{r<a} (L − r) = a·L − a(a−1)/2.
+        (
+            a * segments - a * (a.saturating_sub(1)) / 2 + (b - a),
+            conjugate,
+        )
+    }
+
+    /// Δ of kernel-grid index p along an axis of n voxels: p for p < n,
+    /// p − 2n for p > n, and the unused index p = n maps to 0 (see
+    /// [`ToeplitzSpec::kernel_weights`]). Singleton axes: 0.
+    pub fn offset(p: usize, n: usize) -> f64 {
+        if n == 1 || p == n {
+            0.0
+        } else if p < n {
+            p as f64
+        } else {
+            p as f64 - 2.0 * n as f64
+        }
+    }
+
+    /// The features of the temporary operator whose adjoint gives the
+    /// kernels: voxel features Δ (3×K, K = [`ToeplitzSpec::kernel_points`],
+    /// index offsets per axis), sample features κ (3×M, cycles), so
+    /// Eᴴ d at "voxel" Δ is Σ_j exp(−2πi κ_j·Δ)·d_j. No sensitivities.
+    pub fn offset_features(&self) -> Result<Features> {
+        let kd = self.kernel_dims;
+        let points = self.kernel_points();
+        let mut voxel = try_vec(3 * points, 0.0f64, "Toeplitz kernel offsets (K x 3)")?;
+        for iz in 0..kd[2] {
+            for iy in 0..kd[1] {
+                for ix in 0..kd[0] {
+                    let v = ix + kd[0] * (iy + kd[1] * iz);
+                    for (axis, p) in [ix, iy, iz].into_iter().enumerate() {
+                        voxel[axis * points + v] = Self::offset(p, self.dims[axis]);
+                    }
+                }
+            }
+        }
+        Ok(Features {
+            terms: 3,
+            voxel,
+            sample: crate::error::try_copy(&self.cycles, "Toeplitz cycles (M x 3)")?,
+            sensitivities: None,
+        })
+    }
+
+    /// Sizes of the temporary operator: the kernel grid, one "coil" per
+    /// kernel pair (the pairs' data are the columns of the adjoint's input).
+    pub fn offset_sizes(&self) -> Result<Sizes> {
+        let kd = self.kernel_dims;
+        Sizes::new(
+            kd[0] as i64,
+            kd[1] as i64,
+            kd[2] as i64,
+            self.kernel_pairs().len() as i64,
+            self.samples as i64,
+        )
+    }
+
+    /// The adjoint's input: for pair (l, l') the column
+    /// w_j·conj(a_l(t_j))·a_l'(t_j) (w ≡ 1 when `weights` is `None`), M×pairs.
+    pub fn kernel_weights(&self, weights: Option<&[f32]>) -> Result<Vec<Complex64>> {
+        let m = self.samples;
+        let pairs = self.kernel_pairs();
+        let mut out = try_vec(m * pairs.len(), Complex64::new(0.0, 0.0), "Toeplitz data")?;
+        for (p, &(l, lp)) in pairs.iter().enumerate() {
+            for j in 0..m {
+                let w = weights.map_or(1.0, |w| w[j] as f64);
+                let a = match &self.segmentation {
+                    None => Complex64::new(1.0, 0.0),
+                    Some(s) => s.coefficients[l * m + j].conj() * s.coefficients[lp * m + j],
+                };
+                out[p * m + j] = a * w;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether kernel-grid point v is the unused index n of some doubled axis
+    /// (its kernel value is set to zero).
+    pub fn is_unused(&self, v: usize) -> bool {
+        let kd = self.kernel_dims;
+        let index = [v % kd[0], (v / kd[0]) % kd[1], v / (kd[0] * kd[1])];
+        (0..3).any(|a| self.dims[a] > 1 && index[a] == self.dims[a])
+    }
+}
+
+/// Lower Cholesky factor of a Hermitian positive definite L×L matrix
+/// (row-major), in place; `false` if it is not positive definite.
+fn cholesky(a: &mut [Complex64], l: usize) -> bool {
+    for j in 0..l {
+        let mut d = a[j * l + j].re;
+        for k in 0..j {
+            d -= a[j * l + k].norm_sqr();
+        }
+        if d <= 0.0 || !d.is_finite() {
+            return false;
+        }
+        let d = d.sqrt();
+        a[j * l + j] = Complex64::new(d, 0.0);
+        for i in j + 1..l {
+            let mut s = a[i * l + j];
+            for k in 0..j {
+                s -= a[i * l + k] * a[j * l + k].conj();
+            }
+            a[i * l + j] = s / d;
+        }
+    }
+    true
+}
+
+/// Solves (C Cᴴ) x = b with the factor of [`cholesky`], in place.
+fn cholesky_solve(c: &[Complex64], l: usize, b: &mut [Complex64]) {
+    for i in 0..l {
+        let mut s = b[i];
+        for k in 0..i {
+            s -= c[i * l + k] * b[k];
+        }
+        b[i] = s / c[i * l + i].re;
+    }
+    for i in (0..l).rev() {
+        let mut s = b[i];
+        for k in i + 1..l {
+            s -= c[k * l + i].conj() * b[k];
+        }
+        b[i] = s / c[i * l + i].re;
+    }
+}
+
+/// The histogram of δ: bin centres and counts.
+struct Histogram {
+    centres: Vec<f64>,
+    counts: Vec<f64>,
+}
+
+impl Histogram {
+    /// Bins of width ≤ π/(8·T) over [−R/2, R/2] (H oversampled 16× in δ
+    /// relative to its bandwidth T = t_max − t_min), 64 to 4096 bins.
+    fn new(delta: &[f64], half_range: f64, duration: f64) -> Histogram {
+        let wanted = (2.0 * half_range * duration * 16.0 / TAU).ceil();
+        let bins = (wanted as usize).clamp(64, 4096);
+        let width = 2.0 * half_range / bins as f64;
+        let mut counts = vec![0.0; bins];
+        for &d in delta {
+            let b = (((d + half_range) / width) as usize).min(bins - 1);
+            counts[b] += 1.0;
+        }
+        let centres: Vec<f64> = (0..bins)
+            .map(|b| -half_range + (b as f64 + 0.5) * width)
+            .collect();
+        let (centres, counts) = centres
+            .into_iter()
+            .zip(counts)
+            .filter(|(_, c)| *c > 0.0)
+            .unzip();
+        Histogram { centres, counts }
+    }
+
+    /// H(s) = Σ_k h_k exp(iδ_k s).
+    fn characteristic(&self, s: f64) -> Complex64 {
+        self.centres
+            .iter()
+            .zip(&self.counts)
+            .map(|(&d, &h)| Complex64::from_polar(h, d * s))
+            .sum()
+    }
+}
+
+/// The LS interpolator for L segments: τ, the factor of G, evaluation of a(t).
+struct Interpolator<'a> {
+    histogram: &'a Histogram,
+    tau: Vec<f64>,
+    factor: Vec<Complex64>,
+}
+
+impl<'a> Interpolator<'a> {
+    fn new(histogram: &'a Histogram, t_min: f64, t_max: f64, l: usize) -> Result<Self> {
+        let tau: Vec<f64> = if l == 1 {
+            vec![0.5 * (t_min + t_max)]
+        } else {
+            (0..l)
+                .map(|i| t_min + (t_max - t_min) * i as f64 / (l - 1) as f64)
+                .collect()
+        };
+        let mut g = vec![Complex64::new(0.0, 0.0); l * l];
+        for a in 0..l {
+            for b in 0..l {
+                g[a * l + b] = histogram.characteristic(tau[b] - tau[a]);
+            }
+        }
+        let trace: f64 = (0..l).map(|a| g[a * l + a].re).sum();
+        for a in 0..l {
+            g[a * l + a] += 1e-12 * trace / l as f64;
+        }
+        if !cholesky(&mut g, l) {
+            return Err(Error::internal(format!(
+                "time segmentation: the {l}x{l} Gram matrix is not positive definite"
+            )));
+        }
+        Ok(Interpolator {
+            histogram,
+            tau,
+            factor: g,
+        })
+    }
+
+    fn coefficients(&self, t: f64, out: &mut [Complex64]) {
+        let l = self.tau.len();
+        for (o, &tau) in out.iter_mut().zip(&self.tau) {
+            *o = self.histogram.characteristic(t - tau);
+        }
+        cholesky_solve(&self.factor, l, out);
+    }
+
+    /// max over `times` of the rms over `delta` of the interpolation error.
+    fn error(&self, delta: &[f64], times: &[f64]) -> f64 {
+        let l = self.tau.len();
+        let mut a = vec![Complex64::new(0.0, 0.0); l];
+        let mut worst: f64 = 0.0;
+        for &t in times {
+            self.coefficients(t, &mut a);
+            let sum: f64 = delta
+                .iter()
+                .map(|&d| {
+                    let approx: Complex64 = a
+                        .iter()
+                        .zip(&self.tau)
+                        .map(|(a, &tau)| a * Complex64::from_polar(1.0, d * tau))
+                        .sum();
+                    (Complex64::from_polar(1.0, d * t) - approx).norm_sqr()
+                })
+                .sum();
+            worst = worst.max((sum / delta.len() as f64).sqrt());
+        }
+        worst
+    }
+}
+
+impl TimeSegmentation {
+    /// The segmentation for ω (N, rad/s) and times t (M, s) with L =
+    /// `segments` (0 = automatic), or `None` when ω is uniform (its phase cancels).
+    pub fn new(omega: &[f64], times: &[f64], segments: usize) -> Result<Option<TimeSegmentation>> {
+        let (w_min, w_max) = omega
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &w| {
+                (a.min(w), b.max(w))
+            });
+        if !(w_max > w_min) {
+            return Ok(None);
+        }
+        let centre = 0.5 * (w_min + w_max);
+        let half_range = 0.5 * (w_max - w_min);
+        let delta: Vec<f64> = omega.iter().map(|w| w - centre).collect();
+        let (t_min, t_max) = times
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &t| {
+                (a.min(t), b.max(t))
+            });
+        let histogram = Histogram::new(&delta, half_range, t_max - t_min);
+        let stride = delta.len().div_ceil(ERROR_VOXELS);
+        let probe: Vec<f64> = delta.iter().step_by(stride).copied().collect();
+        let probe_times: Vec<f64> = (0..ERROR_TIMES)
+            .map(|i| t_min + (t_max - t_min) * i as f64 / (ERROR_TIMES - 1) as f64)
+            .collect();
+        let (interpolator, error) = if segments > 0 {
+            let it = Interpolator::new(&histogram, t_min, t_max, segments)?;
+            let e = it.error(&probe, &probe_times);
+            (it, e)
+        } else {
+            let mut chosen = None;
+            for l in 1..=MAX_AUTO_SEGMENTS {
+                let it = Interpolator::new(&histogram, t_min, t_max, l)?;
+                let e = it.error(&probe, &probe_times);
+                if e <= AUTO_ERROR || l == MAX_AUTO_SEGMENTS {
+                    chosen = Some((it, e));
+                    break;
+                }
+            }
+            chosen.ok_or_else(|| Error::internal("no segment count chosen"))?
+        };
+        if segments == 0 && error > AUTO_ERROR {
+            return Err(toeplitz_invalid(format!(
+                "the off-resonance spread ({:.1} rad/s over {:.3e} s) needs more than {} time \
+                 segments for an interpolation error of {AUTO_ERROR:e}; use the exact normal operator",
+                w_max - w_min,
+                t_max - t_min,
+                MAX_AUTO_SEGMENTS
+            )));
+        }
+        let l = interpolator.tau.len();
+        let m = times.len();
+        let mut coefficients = try_vec(l * m, Complex64::new(0.0, 0.0), "segment coefficients")?;
+        let mut a = vec![Complex64::new(0.0, 0.0); l];
+        for (j, &t) in times.iter().enumerate() {
+            interpolator.coefficients(t, &mut a);
+            for (i, v) in a.iter().enumerate() {
+                coefficients[i * m + j] = *v;
+            }
+        }
+        Ok(Some(TimeSegmentation {
+            segments: l,
+            tau: interpolator.tau,
+            delta,
+            coefficients,
+            error,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pair_index_matches_kernel_pairs() {
+        for l in 1..6 {
+            let spec = ToeplitzSpec {
+                dims: [2, 1, 1],
+                kernel_dims: [4, 1, 1],
+                samples: 1,
+                cycles: vec![0.0; 3],
+                segmentation: (l > 1).then(|| TimeSegmentation {
+                    segments: l,
+                    tau: vec![0.0; l],
+                    delta: vec![],
+                    coefficients: vec![],
+                    error: 0.0,
+                }),
+            };
+            for (i, &(a, b)) in spec.kernel_pairs().iter().enumerate() {
+                assert_eq!(spec.pair_index(a, b), (i, false));
+                if a != b {
+                    assert_eq!(spec.pair_index(b, a), (i, true));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn segmentation_interpolates_the_phase() {
+        let omega: Vec<f64> = (0..500).map(|i| -900.0 + 3.1 * i as f64).collect();
+        let times: Vec<f64> = (0..300).map(|j| 1e-3 + 2e-2 * j as f64 / 299.0).collect();
+        let s = TimeSegmentation::new(&omega, &times, 0).unwrap().unwrap();
+        assert!(s.error <= AUTO_ERROR, "{}", s.error);
+        let centre = 0.5 * (omega[0] + omega[499]);
+        let mut worst: f64 = 0.0;
+        for (j, &t) in times.iter().enumerate() {
+            for &w in &omega {
+                let d = w - centre;
+                let approx: Complex64 = (0..s.segments)
+                    .map(|l| {
+                        s.coefficients[l * times.len() + j]
+                            * Complex64::from_polar(1.0, d * s.tau[l])
+                    })
+                    .sum();
+                worst = worst.max((approx - Complex64::from_polar(1.0, d * t)).norm());
+            }
+        }
+        assert!(
+            worst < 10.0 * AUTO_ERROR,
+            "L = {}, max error {worst}",
+            s.segments
+        );
+    }
+}
