@@ -7,6 +7,7 @@ mod stone;
 
 use crate::backend;
 use crate::error::{Error, Result};
+use crate::model::cartesian::Cartesian;
 use crate::model::{check_finite_c32, check_finite_f32, Model, Sizes};
 use crate::op::{CgReport, EncodingOperator, Precision};
 use crate::solver::{CgProblem, Regularizer};
@@ -113,6 +114,8 @@ pub struct Plan {
     options: Options,
     backend: BackendKind,
     model: Model,
+    /// Cartesian FFT mode ([`Plan::set_cartesian`]); `None` = the exact phase sum.
+    cartesian: Option<Arc<Cartesian>>,
     pool: Arc<rayon::ThreadPool>,
     /// Built on first use after the model changed (so a GPU gets the model once).
     operator: Mutex<Option<Arc<dyn EncodingOperator>>>,
@@ -228,6 +231,7 @@ impl Plan {
             options,
             backend,
             model: Model::new(sizes),
+            cartesian: None,
             pool: Arc::new(pool),
             operator: Mutex::new(None),
         })
@@ -263,6 +267,7 @@ impl Plan {
             "N x 3",
         )?;
         self.model.set_positions(positions)?;
+        self.cartesian = None;
         self.changed();
         Ok(())
     }
@@ -270,6 +275,7 @@ impl Plan {
     /// Grid positions (MODEL.md's FFT-centred helper).
     pub fn set_grid_positions(&mut self, fov: [f64; 3], center: [f64; 3]) -> Result<()> {
         self.model.set_grid_positions(fov, center)?;
+        self.cartesian = None;
         self.changed();
         Ok(())
     }
@@ -285,6 +291,7 @@ impl Plan {
             )?;
         }
         self.model.set_solid_harmonics(nterms, coefficients)?;
+        self.cartesian = None;
         self.changed();
         Ok(())
     }
@@ -304,6 +311,7 @@ impl Plan {
             "M x nterms",
         )?;
         self.model.set_basis(basis, coefficients)?;
+        self.cartesian = None;
         self.changed();
         Ok(())
     }
@@ -314,6 +322,7 @@ impl Plan {
             expect_len("k", k.len(), d * self.sizes().samples, "M x ndims")?;
         }
         self.model.set_trajectory(ndims, k)?;
+        self.cartesian = None;
         self.changed();
         Ok(())
     }
@@ -321,6 +330,12 @@ impl Plan {
     /// Off-resonance ω (N, rad/s) with sample times (M, s); `None` clears it.
     pub fn set_off_resonance(&mut self, omega_and_times: Option<(&[f64], &[f64])>) -> Result<()> {
         if let Some((omega, times)) = omega_and_times {
+            if self.cartesian.is_some() {
+                return Err(Error::invalid(
+                    "off-resonance cannot be set in Cartesian mode: the FFT cannot apply a \
+                     per-voxel, time-dependent phase (set a phase model to leave Cartesian mode)",
+                ));
+            }
             expect_len("omega", omega.len(), self.sizes().voxels, "N")?;
             expect_len("times", times.len(), self.sizes().samples, "M")?;
         }
@@ -344,20 +359,71 @@ impl Plan {
         Ok(())
     }
 
+    /// Cartesian FFT mode: the samples are the grid points where `mask`
+    /// (nx·ny·nz bytes, column-major) is non-zero, in column-major order,
+    /// so nsamples must equal their count. Needs positions on an
+    /// axis-aligned grid (`set_grid_positions`, or `set_positions` with such
+    /// a grid). Sets the phase model to the trajectory
+    /// k_a = 2π(p_a − ⌊n_a/2⌋)/fov_a of those points (so [`Model::features`]
+    /// still describes E) and computes E, Eᴴ and EᴴE exactly with FFTs.
+    /// Any later positions or phase-model setter leaves Cartesian mode
+    /// (the trajectory stays until replaced, computed by the phase sum);
+    /// off-resonance is refused in Cartesian mode.
+    pub fn set_cartesian(&mut self, mask: &[u8]) -> Result<()> {
+        expect_len("mask", mask.len(), self.sizes().voxels, "N = nx*ny*nz")?;
+        if self.model.off_resonance.is_some() {
+            return Err(Error::invalid(
+                "Cartesian mode cannot include off-resonance: the FFT cannot apply a per-voxel, \
+                 time-dependent phase (clear it with set_off_resonance(NULL) first)",
+            ));
+        }
+        let positions = self.model.positions.as_ref().ok_or_else(|| {
+            Error::incomplete(
+                "set_cartesian needs the grid: set positions first (horecon_set_grid_positions)",
+            )
+        })?;
+        let cartesian = Cartesian::new(self.sizes(), positions, mask)?;
+        let k = cartesian.trajectory()?;
+        self.model.set_trajectory(3, &k)?;
+        self.cartesian = Some(Arc::new(cartesian));
+        self.changed();
+        Ok(())
+    }
+
+    /// The Cartesian sampling when the plan is in Cartesian FFT mode.
+    pub fn cartesian(&self) -> Option<&Cartesian> {
+        self.cartesian.as_deref()
+    }
+
     /// The operator for the current model, built on first use.
     pub fn operator(&self) -> Result<Arc<dyn EncodingOperator>> {
         let mut slot = self.operator.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(op) = slot.as_ref() {
             return Ok(op.clone());
         }
-        let features = self.model.features()?;
-        let op: Arc<dyn EncodingOperator> = Arc::from(backend::build(
-            self.backend,
-            &features,
-            self.sizes(),
-            &self.options,
-            self.pool.clone(),
-        )?);
+        let op: Arc<dyn EncodingOperator> = match &self.cartesian {
+            Some(cartesian) => {
+                self.model.check_complete()?;
+                Arc::from(backend::build_cartesian(
+                    self.backend,
+                    cartesian.clone(),
+                    self.model.sensitivities.as_deref(),
+                    self.sizes(),
+                    &self.options,
+                    self.pool.clone(),
+                )?)
+            }
+            None => {
+                let features = self.model.features()?;
+                Arc::from(backend::build(
+                    self.backend,
+                    &features,
+                    self.sizes(),
+                    &self.options,
+                    self.pool.clone(),
+                )?)
+            }
+        };
         *slot = Some(op.clone());
         Ok(op)
     }

@@ -4,6 +4,7 @@ pub mod cpu;
 pub mod cuda;
 
 use crate::error::{Error, Result, Status};
+use crate::model::cartesian::Cartesian;
 use crate::model::{Features, Sizes};
 use crate::op::EncodingOperator;
 use crate::plan::{BackendKind, Options};
@@ -42,6 +43,28 @@ pub fn build(
         BackendKind::Cuda => {
             cuda::build(features, sizes, options.precision, options.device as usize)
         }
+        other => Err(Error::internal(format!(
+            "backend {other:?} is not resolved"
+        ))),
+    }
+}
+
+/// Builds the Cartesian FFT operator (issue 5 §3) on a resolved backend.
+pub fn build_cartesian(
+    backend: BackendKind,
+    cartesian: Arc<Cartesian>,
+    sensitivities: Option<&[num_complex::Complex32]>,
+    sizes: Sizes,
+    options: &Options,
+    pool: Arc<rayon::ThreadPool>,
+) -> Result<Box<dyn EncodingOperator>> {
+    match backend {
+        BackendKind::Cpu => {
+            cpu::cartesian::build(cartesian, sensitivities, sizes, options.precision, pool)
+        }
+        BackendKind::Cuda => Err(Error::invalid(
+            "Cartesian mode on CUDA is not implemented yet",
+        )),
         other => Err(Error::internal(format!(
             "backend {other:?} is not resolved"
         ))),

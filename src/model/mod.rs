@@ -5,6 +5,7 @@
 //! All arrays use MODEL.md's layouts, first index fastest. The model knows
 //! nothing of backends: they consume its [`Features`].
 
+pub mod cartesian;
 pub mod grid;
 pub mod harmonics;
 pub mod toeplitz;

@@ -68,6 +68,15 @@ impl<T: FftNum> GridFft<T> {
     /// # Panics
     /// If `data.len()` is not n0·n1·n2 (a caller's bug, never user input).
     pub fn process(&self, data: &mut [Complex<T>], direction: Direction) {
+        self.process_axes(data, direction, [true; 3]);
+    }
+
+    /// As [`GridFft::process`], transforming only the axes with `axes[a]`
+    /// (the sum runs over those axes' indices only).
+    ///
+    /// # Panics
+    /// If `data.len()` is not n0·n1·n2 (a caller's bug, never user input).
+    pub fn process_axes(&self, data: &mut [Complex<T>], direction: Direction, axes: [bool; 3]) {
         assert_eq!(data.len(), self.len(), "grid FFT of a wrongly sized array");
         let which = match direction {
             Direction::Forward => 0,
@@ -77,7 +86,7 @@ impl<T: FftNum> GridFft<T> {
         for axis in 0..3 {
             let n = self.dims[axis];
             let plan = &self.plans[axis][which];
-            if n > 1 {
+            if n > 1 && axes[axis] {
                 if stride == 1 {
                     transform_contiguous(plan.as_ref(), data, n);
                 } else {

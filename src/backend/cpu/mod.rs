@@ -1,6 +1,7 @@
 //! The CPU backend: rayon over outer points, vectorised kernels picked at
 //! run time (AVX-512, AVX2+FMA, or portable).
 
+pub mod cartesian;
 pub mod fd;
 pub mod fft;
 pub mod kernel;
