@@ -126,31 +126,24 @@ extern "C" __global__ void scale_narrow(const double2* __restrict__ in, double s
 }
 
 // ---------------------------------------------------------------- Cartesian
+// (src/model/cartesian.rs: d_{m,c} = exp(i theta_m) * IFFT(S_c x)(q_m), q_m the
+// sample's FFT bin; theta as exp(i theta_m) per sample, double2.)
 
-// The separable phase ramp r(ix, iy, iz) = t[ix] * t[nx + iy] * t[nx + ny + iz].
-__device__ __forceinline__ double2 ramp3(const double2* __restrict__ t, int nx, int ny, long long n) {
-    const long long ix = n % nx, r = n / nx;
-    const long long iy = r % ny, iz = r / ny;
-    return cmul(cmul(t[ix], t[nx + iy]), t[nx + ny + iz]);
-}
-
-// out[b][n] = pre(n) * S_{c0+b}(n) * x(n).
-extern "C" __global__ void cart_spread(const double2* __restrict__ x, const float2* __restrict__ sens,
-                                       const double2* __restrict__ pre, int nx, int ny, long long N, int L, int c0,
-                                       int B, REAL2* __restrict__ out) {
+// out[b][n] = S_{c0+b}(n) * x(n).
+extern "C" __global__ void cart_spread(const double2* __restrict__ x, const float2* __restrict__ sens, long long N,
+                                       int L, int c0, int B, REAL2* __restrict__ out) {
     GRID_STRIDE(q, N * B) {
         const long long b = q / N, n = q - b * N;
         const int c = c0 + (int)b;
         double2 v = make_double2(0.0, 0.0);
-        if (c < L) v = cmul(cmul(ramp3(pre, nx, ny, n), coil(sens, c, N, n)), x[n]);
+        if (c < L) v = cmul(coil(sens, c, N, n), x[n]);
         out[q] = narrow2(v);
     }
 }
 
-// y(n) (+)= conj(pre(n)) * sum_b conj(S_{c0+b}(n)) * grid[b][n].
-extern "C" __global__ void cart_collect(const REAL2* __restrict__ grid, const float2* __restrict__ sens,
-                                        const double2* __restrict__ pre, int nx, int ny, long long N, int L, int c0,
-                                        int B, int accumulate, double2* __restrict__ y) {
+// y(n) (+)= sum_b conj(S_{c0+b}(n)) * grid[b][n].
+extern "C" __global__ void cart_collect(const REAL2* __restrict__ grid, const float2* __restrict__ sens, long long N,
+                                        int L, int c0, int B, int accumulate, double2* __restrict__ y) {
     GRID_STRIDE(n, N) {
         double2 sum = make_double2(0.0, 0.0);
         for (int b = 0; b < B && c0 + b < L; ++b) {
@@ -158,7 +151,6 @@ extern "C" __global__ void cart_collect(const REAL2* __restrict__ grid, const fl
             sum.x += v.x;
             sum.y += v.y;
         }
-        sum = cmulc(ramp3(pre, nx, ny, n), sum);
         if (accumulate) {
             const double2 prev = y[n];
             sum.x += prev.x;
@@ -168,17 +160,15 @@ extern "C" __global__ void cart_collect(const REAL2* __restrict__ grid, const fl
     }
 }
 
-// d[c0+b][m] = W(m) * post(g_m) * grid[b][g_m] (W == NULL means 1).
-extern "C" __global__ void cart_gather(const REAL2* __restrict__ grid, const unsigned* __restrict__ idx,
-                                       const double2* __restrict__ post, int nx, int ny, long long N, long long M,
-                                       int L, int c0, int B, const double* __restrict__ sw,
-                                       double2* __restrict__ d) {
+// d[c0+b][m] = W(m) * exp(i theta_m) * grid[b][q_m] (W == NULL means 1).
+extern "C" __global__ void cart_gather(const REAL2* __restrict__ grid, const unsigned* __restrict__ bins,
+                                       const double2* __restrict__ theta, long long N, long long M, int L, int c0,
+                                       int B, const double* __restrict__ sw, double2* __restrict__ d) {
     GRID_STRIDE(q, M * B) {
         const long long b = q / M, m = q - b * M;
         const int c = c0 + (int)b;
         if (c >= L) continue;
-        const long long g = idx[m];
-        double2 v = cmul(ramp3(post, nx, ny, g), widen2(grid[b * N + g]));
+        double2 v = cmul(theta[m], widen2(grid[b * N + bins[m]]));
         if (sw) {
             v.x *= sw[m];
             v.y *= sw[m];
@@ -187,24 +177,23 @@ extern "C" __global__ void cart_gather(const REAL2* __restrict__ grid, const uns
     }
 }
 
-// grid[b][g_m] = conj(post(g_m)) * d[c0+b][m] (the grid cleared before: the
-// other points stay 0; the g_m are distinct).
-extern "C" __global__ void cart_scatter(const double2* __restrict__ d, const unsigned* __restrict__ idx,
-                                        const double2* __restrict__ post, int nx, int ny, long long N, long long M,
-                                        int L, int c0, int B, REAL2* __restrict__ grid) {
+// grid[b][q_m] = exp(-i theta_m) * d[c0+b][m] (the grid cleared before: the
+// other bins stay 0; the q_m are distinct, one per sampled grid point).
+extern "C" __global__ void cart_scatter(const double2* __restrict__ d, const unsigned* __restrict__ bins,
+                                        const double2* __restrict__ theta, long long N, long long M, int L, int c0,
+                                        int B, REAL2* __restrict__ grid) {
     GRID_STRIDE(q, M * B) {
         const long long b = q / M, m = q - b * M;
         const int c = c0 + (int)b;
         if (c >= L) continue;
-        const long long g = idx[m];
-        grid[b * N + g] = narrow2(cmulc(ramp3(post, nx, ny, g), d[(long long)c * M + m]));
+        grid[b * N + bins[m]] = narrow2(cmulc(theta[m], d[(long long)c * M + m]));
     }
 }
 
-// wgrid[g_m] = W(m) (the grid cleared before; W == NULL means 1).
-extern "C" __global__ void cart_weights(const double* __restrict__ sw, const unsigned* __restrict__ idx, long long M,
+// wgrid[q_m] = W(m) (the grid cleared before; W == NULL means 1; distinct q_m).
+extern "C" __global__ void cart_weights(const double* __restrict__ sw, const unsigned* __restrict__ bins, long long M,
                                         REAL* __restrict__ wgrid) {
-    GRID_STRIDE(m, M) { wgrid[idx[m]] = sw ? (REAL)sw[m] : (REAL)1; }
+    GRID_STRIDE(m, M) { wgrid[bins[m]] = sw ? (REAL)sw[m] : (REAL)1; }
 }
 
 // grid[b][n] *= wgrid[n].

@@ -62,9 +62,13 @@ pub fn build_cartesian(
         BackendKind::Cpu => {
             cpu::cartesian::build(cartesian, sensitivities, sizes, options.precision, pool)
         }
-        BackendKind::Cuda => Err(Error::invalid(
-            "Cartesian mode on CUDA is not implemented yet",
-        )),
+        BackendKind::Cuda => cuda::build_cartesian(
+            &cartesian,
+            sensitivities,
+            sizes,
+            options.precision,
+            options.device as usize,
+        ),
         other => Err(Error::internal(format!(
             "backend {other:?} is not resolved"
         ))),

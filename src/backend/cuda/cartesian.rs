@@ -1,31 +1,21 @@
-//! Cartesian mode on the GPU: E = Φ·F·S computed exactly with cuFFT.
+//! Cartesian mode on the GPU: E = Φ·F·S computed exactly with cuFFT, the
+//! formulas of `model::cartesian` (sample m in FFT bin q_m with phase θ_m):
 //!
-//! The samples are the grid points p_m where the mask is non-zero (column-
-//! major order) with k_{m,a} = 2π(p_a − h_a)/fov_a, h = ⌊n/2⌋ (k_a = 0 along
-//! axes of one voxel), and the voxels sit at r_i = c + (i − h)·fov/n, so
+//! - forward: d_{m,c} = e^{iθ_m}·X_c(q_m), X_c = F⁻¹(S_c x);
+//! - adjoint: x = Σ_c conj(S_c)·F(G_c), G_c(q_m) = e^{−iθ_m}·d_{m,c}, zero elsewhere;
+//! - normal:  Eᴴ W E x = Σ_c conj(S_c)·F(W_q·F⁻¹(S_c x)), W_q the sample
+//!   weights on their bins (the phases cancel),
 //!
-//!   k_m·r_i = 2π Σ_a (p_a − h_a)(i_a − h_a)/n_a + k_m·c
-//!
-//! and, with (p − h)(i − h) = p·i − h·i − h·(p − h),
-//!
-//!   (E x)_{m,c} = post(p_m) · IDFT[pre · S_c · x](p_m),
-//!   pre(i)  = Π_a exp(−2πi h_a i_a / n_a),
-//!   post(p) = Π_a exp(2πi (p_a − h_a)(c_a/fov_a − h_a/n_a)),
-//!
-//! IDFT the unnormalised inverse DFT (exp(+2πi p·i/n)), exact for odd and
-//! even n. Both ramps are separable (tables of n_x + n_y + n_z values,
-//! computed in float64 from exactly reduced integer phases). The adjoint is
-//! conj(pre)·DFT[scatter(conj(post)·d)] summed over coils with conj(S_c),
-//! and the normal operator Σ_c conj(S_c)·conj(pre)·DFT[W_grid·IDFT[pre·S_c·x]]
-//! with the sample weights scattered to the grid (|post| = 1 cancels).
-//!
-//! Grids are float32 complex in accurate and fast modes (cuFFT's float32
-//! error is ~1e-7·log N, inside accurate's 1e-5 class) and float64 in double
-//! mode; images and data are float64 on the device as in the exact operator.
-//! Coils are transformed in batches sized from the free memory.
+//! F / F⁻¹ the unnormalised forward / inverse FFTs (cuFFT, coils batched).
+//! e^{iθ_m} is formed in float64 on the host. Grids are float32 complex in
+//! accurate and fast modes (cuFFT's float32 error is ~1e-7·log N, inside
+//! accurate's 1e-5 class) and float64 in double mode; images and data are
+//! float64 on the device as in the exact operator. Coils are transformed in
+//! batches sized from the free memory (`fft::coil_batch`).
 
 use super::context::Device;
 use super::fft::{coil_batch, complex_bytes, to_pairs, Direction, FftOps, FftPlan};
+use crate::model::cartesian::Cartesian;
 use super::memory::{DeviceBuffer, Stream};
 use super::operator::{
     launch, solve_on, util_grid, Args, CudaCore, DeviceNormal, Work, UTIL_THREADS,
@@ -35,57 +25,7 @@ use crate::model::Sizes;
 use crate::op::{CgReport, EncodingOperator, Precision};
 use crate::solver::CgProblem;
 use num_complex::{Complex32, Complex64};
-use std::f64::consts::TAU;
 use std::sync::{Arc, Mutex, TryLockError};
-
-/// Where the samples of a Cartesian plan sit: the grid, its field of view
-/// and centre (set_grid_positions) and each sample's grid point.
-#[derive(Clone, Copy, Debug)]
-pub struct CartesianGeometry<'a> {
-    pub dims: [usize; 3],
-    /// Field of view (m) per axis.
-    pub fov: [f64; 3],
-    /// Grid centre (m).
-    pub center: [f64; 3],
-    /// Column-major grid index of sample m (the mask's non-zero points in order; distinct).
-    pub indices: &'a [usize],
-}
-
-/// exp(2πi·cycles) with `cycles` reduced to [−1/2, 1/2] first.
-fn unit(cycles: f64) -> Complex64 {
-    let f = cycles - cycles.round();
-    Complex64::from_polar(1.0, TAU * f)
-}
-
-/// The pre- and post-FFT ramp tables (n_x + n_y + n_z values each, see the
-/// module documentation).
-pub fn ramps(
-    dims: [usize; 3],
-    fov: [f64; 3],
-    center: [f64; 3],
-) -> (Vec<Complex64>, Vec<Complex64>) {
-    let mut pre = Vec::with_capacity(dims.iter().sum());
-    let mut post = Vec::with_capacity(dims.iter().sum());
-    for a in 0..3 {
-        let n = dims[a] as i64;
-        let h = n / 2;
-        for i in 0..n {
-            // exp(−2πi h·i/n), the phase reduced exactly in integers
-            pre.push(unit(-((h * i).rem_euclid(n) as f64) / n as f64));
-            let p = i;
-            let k_shift = if n > 1 {
-                (p - h) as f64 * center[a] / fov[a]
-            } else {
-                0.0
-            };
-            // exp(2πi [(p − h)·c/fov − h·(p − h)/n])
-            post.push(unit(
-                k_shift - ((h * (p - h)).rem_euclid(n) as f64) / n as f64,
-            ));
-        }
-    }
-    (pre, post)
-}
 
 /// Grids and plans of one call (or of one solve).
 struct Engine {
@@ -102,9 +42,9 @@ pub struct CudaCartesian {
     precision: Precision,
     dims: [usize; 3],
     batch: usize,
-    indices: DeviceBuffer,
-    pre: DeviceBuffer,
-    post: DeviceBuffer,
+    /// q_m (M u32) and e^{iθ_m} (M double2).
+    bins: DeviceBuffer,
+    theta: DeviceBuffer,
     sensitivities: Option<DeviceBuffer>,
     ops: FftOps,
     engine: Mutex<Option<Engine>>,
@@ -158,7 +98,7 @@ impl CudaCartesian {
         device: Arc<Device>,
         sizes: Sizes,
         precision: Precision,
-        geometry: CartesianGeometry<'_>,
+        cartesian: &Cartesian,
         sensitivities: Option<&[Complex32]>,
     ) -> Result<CudaCartesian> {
         let Sizes {
@@ -167,11 +107,14 @@ impl CudaCartesian {
             samples: m,
             coils,
         } = sizes;
-        if geometry.dims != dims || geometry.indices.len() != m {
+        if cartesian.geometry.dims != dims
+            || cartesian.bins.len() != m
+            || cartesian.phase_cycles.len() != m
+        {
             return Err(Error::internal(format!(
-                "Cartesian geometry {:?} with {} samples for a plan of {:?} with {m}",
-                geometry.dims,
-                geometry.indices.len(),
+                "Cartesian sampling of {:?} with {} samples for a plan of {:?} with {m}",
+                cartesian.geometry.dims,
+                cartesian.bins.len(),
                 dims
             )));
         }
@@ -180,13 +123,15 @@ impl CudaCartesian {
                 "the CUDA backend handles at most 2^31 - 1 voxels and samples (N = {n}, M = {m})"
             )));
         }
-        if let Some(&bad) = geometry.indices.iter().find(|&&g| g >= n) {
+        if let Some(&bad) = cartesian.bins.iter().find(|&&q| q >= n) {
             return Err(Error::internal(format!(
-                "Cartesian sample at grid index {bad} of {n}"
+                "Cartesian sample in FFT bin {bad} of {n}"
             )));
         }
-        let (pre, post) = ramps(dims, geometry.fov, geometry.center);
-        let indices: Vec<u32> = geometry.indices.iter().map(|&g| g as u32).collect();
+        let bins: Vec<u32> = cartesian.bins.iter().map(|&q| q as u32).collect();
+        let theta = to_pairs(cartesian.phase_cycles.iter().map(|&c| {
+            Complex64::from_polar(1.0, std::f64::consts::TAU * (c - c.round()))
+        }));
         let per_coil = n * complex_bytes(precision);
         let batch = coil_batch(&device, coils, per_coil)?;
         let sensitivities = match sensitivities {
@@ -201,9 +146,8 @@ impl CudaCartesian {
             }
         };
         Ok(CudaCartesian {
-            indices: DeviceBuffer::from_host(&device, &indices, "Cartesian sample indices (M)")?,
-            pre: DeviceBuffer::from_host(&device, &to_pairs(pre.into_iter()), "pre-FFT ramp")?,
-            post: DeviceBuffer::from_host(&device, &to_pairs(post.into_iter()), "post-FFT ramp")?,
+            bins: DeviceBuffer::from_host(&device, &bins, "Cartesian FFT bins (M)")?,
+            theta: DeviceBuffer::from_host(&device, &theta, "Cartesian sample phases (M)")?,
             sensitivities,
             ops: FftOps::new(&device, precision)?,
             core: CudaCore::new(device, sizes, precision)?,
@@ -251,7 +195,7 @@ impl CudaCartesian {
         (0..self.core.sizes.coils).step_by(self.batch)
     }
 
-    /// grid[b] = pre·S_{c0+b}·x, then the inverse FFT.
+    /// grid[b] = S_{c0+b}·x, then the inverse FFT.
     fn spread_ifft(&self, e: &Engine, x: &DeviceBuffer, c0: usize, s: Stream) -> Result<()> {
         let Sizes {
             voxels: n, coils, ..
@@ -264,9 +208,6 @@ impl CudaCartesian {
             Args::default()
                 .ptr(x.ptr)
                 .ptr(self.sens_ptr())
-                .ptr(self.pre.ptr)
-                .i32(self.dims[0] as i32)
-                .i32(self.dims[1] as i32)
                 .int(n as i64)
                 .i32(coils as i32)
                 .i32(c0 as i32)
@@ -276,7 +217,7 @@ impl CudaCartesian {
         e.plan.exec(e.grid.ptr, Direction::Inverse, s)
     }
 
-    /// The forward FFT, then y (+)= conj(pre)·Σ_b conj(S_{c0+b})·grid[b].
+    /// The forward FFT, then y (+)= Σ_b conj(S_{c0+b})·grid[b].
     fn fft_collect(&self, e: &Engine, y: &DeviceBuffer, c0: usize, s: Stream) -> Result<()> {
         let Sizes {
             voxels: n, coils, ..
@@ -290,9 +231,6 @@ impl CudaCartesian {
             Args::default()
                 .ptr(e.grid.ptr)
                 .ptr(self.sens_ptr())
-                .ptr(self.pre.ptr)
-                .i32(self.dims[0] as i32)
-                .i32(self.dims[1] as i32)
                 .int(n as i64)
                 .i32(coils as i32)
                 .i32(c0 as i32)
@@ -326,10 +264,8 @@ impl CudaCartesian {
                 s,
                 Args::default()
                     .ptr(e.grid.ptr)
-                    .ptr(self.indices.ptr)
-                    .ptr(self.post.ptr)
-                    .i32(self.dims[0] as i32)
-                    .i32(self.dims[1] as i32)
+                    .ptr(self.bins.ptr)
+                    .ptr(self.theta.ptr)
                     .int(n as i64)
                     .int(m as i64)
                     .i32(coils as i32)
@@ -365,10 +301,8 @@ impl CudaCartesian {
                 s,
                 Args::default()
                     .ptr(d.ptr)
-                    .ptr(self.indices.ptr)
-                    .ptr(self.post.ptr)
-                    .i32(self.dims[0] as i32)
-                    .i32(self.dims[1] as i32)
+                    .ptr(self.bins.ptr)
+                    .ptr(self.theta.ptr)
                     .int(n as i64)
                     .int(m as i64)
                     .i32(coils as i32)
@@ -403,7 +337,7 @@ impl CudaCartesian {
             s,
             Args::default()
                 .ptr(weights.map_or(0, |w| w.ptr))
-                .ptr(self.indices.ptr)
+                .ptr(self.bins.ptr)
                 .int(m as i64)
                 .ptr(e.wgrid.ptr),
         )?;

@@ -51,13 +51,13 @@ pub fn build(
     )?))
 }
 
-/// Builds the Cartesian FFT operator (module [`cartesian`]) on device `ordinal`.
+/// Builds the Cartesian FFT operator ([`cartesian`]) on device `ordinal`.
 pub fn build_cartesian(
+    cartesian: &crate::model::cartesian::Cartesian,
+    sensitivities: Option<&[num_complex::Complex32]>,
     sizes: Sizes,
     precision: Precision,
     ordinal: usize,
-    geometry: cartesian::CartesianGeometry<'_>,
-    sensitivities: Option<&[num_complex::Complex32]>,
 ) -> Result<Box<dyn EncodingOperator>> {
     let device = context::device(ordinal).map_err(operator::unavailable)?;
     fft::available().map_err(operator::unavailable)?;
@@ -65,7 +65,7 @@ pub fn build_cartesian(
         device,
         sizes,
         precision,
-        geometry,
+        cartesian,
         sensitivities,
     )?))
 }
