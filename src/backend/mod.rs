@@ -5,6 +5,7 @@ pub mod cuda;
 
 use crate::error::{Error, Result, Status};
 use crate::model::cartesian::Cartesian;
+use crate::model::toeplitz::ToeplitzSpec;
 use crate::model::{Features, Sizes};
 use crate::op::EncodingOperator;
 use crate::plan::{BackendKind, Options};
@@ -69,6 +70,29 @@ pub fn build_cartesian(
             options.precision,
             options.device as usize,
         ),
+        other => Err(Error::internal(format!(
+            "backend {other:?} is not resolved"
+        ))),
+    }
+}
+
+/// Builds the Toeplitz normal operator ([`crate::model::toeplitz`]) for
+/// `features` (the exact model, used by forward, adjoint and CG's
+/// right-hand side) and `spec` on a resolved backend.
+pub fn build_toeplitz(
+    backend: BackendKind,
+    features: &Features,
+    spec: ToeplitzSpec,
+    sizes: Sizes,
+    options: &Options,
+    pool: Arc<rayon::ThreadPool>,
+) -> Result<Box<dyn EncodingOperator>> {
+    match backend {
+        BackendKind::Cpu => cpu::toeplitz::build(features, spec, sizes, options.precision, pool),
+        BackendKind::Cuda => Err(Error::invalid(
+            "Toeplitz on CUDA is not implemented yet; use the CPU backend or disable Toeplitz \
+             (horecon_set_toeplitz(plan, 0, 0))",
+        )),
         other => Err(Error::internal(format!(
             "backend {other:?} is not resolved"
         ))),

@@ -11,6 +11,7 @@
 mod guard;
 mod recon;
 mod sim;
+mod toeplitz;
 
 pub use recon::*;
 pub use sim::*;

@@ -7,6 +7,7 @@ pub mod fft;
 pub mod kernel;
 pub mod real;
 pub(crate) mod space;
+pub mod toeplitz;
 pub mod trig;
 
 use crate::error::{try_vec, Result};

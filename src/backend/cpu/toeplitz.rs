@@ -1,0 +1,338 @@
+//! The Toeplitz normal operator on the CPU (issue 5 §2): EᴴWE through FFTs
+//! of the 2×-oversampled grid with precomputed kernels,
+//!
+//!   EᴴWE x ≈ Σ_c conj(S_c) Σ_l conj(P_l)·crop(IFFT(Σ_l' K_{l,l'}·FFT(pad(P_l'·S_c·x)))),
+//!
+//! K_{l,l'} = FFT(T_{l,l'})/(2^d·N), P_l = exp(iδ·τ_l) and one segment (P ≡ 1)
+//! without off-resonance ([`crate::model::toeplitz`] for T, the segments and
+//! the accuracy). Forward, adjoint and CG's right-hand side stay the exact
+//! phase sums of [`CpuOperator`].
+//!
+//! The kernels T are direct sums computed by the CPU phase-sum kernel in the
+//! plan's precision mode (exact to its accuracy class), for the sample
+//! weights W of the last call; a call with other weights recomputes them.
+
+use super::fft::{Direction, GridFft};
+use super::kernel::{Accurate, Double, Fast, Mode};
+use super::real::Real;
+use super::{complex_zeros, narrow_into, space, widen_all, Acc, CpuNormal, CpuOperator};
+use crate::error::Result;
+use crate::model::toeplitz::ToeplitzSpec;
+use crate::model::{Features, Sizes};
+use crate::op::{CgReport, EncodingOperator, Precision};
+use crate::solver::CgProblem;
+use num_complex::{Complex, Complex32};
+use rayon::prelude::*;
+use rustfft::FftNum;
+use std::sync::{Arc, Mutex};
+
+/// Builds the CPU Toeplitz operator of `features` (the exact model) and `spec`.
+pub fn build(
+    features: &Features,
+    spec: ToeplitzSpec,
+    sizes: Sizes,
+    precision: Precision,
+    pool: Arc<rayon::ThreadPool>,
+) -> Result<Box<dyn EncodingOperator>> {
+    Ok(match precision {
+        Precision::Accurate => Box::new(ToeplitzOperator::<Accurate>::new(
+            features, spec, sizes, pool,
+        )?),
+        Precision::Fast => Box::new(ToeplitzOperator::<Fast>::new(features, spec, sizes, pool)?),
+        Precision::Double => Box::new(ToeplitzOperator::<Double>::new(
+            features, spec, sizes, pool,
+        )?),
+    })
+}
+
+/// The kernel spectra for one set of sample weights.
+struct Kernels<T> {
+    /// The weights they were computed for (`None` = 1).
+    weights: Option<Vec<f32>>,
+    /// K_p for the pairs of [`ToeplitzSpec::kernel_pairs`], pairs × 2^d·N.
+    spectra: Vec<Complex<T>>,
+}
+
+/// EᴴWE by FFT convolutions; E, Eᴴ exact.
+pub struct ToeplitzOperator<Mo: Mode>
+where
+    Mo::Acc: FftNum,
+{
+    exact: CpuOperator<Mo>,
+    spec: ToeplitzSpec,
+    fft: GridFft<Mo::Acc>,
+    /// P_l(n) = exp(iδ_n τ_l), L×N; `None` without segmentation.
+    segment_phases: Option<Vec<Acc<Mo>>>,
+    kernels: Mutex<Option<Arc<Kernels<Mo::Acc>>>>,
+}
+
+impl<Mo: Mode> ToeplitzOperator<Mo>
+where
+    Mo::Acc: FftNum,
+{
+    pub fn new(
+        features: &Features,
+        spec: ToeplitzSpec,
+        sizes: Sizes,
+        pool: Arc<rayon::ThreadPool>,
+    ) -> Result<Self> {
+        let exact = CpuOperator::<Mo>::new(features, sizes, pool)?;
+        let segment_phases = match &spec.segmentation {
+            None => None,
+            Some(s) => {
+                let n = sizes.voxels;
+                let mut p = complex_zeros(s.segments * n, "segment phases (N x L)")?;
+                for (l, &tau) in s.tau.iter().enumerate() {
+                    p[l * n..(l + 1) * n]
+                        .iter_mut()
+                        .zip(&s.delta)
+                        .for_each(|(p, &d)| {
+                            let (sin, cos) = (d * tau).sin_cos();
+                            *p = Complex::new(Mo::Acc::from_f64(cos), Mo::Acc::from_f64(sin));
+                        });
+                }
+                Some(p)
+            }
+        };
+        Ok(ToeplitzOperator {
+            fft: GridFft::new(spec.kernel_dims),
+            exact,
+            spec,
+            segment_phases,
+            kernels: Mutex::new(None),
+        })
+    }
+
+    /// The kernel spectra for `weights`, computed on first use and whenever
+    /// the weights differ from the last call's.
+    fn kernels(&self, weights: Option<&[f32]>) -> Result<Arc<Kernels<Mo::Acc>>> {
+        let mut slot = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(k) = slot.as_ref() {
+            if k.weights.as_deref() == weights {
+                return Ok(k.clone());
+            }
+        }
+        *slot = None;
+        let spec = &self.spec;
+        let features = spec.offset_features()?;
+        let sizes = spec.offset_sizes()?;
+        let offsets = CpuOperator::<Mo>::new(&features, sizes, self.exact.pool.clone())?;
+        drop(features);
+        let data64 = spec.kernel_weights(weights)?;
+        let mut data = complex_zeros::<Mo::Acc>(data64.len(), "Toeplitz data (M x pairs)")?;
+        data.par_iter_mut()
+            .zip(&data64)
+            .for_each(|(o, v)| *o = Complex::new(Mo::Acc::from_f64(v.re), Mo::Acc::from_f64(v.im)));
+        drop(data64);
+        let points = spec.kernel_points();
+        let mut spectra = complex_zeros(points * sizes.coils, "Toeplitz kernels (2^d N x pairs)")?;
+        offsets.adjoint_acc(&data, &mut spectra)?;
+        drop(offsets);
+        let scale = Mo::Acc::from_f64(1.0 / points as f64);
+        let zero = Complex::new(Mo::Acc::default(), Mo::Acc::default());
+        for kernel in spectra.chunks_exact_mut(points) {
+            kernel.par_iter_mut().enumerate().for_each(|(v, t)| {
+                if spec.is_unused(v) {
+                    *t = zero;
+                }
+            });
+            self.fft.process(kernel, Direction::Forward);
+            kernel
+                .par_iter_mut()
+                .for_each(|t| *t = Complex::new(t.re * scale, t.im * scale));
+        }
+        let k = Arc::new(Kernels {
+            weights: weights.map(<[f32]>::to_vec),
+            spectra,
+        });
+        *slot = Some(k.clone());
+        Ok(k)
+    }
+
+    /// buffer ← pad(f·x) on the kernel grid, f(v) = S_c(v)·P_l(v) (either may be absent).
+    fn pad(
+        &self,
+        x: &[Acc<Mo>],
+        sensitivity: Option<&[Acc<Mo>]>,
+        phase: Option<&[Acc<Mo>]>,
+        buffer: &mut [Acc<Mo>],
+    ) {
+        let [n0, n1, _] = self.spec.dims;
+        let [k0, k1, _] = self.spec.kernel_dims;
+        let zero = Complex::new(Mo::Acc::default(), Mo::Acc::default());
+        buffer
+            .par_chunks_mut(k0)
+            .enumerate()
+            .for_each(|(row, out)| {
+                let (ky, kz) = (row % k1, row / k1);
+                if ky >= n1 || kz >= self.spec.dims[2] {
+                    out.fill(zero);
+                    return;
+                }
+                let start = n0 * (ky + n1 * kz);
+                let (image, rest) = out.split_at_mut(n0);
+                rest.fill(zero);
+                for (i, o) in image.iter_mut().enumerate() {
+                    let v = start + i;
+                    let mut value = x[v];
+                    if let Some(s) = sensitivity {
+                        value = super::mul(s[v], value);
+                    }
+                    if let Some(p) = phase {
+                        value = super::mul(p[v], value);
+                    }
+                    *o = value;
+                }
+            });
+    }
+
+    /// y += conj(f)·crop(buffer), f as in [`Self::pad`].
+    fn crop_add(
+        &self,
+        buffer: &[Acc<Mo>],
+        sensitivity: Option<&[Acc<Mo>]>,
+        phase: Option<&[Acc<Mo>]>,
+        y: &mut [Acc<Mo>],
+    ) {
+        let [n0, n1, _] = self.spec.dims;
+        let [k0, k1, _] = self.spec.kernel_dims;
+        y.par_chunks_mut(n0).enumerate().for_each(|(row, out)| {
+            let (iy, iz) = (row % n1, row / n1);
+            let start = k0 * (iy + k1 * iz);
+            for (i, o) in out.iter_mut().enumerate() {
+                let v = row * n0 + i;
+                let mut value = buffer[start + i];
+                if let Some(p) = phase {
+                    value = conj_mul(p[v], value);
+                }
+                if let Some(s) = sensitivity {
+                    value = conj_mul(s[v], value);
+                }
+                *o = *o + value;
+            }
+        });
+    }
+
+    /// y = EᴴWE x by the convolutions of the module documentation.
+    fn normal_acc(&self, x: &[Acc<Mo>], y: &mut [Acc<Mo>], weights: Option<&[f32]>) -> Result<()> {
+        let kernels = self.kernels(weights)?;
+        let Sizes {
+            voxels: n, coils, ..
+        } = self.exact.sizes;
+        let points = self.spec.kernel_points();
+        let segments = self.spec.segments();
+        let zero = Complex::new(Mo::Acc::default(), Mo::Acc::default());
+        y.par_iter_mut().for_each(|v| *v = zero);
+        let mut spectra = complex_zeros::<Mo::Acc>(segments * points, "Toeplitz FFT buffers")?;
+        let mut work = if segments > 1 {
+            complex_zeros::<Mo::Acc>(points, "Toeplitz FFT buffer")?
+        } else {
+            Vec::new()
+        };
+        let phase = |l: usize| self.segment_phases.as_ref().map(|p| &p[l * n..(l + 1) * n]);
+        for c in 0..coils {
+            let sensitivity = self
+                .exact
+                .sensitivities
+                .as_ref()
+                .map(|s| &s[c * n..(c + 1) * n]);
+            for (lp, buffer) in spectra.chunks_exact_mut(points).enumerate() {
+                self.pad(x, sensitivity, phase(lp), buffer);
+                self.fft.process(buffer, Direction::Forward);
+            }
+            if segments == 1 {
+                let kernel = &kernels.spectra[..points];
+                spectra
+                    .par_iter_mut()
+                    .zip(kernel)
+                    .for_each(|(b, k)| *b = super::mul(*k, *b));
+                self.fft.process(&mut spectra, Direction::Inverse);
+                self.crop_add(&spectra, sensitivity, None, y);
+                continue;
+            }
+            for l in 0..segments {
+                work.par_iter_mut().for_each(|v| *v = zero);
+                for lp in 0..segments {
+                    let (p, conjugate) = self.spec.pair_index(l, lp);
+                    let kernel = &kernels.spectra[p * points..(p + 1) * points];
+                    let input = &spectra[lp * points..(lp + 1) * points];
+                    work.par_iter_mut()
+                        .zip(kernel.par_iter().zip(input))
+                        .for_each(|(w, (k, b))| {
+                            let k = if conjugate {
+                                Complex::new(k.re, -k.im)
+                            } else {
+                                *k
+                            };
+                            *w = *w + super::mul(k, *b);
+                        });
+                }
+                self.fft.process(&mut work, Direction::Inverse);
+                self.crop_add(&work, sensitivity, phase(l), y);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// conj(a)·b.
+fn conj_mul<T: Real>(a: Complex<T>, b: Complex<T>) -> Complex<T> {
+    Complex::new(a.re * b.re + a.im * b.im, a.re * b.im - a.im * b.re)
+}
+
+impl<Mo: Mode> CpuNormal<Mo::Acc> for ToeplitzOperator<Mo>
+where
+    Mo::Acc: FftNum,
+{
+    fn sizes(&self) -> Sizes {
+        self.exact.sizes
+    }
+
+    fn pool(&self) -> &rayon::ThreadPool {
+        &self.exact.pool
+    }
+
+    fn rhs(&self, data: &[Complex32], weights: Option<&[f32]>, b: &mut [Acc<Mo>]) -> Result<()> {
+        self.exact.rhs(data, weights, b)
+    }
+
+    fn normal(&self, x: &[Acc<Mo>], y: &mut [Acc<Mo>], weights: Option<&[f32]>) -> Result<()> {
+        self.normal_acc(x, y, weights)
+    }
+}
+
+impl<Mo: Mode> EncodingOperator for ToeplitzOperator<Mo>
+where
+    Mo::Acc: FftNum,
+{
+    fn forward(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
+        self.exact.forward(image, data)
+    }
+
+    fn adjoint(&self, data: &[Complex32], image: &mut [Complex32]) -> Result<()> {
+        self.exact.adjoint(data, image)
+    }
+
+    fn normal(
+        &self,
+        image: &[Complex32],
+        out: &mut [Complex32],
+        weights: Option<&[f32]>,
+    ) -> Result<()> {
+        self.exact.pool.install(|| {
+            let x = widen_all::<Mo::Acc>(image, "image")?;
+            let mut y = complex_zeros(out.len(), "image")?;
+            self.normal_acc(&x, &mut y, weights)?;
+            narrow_into(&y, out);
+            Ok(())
+        })
+    }
+
+    fn solve(&self, problem: &CgProblem<'_>, image: &mut [Complex32]) -> Result<CgReport> {
+        space::solve(self, problem, image)
+    }
+
+    fn backend_name(&self) -> String {
+        "cpu (Toeplitz)".into()
+    }
+}

@@ -1,0 +1,360 @@
+//! The Toeplitz normal operator (issue 5 §2) against the exact normal
+//! operator and a dense float64 EᴴWE, 2D and 3D, odd and even sizes,
+//! with coils, sample weights, a k0 term, all precision modes, off-resonance
+//! by time segmentation, CG, and the refused models.
+
+#![allow(clippy::needless_range_loop)]
+mod common;
+use common::*;
+use horecon::model::toeplitz::AUTO_ERROR;
+use horecon::{CgOptions, Complex32, Plan, Precision, Regularizer, Status};
+use num_complex::Complex64;
+use std::f64::consts::PI;
+
+/// A linear-phase problem on a random (skewed) lattice: solid harmonics with
+/// `terms` (4, 9 or 16) of which only k0, x, y, z are non-zero, k up to
+/// `cycles_per_step` cycles per lattice step along every axis.
+fn lattice_problem(
+    rng: &mut Rng,
+    dims: [usize; 3],
+    coils: usize,
+    samples: usize,
+    terms: usize,
+    off_resonance: Option<(f64, f64)>,
+) -> Problem {
+    let n: usize = dims.iter().product();
+    let step = 0.22 / 16.0;
+    // Lattice vectors: mostly along the axes, a little skewed.
+    let vectors: Vec<[f64; 3]> = (0..3)
+        .map(|a| {
+            std::array::from_fn(|c| {
+                if c == a {
+                    step * rng.range(0.8, 1.2)
+                } else {
+                    step * rng.range(-0.2, 0.2)
+                }
+            })
+        })
+        .collect();
+    let origin: [f64; 3] = std::array::from_fn(|_| rng.range(-0.1, 0.0));
+    let mut positions = vec![0.0; 3 * n];
+    for iz in 0..dims[2] {
+        for iy in 0..dims[1] {
+            for ix in 0..dims[0] {
+                let v = ix + dims[0] * (iy + dims[1] * iz);
+                for c in 0..3 {
+                    positions[c * n + v] = origin[c]
+                        + ix as f64 * vectors[0][c]
+                        + iy as f64 * vectors[1][c]
+                        + iz as f64 * vectors[2][c];
+                }
+            }
+        }
+    }
+    let kmax = PI / step; // about half a cycle per step
+    let mut coefficients = vec![0.0; samples * terms];
+    for j in 0..samples {
+        coefficients[j] = rng.range(-3.0, 3.0); // k0, rad
+        for b in 1..4 {
+            coefficients[b * samples + j] = kmax * rng.range(-1.0, 1.0);
+        }
+    }
+    let off_resonance = off_resonance.map(|(hz, duration)| {
+        let omega = (0..n)
+            .map(|_| 2.0 * PI * hz * rng.range(-1.0, 1.0))
+            .collect();
+        let times = (0..samples)
+            .map(|j| 1e-3 + duration * j as f64 / samples as f64)
+            .collect();
+        (omega, times)
+    });
+    let sensitivities = (coils > 1 || rng.uniform() < 0.5).then(|| rng.complex(n * coils));
+    Problem {
+        dims,
+        coils,
+        samples,
+        positions,
+        terms,
+        user_basis: None,
+        coefficients,
+        off_resonance,
+        sensitivities,
+    }
+}
+
+/// Dense float64 EᴴWE x.
+fn normal_f64(p: &Problem, x: &[Complex32], w: Option<&[f32]>) -> Vec<Complex64> {
+    let e = p.dense();
+    let n = p.voxels();
+    let xs = to_c64(x);
+    let mut out = vec![Complex64::default(); n];
+    for (row_index, row) in e.iter().enumerate() {
+        let j = row_index % p.samples;
+        let weight = w.map_or(1.0, |w| w[j] as f64);
+        let d: Complex64 = row.iter().zip(&xs).map(|(a, b)| a * b).sum::<Complex64>() * weight;
+        for v in 0..n {
+            out[v] += row[v].conj() * d;
+        }
+    }
+    out
+}
+
+fn toeplitz_plan(p: &Problem, precision: Precision, segments: i32) -> Plan {
+    let mut plan = p.plan(precision);
+    plan.set_toeplitz(true, segments).expect("set_toeplitz");
+    plan
+}
+
+fn bound(precision: Precision) -> f64 {
+    match precision {
+        Precision::Accurate => 1e-5,
+        Precision::Fast => 1e-3,
+        Precision::Double => 1e-7,
+    }
+}
+
+const SIZES: [[usize; 3]; 6] = [
+    [6, 5, 1],
+    [7, 8, 1],
+    [1, 9, 1],
+    [4, 3, 5],
+    [5, 4, 2],
+    [3, 1, 4],
+];
+
+#[test]
+fn normal_matches_dense_and_exact_without_off_resonance() {
+    let mut rng = Rng::fresh("normal_matches_dense_and_exact_without_off_resonance");
+    for precision in [Precision::Accurate, Precision::Fast, Precision::Double] {
+        for dims in SIZES {
+            let coils = rng.int(1, 3);
+            let terms = [4, 9, 16][rng.int(0, 2)];
+            let m = rng.int(20, 150);
+            let p = lattice_problem(&mut rng, dims, coils, m, terms, None);
+            let n = p.voxels();
+            let x = rng.complex(n);
+            let plan = toeplitz_plan(&p, precision, 0);
+            let mut got = vec![Complex32::default(); n];
+            plan.normal(&x, &mut got).unwrap();
+            let dense = normal_f64(&p, &x, None);
+            let err = rel_error(&got, &dense);
+            let mut exact = vec![Complex32::default(); n];
+            p.plan(precision).normal(&x, &mut exact).unwrap();
+            let err_exact = rel_error(&got, &to_c64(&exact));
+            eprintln!(
+                "{precision:?} {dims:?} L={coils} M={m} terms={terms}: vs dense {err:.2e}, vs exact {err_exact:.2e}"
+            );
+            assert!(err <= bound(precision), "{precision:?} {dims:?}: {err:e}");
+            assert!(
+                err_exact <= 2.0 * bound(precision),
+                "{dims:?}: {err_exact:e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn trajectory_plans_and_sample_weights() {
+    let mut rng = Rng::fresh("trajectory_plans_and_sample_weights");
+    for (dims, ndims) in [
+        ([8, 6, 1], 2),
+        ([5, 7, 1], 3),
+        ([4, 5, 3], 3),
+        ([9, 1, 1], 1),
+    ] {
+        let m = rng.int(30, 120);
+        let mut p = lattice_problem(&mut rng, dims, 2, m, 4, None);
+        // The trajectory plan of the same linear phase without the k0 term.
+        let k: Vec<f64> = p.coefficients[m..(1 + ndims) * m].to_vec();
+        p.coefficients[..m].iter_mut().for_each(|c| *c = 0.0);
+        if ndims < 3 {
+            p.coefficients[(1 + ndims) * m..]
+                .iter_mut()
+                .for_each(|c| *c = 0.0);
+        }
+        let [nx, ny, nz] = dims;
+        let mut plan = Plan::new(
+            Default::default(),
+            nx as i64,
+            ny as i64,
+            nz as i64,
+            2,
+            m as i64,
+        )
+        .unwrap();
+        plan.set_positions(&p.positions).unwrap();
+        plan.set_trajectory(ndims as i32, &k).unwrap();
+        plan.set_sensitivities(p.sensitivities.as_deref()).unwrap();
+        plan.set_toeplitz(true, 0).unwrap();
+        let op = plan.normal_operator().unwrap();
+        let x = rng.complex(p.voxels());
+        // Weights change between calls: the cached kernels must follow.
+        let w1: Vec<f32> = (0..m).map(|_| rng.range(0.1, 2.0) as f32).collect();
+        let w2: Vec<f32> = (0..m).map(|_| rng.range(0.1, 2.0) as f32).collect();
+        for w in [Some(&w1[..]), Some(&w2[..]), None, Some(&w1[..])] {
+            let mut got = vec![Complex32::default(); p.voxels()];
+            op.normal(&x, &mut got, w).unwrap();
+            let err = rel_error(&got, &normal_f64(&p, &x, w));
+            eprintln!("{dims:?} ndims={ndims} weights={}: {err:.2e}", w.is_some());
+            assert!(err <= 1e-5, "{dims:?}: {err:e}");
+        }
+    }
+}
+
+#[test]
+fn off_resonance_by_time_segmentation() {
+    let mut rng = Rng::fresh("off_resonance_by_time_segmentation");
+    for (dims, hz, duration, segments) in [
+        ([8, 7, 1], 100.0, 0.01, 0),
+        ([5, 4, 3], 150.0, 0.02, 0),
+        ([9, 6, 1], 60.0, 0.01, 3),
+        ([4, 4, 4], 60.0, 0.01, 6),
+    ] {
+        let m = rng.int(80, 200);
+        let p = lattice_problem(&mut rng, dims, 2, m, 4, Some((hz, duration)));
+        let plan = toeplitz_plan(&p, Precision::Accurate, segments);
+        let spec = plan.toeplitz_spec(segments as usize).unwrap();
+        let seg = spec.segmentation.as_ref().expect("segmentation");
+        let x = rng.complex(p.voxels());
+        let mut got = vec![Complex32::default(); p.voxels()];
+        plan.normal(&x, &mut got).unwrap();
+        let err = rel_error(&got, &normal_f64(&p, &x, None));
+        eprintln!(
+            "{dims:?} {hz} Hz over {duration} s, time_segments={segments}: L={} eps={:.2e}, normal error {err:.2e}",
+            seg.segments, seg.error
+        );
+        if segments == 0 {
+            assert!(seg.error <= AUTO_ERROR);
+            assert!(err <= 1e-3, "{dims:?}: {err:e}");
+        } else {
+            assert_eq!(seg.segments, segments as usize);
+            // The stated bound: about 2ε, ≤ 3ε + the float32 floor.
+            assert!(
+                err <= 3.0 * seg.error + 1e-5,
+                "{dims:?}: {err:e} > 3·{:e}",
+                seg.error
+            );
+            assert!(err > 1e-6, "{dims:?}: a few segments should show an error");
+        }
+    }
+}
+
+#[test]
+fn cg_with_toeplitz_matches_cg_exact() {
+    let mut rng = Rng::fresh("cg_with_toeplitz_matches_cg_exact");
+    for (dims, regularizer, off) in [
+        ([8, 7, 1], Regularizer::Tikhonov, None),
+        ([5, 4, 3], Regularizer::TotalVariation, None),
+        ([7, 6, 1], Regularizer::FiniteDifference, Some((30.0, 0.01))),
+    ] {
+        let m = rng.int(150, 250);
+        let p = lattice_problem(&mut rng, dims, 2, m, 4, off);
+        let data = rng.complex(m * 2);
+        let weights: Vec<f32> = (0..m).map(|_| rng.range(0.2, 1.5) as f32).collect();
+        let options = CgOptions {
+            max_iterations: 15,
+            tolerance: 0.0,
+            regularizer,
+            lambda: 0.3,
+            reweightings: 2,
+            sample_weights: Some(&weights),
+            ..Default::default()
+        };
+        let mut exact = vec![Complex32::default(); p.voxels()];
+        p.plan(Precision::Accurate)
+            .cg(&data, &options, &mut exact)
+            .unwrap();
+        let mut fast = vec![Complex32::default(); p.voxels()];
+        toeplitz_plan(&p, Precision::Accurate, 0)
+            .cg(&data, &options, &mut fast)
+            .unwrap();
+        let err = rel_error(&fast, &to_c64(&exact));
+        eprintln!("{dims:?} {regularizer:?} off-resonance {off:?}: CG difference {err:.2e}");
+        let limit = if off.is_some() { 2e-3 } else { 1e-4 };
+        assert!(err <= limit, "{dims:?} {regularizer:?}: {err:e}");
+    }
+}
+
+fn expect_invalid(result: horecon::Result<()>, needle: &str) {
+    match result {
+        Err(e) => {
+            assert_eq!(e.status, Status::InvalidArgument, "{e}");
+            assert!(
+                e.message.contains(needle),
+                "'{}' lacks '{needle}'",
+                e.message
+            );
+        }
+        Ok(()) => panic!("expected an error containing '{needle}'"),
+    }
+}
+
+#[test]
+fn refused_models_and_arguments() {
+    let mut rng = Rng::fresh("refused_models_and_arguments");
+    let dims = [5, 4, 1];
+    let m = 30;
+    let p = lattice_problem(&mut rng, dims, 1, m, 9, None);
+    let x = rng.complex(p.voxels());
+    let mut out = vec![Complex32::default(); p.voxels()];
+
+    let mut plan = p.plan(Precision::Accurate);
+    expect_invalid(plan.set_toeplitz(true, -1), "time_segments");
+    // Enabled before the model changes: checked lazily at normal/cg.
+    plan.set_toeplitz(true, 0).unwrap();
+    plan.normal(&x, &mut out).unwrap();
+    let mut higher = p.coefficients.clone();
+    higher[6 * m + 7] = 12.5;
+    plan.set_solid_harmonics(9, &higher).unwrap();
+    expect_invalid(plan.normal(&x, &mut out), "term 6 (order 2)");
+    let data = rng.complex(m);
+    let mut image = vec![Complex32::default(); p.voxels()];
+    expect_invalid(
+        plan.cg(&data, &CgOptions::default(), &mut image)
+            .map(|_| ()),
+        "non-zero coefficient",
+    );
+    // Forward stays exact, and disabling restores normal.
+    plan.forward(&x, &mut vec![Complex32::default(); m])
+        .unwrap();
+    plan.set_toeplitz(false, 0).unwrap();
+    plan.normal(&x, &mut out).unwrap();
+
+    // A user basis.
+    let mut user = p.plan(Precision::Accurate);
+    let basis: Vec<f64> = p.positions[..2 * p.voxels()].to_vec();
+    let coefficients: Vec<f64> = p.coefficients[m..3 * m].to_vec();
+    user.set_basis(2, &basis, &coefficients).unwrap();
+    user.set_toeplitz(true, 0).unwrap();
+    expect_invalid(user.normal(&x, &mut out), "user basis");
+
+    // Voxels off a lattice.
+    let mut off = p.plan(Precision::Accurate);
+    let mut positions = p.positions.clone();
+    positions[7] += 0.003;
+    off.set_positions(&positions).unwrap();
+    off.set_solid_harmonics(9, &p.coefficients).unwrap();
+    off.set_toeplitz(true, 0).unwrap();
+    expect_invalid(off.normal(&x, &mut out), "regular grid");
+
+    // An incomplete plan stays IncompletePlan.
+    let mut incomplete = Plan::new(Default::default(), 5, 4, 1, 1, m as i64).unwrap();
+    incomplete.set_toeplitz(true, 2).unwrap();
+    let e = incomplete.normal(&x, &mut out).unwrap_err();
+    assert_eq!(e.status, Status::IncompletePlan);
+
+    // A CUDA plan (only on a machine with a GPU).
+    if horecon::backend::cuda_device_count() > 0 {
+        let mut cuda = p.plan_with(horecon::Options {
+            backend: horecon::BackendKind::Cuda,
+            ..Default::default()
+        });
+        cuda.set_toeplitz(true, 0).unwrap();
+        expect_invalid(
+            cuda.normal(&x, &mut out),
+            "Toeplitz on CUDA is not implemented",
+        );
+    } else {
+        eprintln!("no CUDA device: the CUDA refusal is not tested");
+    }
+}
