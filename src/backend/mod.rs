@@ -89,10 +89,13 @@ pub fn build_toeplitz(
 ) -> Result<Box<dyn EncodingOperator>> {
     match backend {
         BackendKind::Cpu => cpu::toeplitz::build(features, spec, sizes, options.precision, pool),
-        BackendKind::Cuda => Err(Error::invalid(
-            "Toeplitz on CUDA is not implemented yet; use the CPU backend or disable Toeplitz \
-             (horecon_set_toeplitz(plan, 0, 0))",
-        )),
+        BackendKind::Cuda => cuda::build_toeplitz(
+            features,
+            spec,
+            sizes,
+            options.precision,
+            options.device as usize,
+        ),
         other => Err(Error::internal(format!(
             "backend {other:?} is not resolved"
         ))),

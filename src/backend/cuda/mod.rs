@@ -22,6 +22,7 @@ pub mod context;
 pub mod fft;
 pub mod memory;
 pub mod operator;
+pub mod toeplitz;
 
 use crate::error::Result;
 use crate::model::{Features, Sizes};
@@ -67,5 +68,21 @@ pub fn build_cartesian(
         precision,
         cartesian,
         sensitivities,
+    )?))
+}
+
+/// Builds the Toeplitz normal operator ([`toeplitz`]) on device `ordinal`:
+/// exact forward/adjoint from `features`, EᴴWE by FFTs from `spec`.
+pub fn build_toeplitz(
+    features: &Features,
+    spec: crate::model::toeplitz::ToeplitzSpec,
+    sizes: Sizes,
+    precision: Precision,
+    ordinal: usize,
+) -> Result<Box<dyn EncodingOperator>> {
+    let device = context::device(ordinal).map_err(operator::unavailable)?;
+    fft::available().map_err(operator::unavailable)?;
+    Ok(Box::new(toeplitz::CudaToeplitz::new(
+        device, features, spec, sizes, precision,
     )?))
 }

@@ -889,7 +889,7 @@ impl CudaOperator {
         })
     }
 
-    fn sens_ptr(&self) -> sys::CUdeviceptr {
+    pub(super) fn sens_ptr(&self) -> sys::CUdeviceptr {
         self.sensitivities.as_ref().map_or(0, |s| s.ptr)
     }
 
