@@ -25,9 +25,9 @@
 # thread, which Julia supports only for adopted foreign threads (Julia >= 1.9).
 module Horecon
 
-export Plan, HoreconError, version, cuda_device_count, forward, adjoint, normal, cg,
+export Plan, HoreconError, version, cuda_device_count, forward, adjoint, normal, cg, fhd, q, q_dims,
        set_positions!, set_grid_positions!, set_solid_harmonics!, set_basis!,
-       set_trajectory!, set_off_resonance!, set_sensitivities!, backend, close!
+       set_trajectory!, set_off_resonance!, set_sensitivities!, set_toeplitz!, backend, close!
 
 const LIB = get(ENV, "HORECON_LIB", joinpath(@__DIR__, "..", "target", "release", "libhorecon.so"))
 
@@ -226,6 +226,16 @@ function set_sensitivities!(p::Plan, S)
                 complex_in("sensitivities", S, nvoxels(p) * p.ncoils)))
 end
 
+"""Toeplitz normal operator for `normal` and `cg` (E^H W E by FFTs of the
+2x-oversampled grid with exact kernels; forward and adjoint stay exact).
+Needs a phase linear in position on a voxel grid, checked at the next
+normal/cg. With off-resonance, `time_segments` segments (0 = automatic,
+normal operator within 1e-3). `enable = false` restores the exact operator."""
+function set_toeplitz!(p::Plan, enable::Bool = true, time_segments::Integer = 0)
+    check(ccall((:horecon_set_toeplitz, LIB), Int32, (Ptr{Cvoid}, Int32, Int32), live(p),
+                Int32(enable), Int32(time_segments)))
+end
+
 """d = E x: image (N or dims) -> data M x L (ComplexF32)."""
 function forward(p::Plan, x)
     xin = complex_in("image", x, nvoxels(p))
@@ -248,6 +258,44 @@ function normal(p::Plan, x)
     y = Vector{ComplexF32}(undef, nvoxels(p))
     check(ccall((:horecon_normal, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{ComplexF32}), live(p), xin, y))
     return reshape(y, p.shape)
+end
+
+"""
+    fhd(p, d, phi=nothing)
+
+Stone et al.'s F^H d (eq. 4) for a single-coil trajectory plan (Stone's k in
+cycles/m given to the plan as -2π k): x_n = Σ_m conj(phi_m) d_m exp(+i2π k_m·x_n);
+phi = nothing means 1.
+"""
+function fhd(p::Plan, d, phi = nothing)
+    din = complex_in("data", d, p.nsamples)
+    pin = phi === nothing ? nothing : complex_in("phi", phi, p.nsamples)
+    x = Vector{ComplexF32}(undef, nvoxels(p))
+    check(ccall((:horecon_fhd, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{ComplexF32}, Ptr{ComplexF32}),
+                live(p), din, pin === nothing ? Ptr{ComplexF32}(C_NULL) : pointer(pin), x))
+    return reshape(x, p.shape)
+end
+
+"""The size of Stone's Q: 2n along every axis of more than one voxel, else 1."""
+function q_dims(p::Plan)
+    dims = Vector{Int64}(undef, 3)
+    check(ccall((:horecon_q_dims, LIB), Int32, (Ptr{Cvoid}, Ptr{Int64}), live(p), dims))
+    return (dims[1], dims[2], dims[3])
+end
+
+"""
+    q(p, phi_mag2=nothing)
+
+Stone et al.'s Q (eq. 3) on the 2×-oversampled grid of lattice offsets (size
+`q_dims(p)`; index (nx+1, ny+1, nz+1) is offset 0); phi_mag2 = nothing means 1.
+"""
+function q(p::Plan, phi_mag2 = nothing)
+    w = phi_mag2 === nothing ? nothing : Vector{Float32}(real_in("phi_mag2", phi_mag2, p.nsamples))
+    dims = q_dims(p)
+    out = Vector{ComplexF32}(undef, prod(dims))
+    check(ccall((:horecon_q, LIB), Int32, (Ptr{Cvoid}, Ptr{Float32}, Ptr{ComplexF32}),
+                live(p), w === nothing ? Ptr{Float32}(C_NULL) : pointer(w), out))
+    return reshape(out, dims)
 end
 
 """

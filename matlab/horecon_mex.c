@@ -419,6 +419,17 @@ static void cmd_set_sensitivities(int nrhs, const mxArray *prhs[]) {
       e->plan, complex_arg(prhs[2], "S", voxels(e) * (size_t)e->coils, "N x L or [nx ny nz L]")));
 }
 
+static void cmd_set_toeplitz(int nrhs, const mxArray *prhs[]) {
+  plan_entry *e;
+  int64_t segments;
+  need_args(nrhs, 4, "setToeplitz");
+  e = plan_arg(prhs[1]);
+  segments = integer(prhs[3], "TimeSegments");
+  if (segments < INT32_MIN || segments > INT32_MAX)
+    fail("horecon:invalidArgument", "TimeSegments = %lld is out of range", (long long)segments);
+  check(horecon_set_toeplitz(e->plan, scalar(prhs[2], "enable") != 0.0, (int32_t)segments));
+}
+
 static void cmd_forward(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   plan_entry *e;
   horecon_c32 *x, *d;
@@ -450,6 +461,49 @@ static void cmd_normal(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   y = (horecon_c32 *)mxMalloc(voxels(e) * sizeof(horecon_c32));
   check(horecon_normal(e->plan, x, y));
   plhs[0] = complex_output(voxels(e), 1, y);
+}
+
+/* Stone et al.'s F^H d (eq. 4): x = horecon_mex('fhd', h, d, phi), phi [] = ones. */
+static void cmd_fhd(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  plan_entry *e;
+  horecon_c32 *d, *phi = NULL, *x;
+  need_args(nrhs, 4, "fhd");
+  e = plan_arg(prhs[1]);
+  d = complex_arg(prhs[2], "d", (size_t)e->samples, "M (one coil)");
+  if (!mxIsEmpty(prhs[3])) phi = complex_arg(prhs[3], "phi", (size_t)e->samples, "M");
+  x = (horecon_c32 *)mxMalloc(voxels(e) * sizeof(horecon_c32));
+  check(horecon_fhd(e->plan, d, phi, x));
+  plhs[0] = complex_output(voxels(e), 1, x);
+}
+
+/* Stone et al.'s Q (eq. 3) on the 2x grid: q = horecon_mex('q', h, phiMag2), [] = ones;
+   returned as a column (the class reshapes it with qDims). */
+static void cmd_q(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  plan_entry *e;
+  float *w = NULL;
+  horecon_c32 *q;
+  int64_t dims[3];
+  size_t count;
+  need_args(nrhs, 3, "q");
+  e = plan_arg(prhs[1]);
+  check(horecon_q_dims(e->plan, dims));
+  count = (size_t)(dims[0] * dims[1] * dims[2]);
+  if (!mxIsEmpty(prhs[2])) w = real_singles(prhs[2], "phiMag2", (size_t)e->samples, "M");
+  q = (horecon_c32 *)mxMalloc(count * sizeof(horecon_c32));
+  check(horecon_q(e->plan, w, q));
+  plhs[0] = complex_output(count, 1, q);
+}
+
+static void cmd_q_dims(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  plan_entry *e;
+  int64_t dims[3];
+  double *out;
+  int i;
+  need_args(nrhs, 2, "qDims");
+  e = plan_arg(prhs[1]);
+  check(horecon_q_dims(e->plan, dims));
+  plhs[0] = real_output(1, 3, &out);
+  for (i = 0; i < 3; ++i) out[i] = (double)dims[i];
 }
 
 /* Progress of a CG solve: residual history, and Ctrl-C. */
@@ -786,10 +840,14 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   else if (!strcmp(command, "setTrajectory")) cmd_set_trajectory(nrhs, prhs);
   else if (!strcmp(command, "setOffResonance")) cmd_set_off_resonance(nrhs, prhs);
   else if (!strcmp(command, "setSensitivities")) cmd_set_sensitivities(nrhs, prhs);
+  else if (!strcmp(command, "setToeplitz")) cmd_set_toeplitz(nrhs, prhs);
   else if (!strcmp(command, "forward")) cmd_forward(plhs, nrhs, prhs);
   else if (!strcmp(command, "adjoint")) cmd_adjoint(plhs, nrhs, prhs);
   else if (!strcmp(command, "normal")) cmd_normal(plhs, nrhs, prhs);
   else if (!strcmp(command, "cg")) cmd_cg(nlhs, plhs, nrhs, prhs);
+  else if (!strcmp(command, "fhd")) cmd_fhd(plhs, nrhs, prhs);
+  else if (!strcmp(command, "q")) cmd_q(plhs, nrhs, prhs);
+  else if (!strcmp(command, "qDims")) cmd_q_dims(plhs, nrhs, prhs);
   else if (!strcmp(command, "simSheppLogan")) cmd_sim_shepp_logan(plhs, nrhs, prhs);
   else if (!strcmp(command, "simSheppLoganKspace")) cmd_sim_shepp_logan_kspace(plhs, nrhs, prhs);
   else if (!strcmp(command, "simSheppLoganBandLimited")) cmd_sim_band_limited(plhs, nrhs, prhs);

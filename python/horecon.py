@@ -267,6 +267,7 @@ _SIGNATURES = {
     "horecon_fhd": (c_int32, [_PlanPtr, _C32P, _C32P, _C32P]),
     "horecon_q_dims": (c_int32, [_PlanPtr, POINTER(c_int64)]),
     "horecon_q": (c_int32, [_PlanPtr, POINTER(c_float), _C32P]),
+    "horecon_set_toeplitz": (c_int32, [_PlanPtr, c_int32, c_int32]),
 }
 
 
@@ -713,6 +714,18 @@ class Plan:
             extra += [s for s in self._image_shapes()]
         s = self._matrix_in("sensitivities", sensitivities, self.nvoxels, L, np.complex64, "N", "L", extra)
         self._call("horecon_set_sensitivities", _ptr(s, _C32))
+
+    def set_toeplitz(self, enable: bool = True, time_segments: int = 0) -> None:
+        """Use the Toeplitz normal operator in :meth:`normal` and :meth:`cg`:
+        E^H W E through FFTs of the 2x-oversampled grid with exact precomputed
+        kernels (forward and adjoint stay exact). Needs a phase linear in
+        position (set_trajectory, or solid harmonics with the terms above order
+        1 zero) on a voxel lattice; checked at the next normal/cg
+        (HorEconError with HORECON_ERR_INVALID_ARGUMENT naming the reason).
+        With off-resonance, time segmentation with ``time_segments`` segments
+        (0 = automatic, normal operator within 1e-3 relative); ignored without
+        off-resonance. ``enable=False`` restores the exact normal operator."""
+        self._call("horecon_set_toeplitz", 1 if enable else 0, int(time_segments))
 
     # ---------------------------------------------------------- operators
     def forward(self, image) -> np.ndarray:

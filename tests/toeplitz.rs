@@ -255,7 +255,7 @@ fn cg_with_toeplitz_matches_cg_exact() {
             max_iterations: 15,
             tolerance: 0.0,
             regularizer,
-            lambda: 0.3,
+            lambda: 0.05 * m as f64,
             reweightings: 2,
             sample_weights: Some(&weights),
             ..Default::default()

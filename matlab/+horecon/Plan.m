@@ -93,6 +93,23 @@ classdef Plan < handle
       horecon_mex('setSensitivities', obj.Handle, S);
     end
 
+    function setToeplitz(obj, enable, timeSegments)
+      %SETTOEPLITZ  p.setToeplitz(true, 0): normal and cg use the Toeplitz normal
+      %   operator (E^H W E by FFTs of the 2x-oversampled grid with exact kernels;
+      %   forward and adjoint stay exact). Needs a phase linear in position (a
+      %   trajectory, or solid harmonics with terms above order 1 zero) on a voxel
+      %   grid, checked at the next normal/cg. With off-resonance, time segmentation
+      %   with timeSegments segments (0 = automatic, normal operator within 1e-3).
+      %   p.setToeplitz(false) restores the exact normal operator.
+      if nargin < 2
+        enable = true;
+      end
+      if nargin < 3
+        timeSegments = 0;
+      end
+      horecon_mex('setToeplitz', obj.Handle, enable, timeSegments);
+    end
+
     function d = forward(obj, x)
       d = horecon_mex('forward', obj.Handle, x);
     end
@@ -124,6 +141,32 @@ classdef Plan < handle
                               reg, double(opts.Lambda), opts.SampleWeights, opts.X0, double(opts.Verbose), ...
                               double(opts.Reweightings), double(opts.Epsilon), double(opts.Sigma), opts.FdWeights);
       x = obj.shape(x);
+    end
+
+    function x = fhd(obj, d, phi)
+      %FHD  x = p.fhd(d, phi): Stone et al.'s F^H d (eq. 4) for a single-coil
+      %    trajectory plan: x_n = sum_m conj(phi_m) d_m exp(+i 2 pi k_m . x_n) with
+      %    Stone's k (cycles/m) given to the plan as -2*pi*k; phi omitted or [] = 1.
+      if nargin < 3
+        phi = [];
+      end
+      x = obj.shape(horecon_mex('fhd', obj.Handle, d, phi));
+    end
+
+    function q = q(obj, phiMag2)
+      %Q  q = p.q(phiMag2): Stone et al.'s Q (eq. 3) on the 2x-oversampled grid
+      %    of lattice offsets (size p.qDims(); index nx+1, ny+1, nz+1 is offset 0),
+      %    q(x) = sum_m |phi_m|^2 exp(+i 2 pi k_m . x); phiMag2 omitted or [] = 1.
+      if nargin < 2
+        phiMag2 = [];
+      end
+      dims = horecon_mex('qDims', obj.Handle);
+      q = squeeze(reshape(horecon_mex('q', obj.Handle, phiMag2), dims));
+    end
+
+    function dims = qDims(obj)
+      %QDIMS  The size of Q: 2n along every axis of more than one voxel, else 1.
+      dims = horecon_mex('qDims', obj.Handle);
     end
 
     function name = backend(obj)
