@@ -15,12 +15,12 @@
 
 use super::context::Device;
 use super::fft::{coil_batch, complex_bytes, to_pairs, Direction, FftOps, FftPlan};
-use crate::model::cartesian::Cartesian;
 use super::memory::{DeviceBuffer, Stream};
 use super::operator::{
     launch, solve_on, util_grid, Args, CudaCore, DeviceNormal, Work, UTIL_THREADS,
 };
 use crate::error::{Error, Result};
+use crate::model::cartesian::Cartesian;
 use crate::model::Sizes;
 use crate::op::{CgReport, EncodingOperator, Precision};
 use crate::solver::CgProblem;
@@ -129,9 +129,12 @@ impl CudaCartesian {
             )));
         }
         let bins: Vec<u32> = cartesian.bins.iter().map(|&q| q as u32).collect();
-        let theta = to_pairs(cartesian.phase_cycles.iter().map(|&c| {
-            Complex64::from_polar(1.0, std::f64::consts::TAU * (c - c.round()))
-        }));
+        let theta = to_pairs(
+            cartesian
+                .phase_cycles
+                .iter()
+                .map(|&c| Complex64::from_polar(1.0, std::f64::consts::TAU * (c - c.round()))),
+        );
         let per_coil = n * complex_bytes(precision);
         let batch = coil_batch(&device, coils, per_coil)?;
         let sensitivities = match sensitivities {
