@@ -138,14 +138,14 @@ impl ToeplitzSpec {
             }
             Basis::Trajectory(d) => k[..d * m].copy_from_slice(&phase.coefficients[..d * m]),
             Basis::SolidHarmonics(t) => {
-                for b in 4..*t {
+                for (b, order) in ORDER.iter().enumerate().take(*t).skip(4) {
                     let column = &phase.coefficients[b * m..(b + 1) * m];
                     if let Some(j) = column.iter().position(|&c| c != 0.0) {
                         return Err(toeplitz_invalid(format!(
                             "solid harmonic term {b} (order {}) has a non-zero coefficient at \
                              sample {j} ({}); the phase must be linear in position (terms 0..3: \
                              k0, x, y, z) — an approximate higher-order fast path is not implemented",
-                            ORDER[b], column[j]
+                            order, column[j]
                         )));
                     }
                 }
@@ -450,7 +450,7 @@ impl TimeSegmentation {
             .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &w| {
                 (a.min(w), b.max(w))
             });
-        if !(w_max > w_min) {
+        if w_max <= w_min {
             return Ok(None);
         }
         let centre = 0.5 * (w_min + w_max);

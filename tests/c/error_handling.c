@@ -292,6 +292,7 @@ static void test_null_pointers(void)
         EXPECT(horecon_q(NULL, NULL, q), E, "plan is NULL");
         EXPECT(horecon_q(plan, NULL, NULL), E, "q is NULL");
         EXPECT(horecon_q_dims(NULL, qdims), E, "plan is NULL");
+        EXPECT(horecon_set_toeplitz(NULL, 1, 0), E, "plan is NULL");
         EXPECT(horecon_q_dims(plan, NULL), E, "dims is NULL");
         CHECK(qdims[0] == -5, "q_dims wrote its output on failure");
         EXPECT(horecon_q_dims(plan, qdims), HORECON_OK, NULL);

@@ -16,7 +16,7 @@ use super::fft::{Direction, GridFft};
 use super::kernel::{Accurate, Double, Fast, Mode};
 use super::real::Real;
 use super::{complex_zeros, narrow_into, space, widen_all, Acc, CpuNormal, CpuOperator};
-use crate::error::Result;
+use crate::error::{try_vec, Result};
 use crate::model::toeplitz::ToeplitzSpec;
 use crate::model::{Features, Sizes};
 use crate::op::{CgReport, EncodingOperator, Precision};
@@ -114,8 +114,27 @@ where
         }
         *slot = None;
         let spec = &self.spec;
-        let features = spec.offset_features()?;
-        let sizes = spec.offset_sizes()?;
+        let points = spec.kernel_points();
+        let pairs = spec.kernel_pairs().len();
+        // One real-weighted kernel is Hermitian, T(−Δ) = conj(T(Δ)): compute
+        // the half of the grid with Δ ≥ 0 along the slowest doubled axis A
+        // (its first n_A slices, contiguous) and mirror the rest.
+        let computed = match (0..3).rev().find(|&a| spec.dims[a] > 1) {
+            Some(a) if pairs == 1 => points / spec.kernel_dims[a] * spec.dims[a],
+            _ => points,
+        };
+        let mut features = spec.offset_features()?;
+        if computed < points {
+            let mut half = try_vec(3 * computed, 0.0f64, "Toeplitz kernel offsets (K/2 x 3)")?;
+            for (h, f) in half
+                .chunks_exact_mut(computed)
+                .zip(features.voxel.chunks_exact(points))
+            {
+                h.copy_from_slice(&f[..computed]);
+            }
+            features.voxel = half;
+        }
+        let sizes = Sizes::new(computed as i64, 1, 1, pairs as i64, spec.samples as i64)?;
         let offsets = CpuOperator::<Mo>::new(&features, sizes, self.exact.pool.clone())?;
         drop(features);
         let data64 = spec.kernel_weights(weights)?;
@@ -124,9 +143,27 @@ where
             .zip(&data64)
             .for_each(|(o, v)| *o = Complex::new(Mo::Acc::from_f64(v.re), Mo::Acc::from_f64(v.im)));
         drop(data64);
-        let points = spec.kernel_points();
-        let mut spectra = complex_zeros(points * sizes.coils, "Toeplitz kernels (2^d N x pairs)")?;
-        offsets.adjoint_acc(&data, &mut spectra)?;
+        let mut spectra = complex_zeros(points * pairs, "Toeplitz kernels (2^d N x pairs)")?;
+        if computed < points {
+            offsets.adjoint_acc(&data, &mut spectra[..computed])?;
+            let kd = spec.kernel_dims;
+            let (low, high) = spectra.split_at_mut(computed);
+            let low = &*low;
+            high.par_iter_mut().enumerate().for_each(|(i, t)| {
+                let v = computed + i;
+                let index = [v % kd[0], (v / kd[0]) % kd[1], v / (kd[0] * kd[1])];
+                let m = (0..3)
+                    .rev()
+                    .fold(0, |acc, a| acc * kd[a] + (kd[a] - index[a]) % kd[a]);
+                *t = if m < computed {
+                    Complex::new(low[m].re, -low[m].im)
+                } else {
+                    Complex::new(Mo::Acc::default(), Mo::Acc::default())
+                };
+            });
+        } else {
+            offsets.adjoint_acc(&data, &mut spectra)?;
+        }
         drop(offsets);
         let scale = Mo::Acc::from_f64(1.0 / points as f64);
         let zero = Complex::new(Mo::Acc::default(), Mo::Acc::default());
