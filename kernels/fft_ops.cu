@@ -125,6 +125,26 @@ extern "C" __global__ void scale_narrow(const double2* __restrict__ in, double s
     }
 }
 
+// A real-weighted kernel is Hermitian, T(-D) = conj(T(D)): only the points
+// v < computed (the first half along the slowest doubled axis) were summed;
+// t[v] = conj(t[mirror(v)]) for the others, mirror(v) the index of -D mod g
+// (0 where the mirror is not computed: the unused index n).
+extern "C" __global__ void mirror_conj(double2* __restrict__ t, long long computed, int gx, int gy, int gz,
+                                       long long G) {
+    GRID_STRIDE(r, G - computed) {
+        const long long v = computed + r;
+        const long long px = v % gx, q = v / gx;
+        const long long py = q % gy, pz = q / gy;
+        const long long m = (gx - px) % gx + gx * ((gy - py) % gy + (long long)gy * ((gz - pz) % gz));
+        double2 value = make_double2(0.0, 0.0);
+        if (m < computed) {
+            value = t[m];
+            value.y = -value.y;
+        }
+        t[v] = value;
+    }
+}
+
 // ---------------------------------------------------------------- Cartesian
 // (src/model/cartesian.rs: d_{m,c} = exp(i theta_m) * IFFT(S_c x)(q_m), q_m the
 // sample's FFT bin; theta as exp(i theta_m) per sample, double2.)

@@ -330,14 +330,14 @@ fn cuda_fft_regularized_cg_when_available() {
         for (name, cuda, cpu, data) in [
             (
                 "Toeplitz",
-                toeplitz_plan(&p, Precision::Accurate, BackendKind::Cuda, 0),
-                toeplitz_plan(&p, Precision::Accurate, BackendKind::Cpu, 0),
+                toeplitz_plan(&p, Precision::Double, BackendKind::Cuda, 0),
+                toeplitz_plan(&p, Precision::Double, BackendKind::Cpu, 0),
                 &data,
             ),
             (
                 "Cartesian",
-                cartesian_plan(&c, Precision::Accurate, BackendKind::Cuda),
-                cartesian_plan(&c, Precision::Accurate, BackendKind::Cpu),
+                cartesian_plan(&c, Precision::Double, BackendKind::Cuda),
+                cartesian_plan(&c, Precision::Double, BackendKind::Cpu),
                 &cart_data,
             ),
         ] {
@@ -355,7 +355,7 @@ fn cuda_fft_regularized_cg_when_available() {
             cpu.cg(data, &cg, &mut y).expect("CPU cg");
             let e = rel_error(&x, &to_c64(&y));
             eprintln!("{name} {regularizer:?}: CUDA vs CPU {e:.2e}");
-            assert!(e <= 1e-3, "{name} {regularizer:?}: {e:e}");
+            assert!(e <= 1e-6, "{name} {regularizer:?}: {e:e}");
         }
     }
 }
@@ -399,7 +399,8 @@ fn cuda_fft_chunked_coils_equal_unchunked() {
     ] {
         let e = rel_error(b, &to_c64(a));
         eprintln!("{what}: chunked (2 coils per batch) vs whole {e:.2e}");
-        assert!(e <= 1e-12, "{what}: {e:e}");
+        // Only the order of the coil sums differs (float64), then the float32 output rounding.
+        assert!(e <= 1e-6, "{what}: {e:e}");
     }
 }
 

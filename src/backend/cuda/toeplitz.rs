@@ -12,7 +12,8 @@
 //! adjoint of a temporary one-coil CUDA phase-sum operator whose "voxels"
 //! are the lattice offsets (`ToeplitzSpec::offset_features`), applied to
 //! w_j·conj(a_l(t_j))·a_l'(t_j) (`ToeplitzSpec::kernel_weights`), in the
-//! plan's precision; they are recomputed when CG's sample weights differ from
+//! plan's precision (a single kernel has real weights and is Hermitian,
+//! T(−Δ) = conj(T(Δ)): half of it is summed and the rest mirrored); they are recomputed when CG's sample weights differ from
 //! the last ones. Forward, adjoint and CG's right-hand side are the exact
 //! operator's. Grids are float32 complex in accurate and fast modes and
 //! float64 in double mode; images stay float64 on the device.
@@ -187,17 +188,26 @@ impl CudaToeplitz {
         *slot = None;
         let device = self.device().clone();
         let spec = &self.spec;
+        let points = spec.kernel_points();
+        let pairs = spec.kernel_pairs().len();
+        // One kernel (no segmentation) has real weights and is Hermitian: sum
+        // the first half along the slowest doubled axis (contiguous) and mirror.
+        let computed = match (0..3).rev().find(|&a| spec.dims[a] > 1) {
+            Some(a) if pairs == 1 => points / spec.kernel_dims[a] * spec.dims[a],
+            _ => points,
+        };
         let mut offsets_slot = self.offsets.lock().unwrap_or_else(|e| e.into_inner());
         if offsets_slot.is_none() {
-            let features = spec.offset_features()?;
-            let kd = spec.kernel_dims;
-            let sizes = Sizes::new(
-                kd[0] as i64,
-                kd[1] as i64,
-                kd[2] as i64,
-                1,
-                spec.samples as i64,
-            )?;
+            let mut features = spec.offset_features()?;
+            if computed < points {
+                let half: Vec<f64> = features
+                    .voxel
+                    .chunks_exact(points)
+                    .flat_map(|column| column[..computed].iter().copied())
+                    .collect();
+                features.voxel = half;
+            }
+            let sizes = Sizes::new(computed as i64, 1, 1, 1, spec.samples as i64)?;
             *offsets_slot = Some(CudaOperator::new(
                 device.clone(),
                 &features,
@@ -209,8 +219,6 @@ impl CudaToeplitz {
             .as_ref()
             .ok_or_else(|| crate::error::Error::internal("Toeplitz offsets operator missing"))?;
         let m = spec.samples;
-        let points = spec.kernel_points();
-        let pairs = spec.kernel_pairs().len();
         let data = to_pairs(spec.kernel_weights(weights)?.into_iter());
         let column = DeviceBuffer::new::<[f64; 2]>(&device, m, "Toeplitz kernel data (M)")?;
         let direct = DeviceBuffer::new::<[f64; 2]>(&device, points, "Toeplitz kernel (2^d N)")?;
@@ -233,11 +241,26 @@ impl CudaToeplitz {
             .map_err(|e| driver_error("creating a stream", e))?;
         let s = Stream(stream.cu_stream());
         let [n0, n1, n2] = spec.dims;
-        let [g0, g1, _] = spec.kernel_dims;
+        let [g0, g1, g2] = spec.kernel_dims;
         for p in 0..pairs {
             column.upload(&data[p * m..(p + 1) * m], s)?;
             // T_p(Δ) = Σ_j data_j·exp(−2πi κ_j·Δ): the exact adjoint at the offsets.
             offsets.adjoint_dev(&column, &direct, s)?;
+            if computed < points {
+                launch(
+                    &self.ops.mirror_conj,
+                    util_grid(points - computed),
+                    UTIL_THREADS,
+                    s,
+                    Args::default()
+                        .ptr(direct.ptr)
+                        .int(computed as i64)
+                        .i32(g0 as i32)
+                        .i32(g1 as i32)
+                        .i32(g2 as i32)
+                        .int(points as i64),
+                )?;
+            }
             let kernel = spectra.ptr + (p * points * bytes) as u64;
             launch(
                 &self.ops.scale_narrow,
