@@ -694,7 +694,8 @@ pub struct CudaOperator {
     core: CudaCore,
     coil_group: usize,
     groups: usize,
-    forward: Side,
+    /// `None` for an adjoint-only operator ([`CudaOperator::adjoint_only`]).
+    forward: Option<Side>,
     adjoint: Side,
     sensitivities: Option<DeviceBuffer>,
     work: Mutex<Work>,
@@ -827,6 +828,27 @@ impl CudaOperator {
         sizes: Sizes,
         precision: Precision,
     ) -> Result<CudaOperator> {
+        Self::build(device, features, sizes, precision, true)
+    }
+
+    /// An operator with Eᴴ only (its forward direction is neither laid out
+    /// nor compiled): the Toeplitz kernels need just the adjoint.
+    pub fn adjoint_only(
+        device: Arc<Device>,
+        features: &Features,
+        sizes: Sizes,
+        precision: Precision,
+    ) -> Result<CudaOperator> {
+        Self::build(device, features, sizes, precision, false)
+    }
+
+    fn build(
+        device: Arc<Device>,
+        features: &Features,
+        sizes: Sizes,
+        precision: Precision,
+        with_forward: bool,
+    ) -> Result<CudaOperator> {
         let Sizes {
             voxels: n,
             samples: m,
@@ -855,17 +877,21 @@ impl CudaOperator {
             m,
             coil_group,
         )?;
-        let forward = Side::new(
-            &device,
-            precision,
-            1,
-            &features.sample,
-            &features.voxel,
-            terms,
-            m,
-            n,
-            coil_group,
-        )?;
+        let forward = if with_forward {
+            Some(Side::new(
+                &device,
+                precision,
+                1,
+                &features.sample,
+                &features.voxel,
+                terms,
+                m,
+                n,
+                coil_group,
+            )?)
+        } else {
+            None
+        };
         let sensitivities = match &features.sensitivities {
             None => None,
             Some(s) => {
@@ -907,7 +933,10 @@ impl CudaOperator {
             coils,
             ..
         } = self.sizes;
-        let side = &self.forward;
+        let side = self
+            .forward
+            .as_ref()
+            .ok_or_else(|| Error::internal("forward of an adjoint-only CUDA operator"))?;
         let lb = self.coil_group;
         for g in 0..self.groups {
             let l0 = (g * lb) as i32;
@@ -1065,7 +1094,7 @@ impl CudaOperator {
             self.device.multiprocessors,
             self.coil_group,
             self.groups,
-            d(&self.forward),
+            self.forward.as_ref().map_or("none".into(), d),
             d(&self.adjoint)
         )
     }

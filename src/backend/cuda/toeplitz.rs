@@ -208,7 +208,7 @@ impl CudaToeplitz {
                 features.voxel = half;
             }
             let sizes = Sizes::new(computed as i64, 1, 1, 1, spec.samples as i64)?;
-            *offsets_slot = Some(CudaOperator::new(
+            *offsets_slot = Some(CudaOperator::adjoint_only(
                 device.clone(),
                 &features,
                 sizes,
