@@ -90,7 +90,8 @@ typedef struct horecon_cg_options {
   // HORECON_REG_NONE, _TIKHONOV (λ‖ρ‖²), _FINITE_DIFFERENCE (λ‖Dρ‖²_u),
   // _TOTAL_VARIATION (2λ·Σ sqrt(|Dρ|² + ε²)) or _LAPLACE
   // (2λ·Σ (1 − exp(−sqrt(|Dρ|² + ε²)/σ))); D: forward differences over the
-  // grid axes of more than one voxel, none from the last voxel of an axis;
+  // grid axes of more than one voxel, none from the last voxel of an axis
+  // (or to every neighbour: `neighbours`);
   // |Dρ|²_n = Σ_a u_{a,n}·|(Dρ)_{a,n}|² with u = fd_weights.
   int32_t regularizer;
   // Regularisation weight λ ≥ 0 (0 = no regularisation).
@@ -109,12 +110,26 @@ typedef struct horecon_cg_options {
   // N×ndims non-negative per-edge weights u of the finite-difference, TV and
   // Laplace priors (ndims = grid axes of more than one voxel, x before y
   // before z; entry a·N + n weighs the edge from voxel n to its successor
-  // along axis a), or NULL = 1.
+  // along axis a), or NULL = 1. With neighbours = 26: N×ndirections in the
+  // order given at `neighbours`.
   const float *fd_weights;
   // Nonzero: start from *image instead of 0.
   int32_t warm_start;
   horecon_progress_fn progress;
   void *progress_user;
+  // The differences D of the finite-difference, TV and Laplace priors:
+  // 6 (or 0) = along the grid axes (default); 26 = to every neighbour,
+  // each edge once, the difference along offset d weighted 1/|d|² in
+  // |Dρ|²: 13 directions in 3D, in the order e0, e1, e2, e0+e1, e0−e1,
+  // e0+e2, e0−e2, e1+e2, e1−e2, e0+e1+e2, e0+e1−e2, e0−e1+e2, e0−e1−e2
+  // over the axes e0, e1, e2 of more than one voxel (x before y before
+  // z), and those of them within the grid's axes on a 2D grid (e0, e1,
+  // e0+e1, e0−e1: the 8-neighbourhood) or 1D grid (e0). fd_weights then
+  // has one column per direction (N×ndirections, entry d·N + n weighs the
+  // edge from voxel n to voxel n + d). Added at the end of the struct: a
+  // caller built against the struct without it (its smaller struct_size)
+  // gets 6.
+  int32_t neighbours;
 } horecon_cg_options;
 
 // Status of every call: `HORECON_OK` (0) or an error code.

@@ -96,6 +96,7 @@ struct CgOptions
     warm_start::Int32
     progress::Ptr{Cvoid}
     progress_user::Ptr{Cvoid}
+    neighbours::Int32
 end
 
 struct CgInfo
@@ -300,26 +301,41 @@ end
 
 """
     cg(p, d; max_iterations=50, tolerance=1e-6, regularizer="none", lambda=0.0,
-       sample_weights=nothing, x0=nothing) -> (image, info)
+       sample_weights=nothing, x0=nothing, reweightings=5, epsilon=1e-3, sigma=1.0,
+       fd_weights=nothing, neighbours=6) -> (image, info)
 
 CG on (E^H W E + lambda R) x = E^H W d; info is a NamedTuple
-(iterations, converged, rel_residual, seconds).
+(iterations, converged, rel_residual, seconds). The finite-difference
+regularizers ("finite_difference", "total_variation", "laplace") take
+`fd_weights` (N x ndirections, or nothing = 1) and `neighbours`: 6 =
+differences along the grid axes (ndirections = axes of more than one voxel),
+26 = to every neighbour, each edge once, weighted 1/|d|^2 (ndirections 13 in
+3D, 4 in 2D, 1 in 1D; order in include/horecon.h at `neighbours`).
 """
 function cg(p::Plan, d; max_iterations::Integer = 50, tolerance::Real = 1e-6, regularizer = "none",
-            lambda::Real = 0.0, sample_weights = nothing, x0 = nothing)
+            lambda::Real = 0.0, sample_weights = nothing, x0 = nothing, reweightings = nothing,
+            epsilon = nothing, sigma = nothing, fd_weights = nothing, neighbours::Integer = 6)
     din = complex_in("data", d, p.nsamples * p.ncoils)
     haskey(REGULARIZERS, regularizer) || invalid("unknown regularizer $(regularizer)")
     w = sample_weights === nothing ? nothing : Vector{Float32}(real_in("sample_weights", sample_weights, p.nsamples))
+    axes = count(>(1), p.dims)
+    ndirections = neighbours == 26 ? (axes == 3 ? 13 : axes == 2 ? 4 : 1) : max(axes, 1)
+    u = fd_weights === nothing ? nothing :
+        Vector{Float32}(real_in("fd_weights", fd_weights, nvoxels(p) * ndirections))
     x = x0 === nothing ? zeros(ComplexF32, nvoxels(p)) : complex_in("x0", x0, nvoxels(p))
     defaults = Ref{CgOptions}()
     ccall((:horecon_default_cg_options, LIB), Cvoid, (Ref{CgOptions},), defaults)
     o = defaults[]
     info = Ref{CgInfo}(CgInfo(0, 0, 0.0, 0.0))
-    GC.@preserve w din x begin
+    GC.@preserve w u din x begin
         opts = Ref(CgOptions(o.struct_size, Int32(max_iterations), Float64(tolerance), REGULARIZERS[regularizer],
-                             Float64(lambda), o.reweightings, o.epsilon, o.sigma,
-                             w === nothing ? Ptr{Float32}(C_NULL) : pointer(w), Ptr{Float32}(C_NULL),
-                             Int32(x0 === nothing ? 0 : 1), C_NULL, C_NULL))
+                             Float64(lambda),
+                             reweightings === nothing ? o.reweightings : Int32(reweightings),
+                             epsilon === nothing ? o.epsilon : Float64(epsilon),
+                             sigma === nothing ? o.sigma : Float64(sigma),
+                             w === nothing ? Ptr{Float32}(C_NULL) : pointer(w),
+                             u === nothing ? Ptr{Float32}(C_NULL) : pointer(u),
+                             Int32(x0 === nothing ? 0 : 1), C_NULL, C_NULL, Int32(neighbours)))
         check(ccall((:horecon_cg, LIB), Int32,
                     (Ptr{Cvoid}, Ptr{ComplexF32}, Ref{CgOptions}, Ptr{ComplexF32}, Ref{CgInfo}),
                     live(p), din, opts, x, info))

@@ -534,9 +534,9 @@ static void cmd_cg(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   cg_progress progress;
   int verbose;
   int32_t backend = 0, i;
-  int64_t reweightings, grid_axes = 0;
+  int64_t reweightings, neighbours, grid_axes = 0, directions;
   horecon_status s;
-  need_args(nrhs, 14, "cg");
+  need_args(nrhs, 15, "cg");
   e = plan_arg(prhs[1]);
   d = complex_arg(prhs[2], "d", (size_t)(e->samples * e->coils), "M x L");
   horecon_default_cg_options(&o);
@@ -562,10 +562,18 @@ static void cmd_cg(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   o.reweightings = (int32_t)reweightings;
   o.epsilon = scalar(prhs[11], "Epsilon");
   o.sigma = scalar(prhs[12], "Sigma");
+  neighbours = integer(prhs[14], "Neighbours");
+  if (neighbours != 0 && neighbours != 6 && neighbours != 26)
+    fail("horecon:invalidArgument", "Neighbours must be 6 (axis differences) or 26 (all neighbours), got %lld",
+         (long long)neighbours);
+  o.neighbours = (int32_t)neighbours;
   for (i = 0; i < 3; ++i) grid_axes += e->dims[i] > 1;
-  if (grid_axes == 0) grid_axes = 1;
+  /* columns of FdWeights: the grid axes, or with Neighbours = 26 the 13 / 4 / 1 directions in 3D / 2D / 1D */
+  directions = neighbours == 26 ? (grid_axes == 3 ? 13 : grid_axes == 2 ? 4 : 1) : (grid_axes == 0 ? 1 : grid_axes);
   if (!mxIsEmpty(prhs[13]))
-    o.fd_weights = real_singles(prhs[13], "FdWeights", voxels(e) * (size_t)grid_axes, "N x ndims (grid axes with more than one voxel)");
+    o.fd_weights = real_singles(prhs[13], "FdWeights", voxels(e) * (size_t)directions,
+                                neighbours == 26 ? "N x ndirections (13 in 3D, 4 in 2D, 1 in 1D; Neighbours = 26)"
+                                                 : "N x ndims (grid axes with more than one voxel)");
   /* TV and Laplace run `reweightings` CG solves: room for every iteration's residual */
   progress.capacity = o.max_iterations * (o.regularizer >= HORECON_REG_TOTAL_VARIATION && reweightings > 1 ? (int32_t)reweightings : 1) + 1;
   progress.residuals = (double *)mxCalloc((size_t)progress.capacity, sizeof(double));

@@ -218,6 +218,7 @@ class _CgOptions(Structure):
         ("warm_start", c_int32),
         ("progress", _ProgressFn),
         ("progress_user", c_void_p),
+        ("neighbours", c_int32),
     ]
 
 
@@ -796,6 +797,7 @@ class Plan:
         epsilon: float | None = None,
         sigma: float | None = None,
         fd_weights=None,
+        neighbours: int | None = None,
     ):
         """Conjugate gradient on (E^H W E + lambda R) rho = E^H W d.
 
@@ -821,7 +823,14 @@ class Plan:
             (N, ndims), (ndims, N), or the image shape + (ndims,), with ndims the
             number of grid axes of more than one voxel (x before y before z;
             entry [n, a] weighs the edge from voxel n to its successor along a),
-            or None (= 1).
+            or None (= 1). With neighbours=26, ndims is the number of neighbour
+            directions (13 in 3D, 4 in 2D, 1 in 1D) in the order given there.
+        neighbours : 6 (default: differences along the grid axes) or 26 (to
+            every neighbour, each edge once, the difference along offset d
+            weighted 1/|d|^2 in g_n^2): over the axes e0, e1, e2 of more than one
+            voxel the directions are e0, e1, e2, e0+e1, e0-e1, e0+e2, e0-e2,
+            e1+e2, e1-e2, e0+e1+e2, e0+e1-e2, e0-e1+e2, e0-e1-e2, keeping those
+            within the grid's axes (2D: e0, e1, e0+e1, e0-e1, the 8-neighbourhood).
         sample_weights : (M,) non-negative weights W shared by all coils, or None.
         x0 : start image (warm start), or None for zero.
         progress : callable(iteration, rel_residual) -> truthy to stop, or None.
@@ -852,9 +861,12 @@ class Plan:
             opts.epsilon = float(epsilon)
         if sigma is not None:
             opts.sigma = float(sigma)
+        if neighbours is not None:
+            opts.neighbours = int(neighbours)
         u = None
         if fd_weights is not None:
-            ndims = max(1, sum(1 for d in self.dims if d > 1))
+            axes = sum(1 for d in self.dims if d > 1)
+            ndims = {0: 1, 1: 1, 2: 4, 3: 13}[axes] if opts.neighbours == 26 else max(1, axes)
             extra = [sh + (ndims,) for sh in self._image_shapes() if len(sh) > 1]
             u = self._matrix_in("fd_weights", fd_weights, self.nvoxels, ndims, np.float32, "N", "ndims", extra)
             opts.fd_weights = _ptr(u, c_float)

@@ -11,7 +11,7 @@ use crate::model::cartesian::Cartesian;
 use crate::model::toeplitz::ToeplitzSpec;
 use crate::model::{check_finite_c32, check_finite_f32, Model, Sizes};
 use crate::op::{CgReport, EncodingOperator, Precision};
-use crate::solver::{CgProblem, Regularizer};
+use crate::solver::{CgProblem, Neighbourhood, Regularizer};
 use num_complex::Complex32;
 use std::sync::{Arc, Mutex};
 
@@ -77,6 +77,11 @@ pub struct CgOptions<'a> {
     /// N×ndims non-negative per-edge weights of the finite-difference
     /// regularizers (ndims = [`Sizes::grid_axes`]), voxel fastest; `None` = 1.
     pub fd_weights: Option<&'a [f32]>,
+    /// The directions of D for the finite-difference regularizers: the grid
+    /// axes (default) or all neighbours (26 in 3D, 8 in 2D) weighted 1/|d|²;
+    /// `fd_weights` then has one column per direction
+    /// ([`crate::backend::cpu::fd`] lists them in order).
+    pub neighbourhood: Neighbourhood,
     pub warm_start: bool,
     /// (iteration, relative residual) → true to stop.
     pub progress: Option<&'a (dyn Fn(usize, f64) -> bool + Sync)>,
@@ -94,6 +99,7 @@ impl Default for CgOptions<'_> {
             sigma: 1.0,
             sample_weights: None,
             fd_weights: None,
+            neighbourhood: Neighbourhood::Axes,
             warm_start: false,
             progress: None,
         }
@@ -125,6 +131,9 @@ pub struct Plan {
     toeplitz: Option<usize>,
     /// The Toeplitz operator (normal and CG), built on first use.
     toeplitz_operator: Mutex<Option<Arc<dyn EncodingOperator>>>,
+    /// A CPU operator for the same model, built on first use by an AUTO plan
+    /// on a GPU when it needs what the CUDA backend does not provide yet.
+    cpu_operator: Mutex<Option<Arc<dyn EncodingOperator>>>,
 }
 
 fn expect_len(argument: &str, got: usize, expected: usize, shape: &str) -> Result<()> {
@@ -134,6 +143,11 @@ fn expect_len(argument: &str, got: usize, expected: usize, shape: &str) -> Resul
         )));
     }
     Ok(())
+}
+
+/// The number of difference directions (columns of `fd_weights`) of a grid.
+pub fn fd_directions(sizes: Sizes, neighbourhood: Neighbourhood) -> usize {
+    crate::backend::cpu::fd::Grid::with_neighbourhood(sizes.dims, neighbourhood).ndims()
 }
 
 /// Checks the options of the finite-difference regularizers: `fd_weights`
@@ -156,12 +170,16 @@ fn check_regularizer_options(options: &CgOptions<'_>, sizes: Sizes) -> Result<()
                  finite difference, total variation and Laplace"
             )));
         }
-        let ndims = sizes.grid_axes();
+        let ndims = fd_directions(sizes, options.neighbourhood);
+        let what = match options.neighbourhood {
+            Neighbourhood::Axes => "grid axes of more than one voxel",
+            Neighbourhood::Full => "neighbour directions (neighbours = 26)",
+        };
         expect_len(
             "fd_weights",
             w.len(),
             sizes.voxels * ndims,
-            &format!("N x ndims with ndims = {ndims} grid axes of more than one voxel"),
+            &format!("N x ndims with ndims = {ndims} {what}"),
         )?;
         check_finite_f32("fd_weights", w)?;
         if let Some(i) = w.iter().position(|&v| v < 0.0) {
@@ -242,6 +260,7 @@ impl Plan {
             operator: Mutex::new(None),
             toeplitz: None,
             toeplitz_operator: Mutex::new(None),
+            cpu_operator: Mutex::new(None),
         })
     }
 
@@ -266,6 +285,10 @@ impl Plan {
         *self.operator.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
         *self
             .toeplitz_operator
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner()) = None;
+        *self
+            .cpu_operator
             .get_mut()
             .unwrap_or_else(|e| e.into_inner()) = None;
     }
@@ -405,6 +428,48 @@ impl Plan {
     /// The Cartesian sampling when the plan is in Cartesian FFT mode.
     pub fn cartesian(&self) -> Option<&Cartesian> {
         self.cartesian.as_deref()
+    }
+
+    /// The operator on the CPU for the current model, built on first use:
+    /// what an AUTO plan on a GPU uses for the features the CUDA backend
+    /// does not have yet (the finite-difference regularizers).
+    fn cpu_operator(&self) -> Result<Arc<dyn EncodingOperator>> {
+        if self.backend == BackendKind::Cpu {
+            return self.normal_operator();
+        }
+        let mut slot = self.cpu_operator.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(op) = slot.as_ref() {
+            return Ok(op.clone());
+        }
+        // The CPU twin of `normal_operator`: Toeplitz, Cartesian or exact.
+        let features = self.model.features()?;
+        let op: Arc<dyn EncodingOperator> = Arc::from(match (self.toeplitz, &self.cartesian) {
+            (Some(segments), _) => backend::build_toeplitz(
+                BackendKind::Cpu,
+                &features,
+                ToeplitzSpec::new(&self.model, segments)?,
+                self.sizes(),
+                &self.options,
+                self.pool.clone(),
+            )?,
+            (None, Some(cartesian)) => backend::build_cartesian(
+                BackendKind::Cpu,
+                cartesian.clone(),
+                self.model.sensitivities.as_deref(),
+                self.sizes(),
+                &self.options,
+                self.pool.clone(),
+            )?,
+            (None, None) => backend::build(
+                BackendKind::Cpu,
+                &features,
+                self.sizes(),
+                &self.options,
+                self.pool.clone(),
+            )?,
+        });
+        *slot = Some(op.clone());
+        Ok(op)
     }
 
     /// The operator for the current model, built on first use.
@@ -576,7 +641,21 @@ impl Plan {
             }
         }
         check_regularizer_options(options, s)?;
-        let op = self.normal_operator()?;
+        // The CUDA backend has no finite-difference regularizers yet: an AUTO
+        // plan solves those on the CPU; a plan that asked for CUDA gets the
+        // backend's INVALID_ARGUMENT from its CG.
+        let needs_differences = matches!(
+            options.regularizer,
+            Regularizer::FiniteDifference | Regularizer::TotalVariation | Regularizer::Laplace
+        );
+        let op = if needs_differences
+            && self.backend == BackendKind::Cuda
+            && self.options.backend == BackendKind::Auto
+        {
+            self.cpu_operator()?
+        } else {
+            self.normal_operator()?
+        };
         let verbosity = self.options.verbosity;
         let user = options.progress;
         let progress = move |iteration: usize, rel: f64| {
@@ -591,6 +670,7 @@ impl Plan {
             regularizer: options.regularizer,
             lambda: options.lambda,
             fd_weights: options.fd_weights,
+            neighbourhood: options.neighbourhood,
             reweightings: options.reweightings,
             epsilon: options.epsilon,
             sigma: options.sigma,

@@ -8,8 +8,8 @@
 mod common;
 use common::*;
 use horecon::backend::cpu::fd::{self, Grid};
-use horecon::solver::Penalty;
-use horecon::{BackendKind, CgOptions, Complex32, Options, Plan, Precision, Regularizer, Status};
+use horecon::solver::{Neighbourhood, Penalty};
+use horecon::{CgOptions, Complex32, Options, Plan, Precision, Regularizer, Status};
 use num_complex::Complex64;
 
 /// Grids of odd and even sizes, 1D, 2D and 3D (and singleton axes between).
@@ -26,26 +26,74 @@ const GRIDS: [[usize; 3]; 10] = [
     [1, 1, 1],
 ];
 
-/// The edges of D built from coordinates, independently of the library:
-/// (axis index a among the axes of more than one voxel, voxel n, successor).
-fn dense_edges(dims: [usize; 3]) -> (usize, Vec<(usize, usize, usize)>) {
+/// The 26-neighbourhood's directions in the documented order (C API
+/// `neighbours`), over the axes of more than one voxel.
+const FULL_ORDER: [[isize; 3]; 13] = [
+    [1, 0, 0],
+    [0, 1, 0],
+    [0, 0, 1],
+    [1, 1, 0],
+    [1, -1, 0],
+    [1, 0, 1],
+    [1, 0, -1],
+    [0, 1, 1],
+    [0, 1, -1],
+    [1, 1, 1],
+    [1, 1, -1],
+    [1, -1, 1],
+    [1, -1, -1],
+];
+
+const NEIGHBOURHOODS: [Neighbourhood; 2] = [Neighbourhood::Axes, Neighbourhood::Full];
+
+/// The directions of D as offsets in x, y, z with their weights 1/|d|²,
+/// built here from the documented order, independently of the library.
+fn dense_directions(dims: [usize; 3], nb: Neighbourhood) -> Vec<([isize; 3], f64)> {
     let axes: Vec<usize> = (0..3).filter(|&a| dims[a] > 1).collect();
+    let candidates = match nb {
+        Neighbourhood::Axes => &FULL_ORDER[..3],
+        Neighbourhood::Full => &FULL_ORDER[..],
+    };
+    let mut out = vec![];
+    for o in candidates {
+        if (0..3).any(|k| o[k] != 0 && k >= axes.len()) {
+            continue;
+        }
+        let mut offset = [0isize; 3];
+        for (k, &a) in axes.iter().enumerate() {
+            offset[a] = o[k];
+        }
+        let length_sqr: isize = o.iter().map(|v| v * v).sum();
+        out.push((offset, 1.0 / length_sqr as f64));
+    }
+    if out.is_empty() {
+        out.push(([1, 0, 0], 1.0));
+    }
+    out
+}
+
+/// The edges of D built from coordinates, independently of the library:
+/// (number of directions, edges (direction d, voxel n, neighbour n + d, weight 1/|d|²)).
+fn dense_edges(dims: [usize; 3], nb: Neighbourhood) -> (usize, Vec<(usize, usize, usize, f64)>) {
+    let directions = dense_directions(dims, nb);
     let mut edges = vec![];
-    for (a, &axis) in axes.iter().enumerate() {
+    for (d, &(offset, c)) in directions.iter().enumerate() {
         for iz in 0..dims[2] {
             for iy in 0..dims[1] {
                 for ix in 0..dims[0] {
-                    let mut c = [ix, iy, iz];
-                    let n = c[0] + dims[0] * (c[1] + dims[1] * c[2]);
-                    if c[axis] + 1 < dims[axis] {
-                        c[axis] += 1;
-                        edges.push((a, n, c[0] + dims[0] * (c[1] + dims[1] * c[2])));
+                    let at = [ix, iy, iz];
+                    let to: Vec<isize> = (0..3).map(|a| at[a] as isize + offset[a]).collect();
+                    if (0..3).all(|a| to[a] >= 0 && (to[a] as usize) < dims[a]) {
+                        let n = ix + dims[0] * (iy + dims[1] * iz);
+                        let s =
+                            to[0] as usize + dims[0] * (to[1] as usize + dims[1] * to[2] as usize);
+                        edges.push((d, n, s, c));
                     }
                 }
             }
         }
     }
-    (axes.len().max(1), edges)
+    (directions.len(), edges)
 }
 
 fn c64(rng: &mut Rng, n: usize) -> Vec<Complex64> {
@@ -61,64 +109,90 @@ fn rel64(a: &[Complex64], b: &[Complex64]) -> f64 {
 }
 
 #[test]
+fn directions_follow_the_documented_order() {
+    for dims in GRIDS.into_iter().chain([[3, 4, 5], [2, 2, 2]]) {
+        for nb in NEIGHBOURHOODS {
+            let grid = Grid::with_neighbourhood(dims, nb);
+            let want = dense_directions(dims, nb);
+            assert_eq!(grid.ndims(), want.len(), "{dims:?} {nb:?}");
+            for (d, (offset, c)) in grid.directions().iter().zip(&want) {
+                let stride = offset[0]
+                    + dims[0] as isize * offset[1]
+                    + (dims[0] * dims[1]) as isize * offset[2];
+                assert_eq!(d.stride, stride, "{dims:?} {nb:?}");
+                assert_eq!(d.weight, *c, "{dims:?} {nb:?}");
+            }
+        }
+    }
+    // 3D: 3 and 13 directions; 2D: 2 and 4 (the 8-neighbourhood); 1D: 1 and 1
+    let count = |dims, nb| Grid::with_neighbourhood(dims, nb).ndims();
+    assert_eq!(count([3, 4, 5], Neighbourhood::Full), 13);
+    assert_eq!(count([3, 4, 5], Neighbourhood::Axes), 3);
+    assert_eq!(count([3, 1, 5], Neighbourhood::Full), 4);
+    assert_eq!(count([1, 7, 1], Neighbourhood::Full), 1);
+    assert_eq!(count([1, 1, 1], Neighbourhood::Full), 1);
+    assert_eq!(Neighbourhood::from_code(0).unwrap(), Neighbourhood::Axes);
+    assert_eq!(Neighbourhood::from_code(6).unwrap(), Neighbourhood::Axes);
+    assert_eq!(Neighbourhood::from_code(26).unwrap(), Neighbourhood::Full);
+    for bad in [-1, 4, 8, 18, 27] {
+        let e = Neighbourhood::from_code(bad).unwrap_err();
+        assert_eq!(e.status, Status::InvalidArgument);
+        assert!(e.message.contains("neighbours"), "{}", e.message);
+    }
+}
+
+#[test]
 fn fd_normal_matches_a_dense_construction() {
     let mut rng = Rng::fresh("fd_normal_matches_a_dense_construction");
-    for dims in GRIDS {
-        let grid = Grid::new(dims);
-        let n: usize = dims.iter().product();
-        let (ndims, edges) = dense_edges(dims);
-        assert_eq!(grid.ndims(), ndims, "{dims:?}");
-        let x = c64(&mut rng, n);
-        let u: Vec<f32> = (0..n * ndims).map(|_| rng.range(0.1, 2.0) as f32).collect();
-        let nu: Vec<f64> = (0..n).map(|_| rng.range(0.1, 3.0)).collect();
-        let lambda = rng.range(0.5, 2.0);
-        // D x
-        let mut dx = vec![Complex64::default(); n * ndims];
-        fd::differences(&grid, &x, &mut dx);
-        let mut dx_dense = vec![Complex64::default(); n * ndims];
-        for &(a, v, s) in &edges {
-            dx_dense[a * n + v] = x[s] - x[v];
-        }
-        assert_eq!(dx, dx_dense, "D x on {dims:?}");
-        // y0 + λ Dᴴ diag(u ν) D x
-        let y0 = c64(&mut rng, n);
-        let mut expect = y0.clone();
-        for &(a, v, s) in &edges {
-            let w = lambda * u[a * n + v] as f64 * nu[v];
-            let e = w * (x[s] - x[v]);
-            expect[s] += e;
-            expect[v] -= e;
-        }
-        for (factors, weights) in [(Some(&nu[..]), Some(&u[..])), (None, None)] {
-            let mut want = y0.clone();
-            for &(a, v, s) in &edges {
-                let w = lambda
-                    * weights.map_or(1.0, |u| u[a * n + v] as f64)
-                    * factors.map_or(1.0, |f| f[v]);
-                let e = w * (x[s] - x[v]);
-                want[s] += e;
-                want[v] -= e;
+    for dims in GRIDS.into_iter().chain([[3, 4, 5], [4, 3, 3]]) {
+        for nb in NEIGHBOURHOODS {
+            let grid = Grid::with_neighbourhood(dims, nb);
+            let n: usize = dims.iter().product();
+            let (ndims, edges) = dense_edges(dims, nb);
+            assert_eq!(grid.ndims(), ndims, "{dims:?} {nb:?}");
+            let x = c64(&mut rng, n);
+            let u: Vec<f32> = (0..n * ndims).map(|_| rng.range(0.1, 2.0) as f32).collect();
+            let nu: Vec<f64> = (0..n).map(|_| rng.range(0.1, 3.0)).collect();
+            let lambda = rng.range(0.5, 2.0);
+            // D x (unweighted differences)
+            let mut dx = vec![Complex64::default(); n * ndims];
+            fd::differences(&grid, &x, &mut dx);
+            let mut dx_dense = vec![Complex64::default(); n * ndims];
+            for &(a, v, s, _) in &edges {
+                dx_dense[a * n + v] = x[s] - x[v];
             }
-            let mut y = y0.clone();
-            fd::add_fd_normal(&grid, lambda, weights, factors, &x, &mut y);
-            let err = rel64(&y, &want);
-            assert!(err <= 1e-14, "Dᴴ W D on {dims:?}: {err:e}");
-        }
-        let mut y = y0.clone();
-        fd::add_fd_normal(&grid, lambda, Some(&u), Some(&nu), &x, &mut y);
-        assert!(rel64(&y, &expect) <= 1e-14);
-        // weighted gradient magnitude
-        let mut g = vec![0.0; n];
-        fd::gradient_magnitude(&grid, Some(&u), &x, &mut g);
-        let mut g2 = vec![0.0; n];
-        for &(a, v, s) in &edges {
-            g2[v] += u[a * n + v] as f64 * (x[s] - x[v]).norm_sqr();
-        }
-        for v in 0..n {
-            assert!(
-                (g[v] - g2[v].sqrt()).abs() <= 1e-12 * (1.0 + g[v]),
-                "{dims:?}"
-            );
+            assert_eq!(dx, dx_dense, "D x on {dims:?} {nb:?}");
+            // y0 + λ Dᴴ diag(c u ν) D x
+            let y0 = c64(&mut rng, n);
+            for (factors, weights) in [(Some(&nu[..]), Some(&u[..])), (None, None)] {
+                let mut want = y0.clone();
+                for &(a, v, s, c) in &edges {
+                    let w = lambda
+                        * c
+                        * weights.map_or(1.0, |u| u[a * n + v] as f64)
+                        * factors.map_or(1.0, |f| f[v]);
+                    let e = w * (x[s] - x[v]);
+                    want[s] += e;
+                    want[v] -= e;
+                }
+                let mut y = y0.clone();
+                fd::add_fd_normal(&grid, lambda, weights, factors, &x, &mut y);
+                let err = rel64(&y, &want);
+                assert!(err <= 1e-14, "Dᴴ W D on {dims:?} {nb:?}: {err:e}");
+            }
+            // weighted gradient magnitude
+            let mut g = vec![0.0; n];
+            fd::gradient_magnitude(&grid, Some(&u), &x, &mut g);
+            let mut g2 = vec![0.0; n];
+            for &(a, v, s, c) in &edges {
+                g2[v] += c * u[a * n + v] as f64 * (x[s] - x[v]).norm_sqr();
+            }
+            for v in 0..n {
+                assert!(
+                    (g[v] - g2[v].sqrt()).abs() <= 1e-12 * (1.0 + g[v]),
+                    "{dims:?} {nb:?}"
+                );
+            }
         }
     }
 }
@@ -126,32 +200,36 @@ fn fd_normal_matches_a_dense_construction() {
 #[test]
 fn differences_and_their_adjoint_are_adjoint() {
     let mut rng = Rng::fresh("differences_and_their_adjoint_are_adjoint");
-    for dims in GRIDS {
-        let grid = Grid::new(dims);
-        let n = grid.voxels();
-        let x = c64(&mut rng, n);
-        // random values on every entry, edgeless voxels included
-        let e = c64(&mut rng, n * grid.ndims());
-        let mut dx = vec![Complex64::default(); e.len()];
-        fd::differences(&grid, &x, &mut dx);
-        let mut dhe = vec![Complex64::default(); n];
-        fd::differences_adjoint(&grid, &e, &mut dhe);
-        let lhs: Complex64 = dx.iter().zip(&e).map(|(a, b)| a.conj() * b).sum();
-        let rhs: Complex64 = x.iter().zip(&dhe).map(|(a, b)| a.conj() * b).sum();
-        let scale = (lhs.norm() + rhs.norm()).max(1.0);
-        assert!(
-            (lhs - rhs).norm() <= 1e-12 * scale,
-            "{dims:?}: <Dx,e> = {lhs}, <x,Dᴴe> = {rhs}"
-        );
-        if n > 1 {
-            assert!(lhs.norm() > 1e-3, "{dims:?}: degenerate check");
+    for dims in GRIDS.into_iter().chain([[3, 4, 5]]) {
+        for nb in NEIGHBOURHOODS {
+            let grid = Grid::with_neighbourhood(dims, nb);
+            let n = grid.voxels();
+            let x = c64(&mut rng, n);
+            // random values on every entry, edgeless voxels included
+            let e = c64(&mut rng, n * grid.ndims());
+            let mut dx = vec![Complex64::default(); e.len()];
+            fd::differences(&grid, &x, &mut dx);
+            let mut dhe = vec![Complex64::default(); n];
+            fd::differences_adjoint(&grid, &e, &mut dhe);
+            let lhs: Complex64 = dx.iter().zip(&e).map(|(a, b)| a.conj() * b).sum();
+            let rhs: Complex64 = x.iter().zip(&dhe).map(|(a, b)| a.conj() * b).sum();
+            let scale = (lhs.norm() + rhs.norm()).max(1.0);
+            assert!(
+                (lhs - rhs).norm() <= 1e-12 * scale,
+                "{dims:?} {nb:?}: <Dx,e> = {lhs}, <x,Dᴴe> = {rhs}"
+            );
+            if n > 1 {
+                assert!(lhs.norm() > 1e-3, "{dims:?}: degenerate check");
+            }
+            // Dᴴ diag(c) D = add_fd_normal with unit weights
+            let c: Vec<f64> = grid.directions().iter().map(|d| d.weight).collect();
+            let cdx: Vec<Complex64> = dx.iter().enumerate().map(|(k, v)| v * c[k / n]).collect();
+            let mut dhd = vec![Complex64::default(); n];
+            fd::differences_adjoint(&grid, &cdx, &mut dhd);
+            let mut y = vec![Complex64::default(); n];
+            fd::add_fd_normal::<f64>(&grid, 1.0, None, None, &x, &mut y);
+            assert!(rel64(&y, &dhd) <= 1e-14 || n == 1, "{dims:?} {nb:?}");
         }
-        // DᴴD = add_fd_normal with unit weights
-        let mut dhd = vec![Complex64::default(); n];
-        fd::differences_adjoint(&grid, &dx, &mut dhd);
-        let mut y = vec![Complex64::default(); n];
-        fd::add_fd_normal::<f64>(&grid, 1.0, None, None, &x, &mut y);
-        assert!(rel64(&y, &dhd) <= 1e-14 || n == 1, "{dims:?}");
     }
 }
 
@@ -165,9 +243,11 @@ fn psi(penalty: &str, g: f64, epsilon: f64, sigma: f64) -> f64 {
     }
 }
 
-/// R(ρ) = 2·Σ_n ψ(g_n), g_n² = Σ_a u_{a,n}|(Dρ)_{a,n}|², from the dense edges.
+/// R(ρ) = 2·Σ_n ψ(g_n), g_n² = Σ_d c_d u_{d,n}|(Dρ)_{d,n}|², from the dense edges.
+#[allow(clippy::too_many_arguments)]
 fn penalty_value(
     dims: [usize; 3],
+    nb: Neighbourhood,
     u: &[f32],
     x: &[Complex64],
     penalty: &str,
@@ -175,10 +255,10 @@ fn penalty_value(
     sigma: f64,
 ) -> f64 {
     let n = x.len();
-    let (_, edges) = dense_edges(dims);
+    let (_, edges) = dense_edges(dims, nb);
     let mut g2 = vec![0.0; n];
-    for &(a, v, s) in &edges {
-        g2[v] += u[a * n + v] as f64 * (x[s] - x[v]).norm_sqr();
+    for &(a, v, s, c) in &edges {
+        g2[v] += c * u[a * n + v] as f64 * (x[s] - x[v]).norm_sqr();
     }
     g2.iter()
         .map(|&g2| 2.0 * psi(penalty, g2.sqrt(), epsilon, sigma))
@@ -188,8 +268,14 @@ fn penalty_value(
 #[test]
 fn penalty_gradients_match_finite_differences() {
     let mut rng = Rng::fresh("penalty_gradients_match_finite_differences");
-    for dims in [[4, 1, 1], [3, 4, 1], [3, 2, 3]] {
-        let grid = Grid::new(dims);
+    for (dims, nb) in [
+        ([4, 1, 1], Neighbourhood::Axes),
+        ([3, 4, 1], Neighbourhood::Axes),
+        ([3, 2, 3], Neighbourhood::Axes),
+        ([3, 4, 1], Neighbourhood::Full),
+        ([3, 2, 3], Neighbourhood::Full),
+    ] {
+        let grid = Grid::with_neighbourhood(dims, nb);
         let n = grid.voxels();
         let u: Vec<f32> = (0..n * grid.ndims())
             .map(|_| rng.range(0.2, 2.0) as f32)
@@ -205,7 +291,7 @@ fn penalty_gradients_match_finite_differences() {
             for g in [0.0, 0.3, 2.0] {
                 assert!((penalty.value(g) - psi(name, g, epsilon, sigma)).abs() <= 1e-14);
             }
-            // gradient (∂/∂Re + i∂/∂Im) of R = 2Σψ(g_n): 2·Dᴴ diag(u·ν(g)) D ρ
+            // gradient (∂/∂Re + i∂/∂Im) of R = 2Σψ(g_n): 2·Dᴴ diag(c·u·ν(g)) D ρ
             let mut g = vec![0.0; n];
             fd::gradient_magnitude(&grid, Some(&u), &x, &mut g);
             let nu: Vec<f64> = g.iter().map(|&g| penalty.weight(g)).collect();
@@ -222,15 +308,15 @@ fn penalty_gradients_match_finite_differences() {
                     let (mut plus, mut minus) = (x.clone(), x.clone());
                     plus[v] += step;
                     minus[v] -= step;
-                    part[k] = (penalty_value(dims, &u, &plus, name, epsilon, sigma)
-                        - penalty_value(dims, &u, &minus, name, epsilon, sigma))
+                    part[k] = (penalty_value(dims, nb, &u, &plus, name, epsilon, sigma)
+                        - penalty_value(dims, nb, &u, &minus, name, epsilon, sigma))
                         / (2.0 * h);
                 }
                 numeric[v] = Complex64::new(part[0], part[1]);
             }
             let err = rel64(&gradient, &numeric);
-            eprintln!("{dims:?} {name}: gradient vs finite differences {err:.1e}");
-            assert!(err <= 1e-6, "{dims:?} {name}: {err:e}");
+            eprintln!("{dims:?} {nb:?} {name}: gradient vs finite differences {err:.1e}");
+            assert!(err <= 1e-6, "{dims:?} {nb:?} {name}: {err:e}");
         }
     }
 }
@@ -274,12 +360,15 @@ fn grid_problem(rng: &mut Rng, dims: [usize; 3], oversampling: usize, coils: usi
     }
 }
 
-fn cpu_plan(problem: &Problem, precision: Precision) -> Plan {
-    problem.plan_with(Options {
-        backend: BackendKind::Cpu,
+/// The problem's plan on the default backend (AUTO: on a GPU machine a CUDA plan, whose
+/// finite-difference regularizers run on the CPU operator of the same model).
+fn plan_on_default(problem: &Problem, precision: Precision) -> Plan {
+    let plan = problem.plan_with(Options {
         precision,
         ..Options::default()
-    })
+    });
+    eprintln!("backend {:?} ({precision:?})", plan.backend());
+    plan
 }
 
 /// Solves A x = b (dense, partial pivoting).
@@ -334,19 +423,25 @@ fn normal_equations(
 fn fd_regularised_cg_matches_the_closed_form() {
     let mut rng = Rng::fresh("fd_regularised_cg_matches_the_closed_form");
     // under-determined (M = N/2 per coil, one coil): D makes the system solvable
-    for (dims, oversampling, coils) in [([5, 4, 1], 1, 2), ([4, 3, 2], 1, 1), ([7, 1, 1], 2, 1)] {
+    for (dims, oversampling, coils, nb) in [
+        ([5, 4, 1], 1, 2, Neighbourhood::Axes),
+        ([4, 3, 2], 1, 1, Neighbourhood::Axes),
+        ([7, 1, 1], 2, 1, Neighbourhood::Axes),
+        ([5, 4, 1], 1, 2, Neighbourhood::Full),
+        ([3, 4, 3], 1, 1, Neighbourhood::Full),
+    ] {
         let problem = grid_problem(&mut rng, dims, oversampling, coils);
         let n = problem.voxels();
-        let plan = cpu_plan(&problem, Precision::Double);
-        let ndims = plan.sizes().grid_axes();
+        let plan = plan_on_default(&problem, Precision::Double);
+        let ndims = Grid::with_neighbourhood(dims, nb).ndims();
         let data = rng.complex(problem.samples * problem.coils);
         let u: Vec<f32> = (0..n * ndims).map(|_| rng.range(0.2, 2.0) as f32).collect();
         let e = problem.dense();
         let (mut a, b) = normal_equations(&e, &data);
         let lambda = 0.3 * (problem.samples * problem.coils) as f64;
-        let (_, edges) = dense_edges(dims);
-        for &(ax, v, s) in &edges {
-            let w = lambda * u[ax * n + v] as f64;
+        let (_, edges) = dense_edges(dims, nb);
+        for &(ax, v, s, c) in &edges {
+            let w = lambda * c * u[ax * n + v] as f64;
             a[v][v] += w;
             a[s][s] += w;
             a[v][s] -= w;
@@ -363,6 +458,7 @@ fn fd_regularised_cg_matches_the_closed_form() {
                     regularizer: Regularizer::FiniteDifference,
                     lambda,
                     fd_weights: Some(&u),
+                    neighbourhood: nb,
                     ..Default::default()
                 },
                 &mut x,
@@ -370,12 +466,12 @@ fn fd_regularised_cg_matches_the_closed_form() {
             .unwrap();
         let err = rel_error(&x, &expect);
         eprintln!(
-            "{dims:?}: {} iterations, residual {:.1e}, vs closed form {err:.1e}",
+            "{dims:?} {nb:?}: {} iterations, residual {:.1e}, vs closed form {err:.1e}",
             info.iterations, info.rel_residual
         );
-        assert!(info.converged && err <= 1e-5, "{dims:?}: {err:e}");
+        assert!(info.converged && err <= 1e-5, "{dims:?} {nb:?}: {err:e}");
         // accurate (float32) precision too, and unit weights differ from u
-        let plan32 = cpu_plan(&problem, Precision::Accurate);
+        let plan32 = plan_on_default(&problem, Precision::Accurate);
         let mut x32 = vec![Complex32::default(); n];
         plan32
             .cg(
@@ -386,13 +482,14 @@ fn fd_regularised_cg_matches_the_closed_form() {
                     regularizer: Regularizer::FiniteDifference,
                     lambda,
                     fd_weights: Some(&u),
+                    neighbourhood: nb,
                     ..Default::default()
                 },
                 &mut x32,
             )
             .unwrap();
         let err32 = rel_error(&x32, &expect);
-        assert!(err32 <= 1e-4, "{dims:?} accurate: {err32:e}");
+        assert!(err32 <= 1e-4, "{dims:?} {nb:?} accurate: {err32:e}");
         let mut unit = vec![Complex32::default(); n];
         plan.cg(
             &data,
@@ -401,6 +498,7 @@ fn fd_regularised_cg_matches_the_closed_form() {
                 tolerance: 1e-9,
                 regularizer: Regularizer::FiniteDifference,
                 lambda,
+                neighbourhood: nb,
                 ..Default::default()
             },
             &mut unit,
@@ -497,7 +595,7 @@ fn reweighted_solutions_are_stationary_points() {
     let dims = [5, 4, 1];
     let problem = grid_problem(&mut rng, dims, 2, 2);
     let n = problem.voxels();
-    let plan = cpu_plan(&problem, Precision::Double);
+    let plan = plan_on_default(&problem, Precision::Double);
     let truth = rng.complex(n);
     let mut data = vec![Complex32::default(); problem.samples * problem.coils];
     plan.forward(&truth, &mut data).unwrap();
@@ -505,12 +603,44 @@ fn reweighted_solutions_are_stationary_points() {
         *v += Complex32::new(0.3 * rng.normal() as f32, 0.3 * rng.normal() as f32);
     }
     let e = problem.dense();
-    let u: Vec<f32> = (0..2 * n).map(|_| rng.range(0.5, 1.5) as f32).collect();
+    // 4 columns: the 8-neighbourhood's directions (the axes use the first 2)
+    let u_all: Vec<f32> = (0..4 * n).map(|_| rng.range(0.5, 1.5) as f32).collect();
     let lambda = 0.05 * (problem.samples * problem.coils) as f64;
-    for (name, regularizer, epsilon, sigma, steps) in [
-        ("tv", Regularizer::TotalVariation, 0.1, 1.0, 60),
-        ("laplace", Regularizer::Laplace, 0.1, 2.0, 60),
+    for (name, regularizer, epsilon, sigma, steps, nb) in [
+        (
+            "tv",
+            Regularizer::TotalVariation,
+            0.1,
+            1.0,
+            60,
+            Neighbourhood::Axes,
+        ),
+        (
+            "laplace",
+            Regularizer::Laplace,
+            0.1,
+            2.0,
+            60,
+            Neighbourhood::Axes,
+        ),
+        (
+            "tv",
+            Regularizer::TotalVariation,
+            0.1,
+            1.0,
+            60,
+            Neighbourhood::Full,
+        ),
+        (
+            "laplace",
+            Regularizer::Laplace,
+            0.1,
+            2.0,
+            40,
+            Neighbourhood::Full,
+        ),
     ] {
+        let u = &u_all[..n * Grid::with_neighbourhood(dims, nb).ndims()];
         let mut x = vec![Complex32::default(); n];
         let info = plan
             .cg(
@@ -523,7 +653,8 @@ fn reweighted_solutions_are_stationary_points() {
                     reweightings: steps,
                     epsilon,
                     sigma,
-                    fd_weights: Some(&u),
+                    fd_weights: Some(u),
+                    neighbourhood: nb,
                     ..Default::default()
                 },
                 &mut x,
@@ -535,7 +666,7 @@ fn reweighted_solutions_are_stationary_points() {
         } else {
             epsilon
         };
-        let reg = |x: &[Complex64]| penalty_value(dims, &u, x, name, final_epsilon, sigma);
+        let reg = |x: &[Complex64]| penalty_value(dims, nb, u, x, name, final_epsilon, sigma);
         let j = |x: &[Complex64]| objective(&e, &data, lambda, &reg, x);
         let x64 = to_c64(&x);
         let scale = norm(&numeric_gradient(&j, &to_c64(&truth), 1e-6));
@@ -544,11 +675,14 @@ fn reweighted_solutions_are_stationary_points() {
         // max over directions v of −J'(x; ±v), which for a smooth J is |∇J·v|.
         let descent = steepest_descent(&j, &x64, 1e-6, &mut rng) / scale;
         eprintln!(
-            "{name}: {} iterations in {steps} steps; steepest descent at the solution / |∇J| at the truth = {descent:.1e}",
+            "{name} {nb:?}: {} iterations in {steps} steps; steepest descent at the solution / |∇J| at the truth = {descent:.1e}",
             info.iterations
         );
         assert!(info.iterations > steps);
-        assert!(descent <= 1e-3, "{name}: not stationary ({descent:e})");
+        assert!(
+            descent <= 1e-3,
+            "{name} {nb:?}: not stationary ({descent:e})"
+        );
         // and its objective is below the truth's
         assert!(j(&x64) < j(&to_c64(&truth)));
     }
@@ -607,18 +741,8 @@ fn tv_and_laplace_recover_a_piecewise_constant_phantom_better_than_tikhonov() {
     let spokes = 12; // N = 1024 unknowns, M = 384 samples: 2.7× undersampled
     let k = radial(nx, spokes, fov);
     let m = k.len() / 2;
-    let mut plan = Plan::new(
-        Options {
-            backend: BackendKind::Cpu,
-            ..Options::default()
-        },
-        nx as i64,
-        ny as i64,
-        1,
-        1,
-        m as i64,
-    )
-    .unwrap();
+    // the default backend: CUDA on a GPU machine, else the CPU
+    let mut plan = Plan::new(Options::default(), nx as i64, ny as i64, 1, 1, m as i64).unwrap();
     plan.set_grid_positions([fov, fov, 0.005], [0.0; 3])
         .unwrap();
     plan.set_trajectory(2, &k).unwrap();
@@ -632,7 +756,8 @@ fn tv_and_laplace_recover_a_piecewise_constant_phantom_better_than_tikhonov() {
     }
     let truth64 = to_c64(&truth);
     let scale = m as f64;
-    let run = |regularizer, lambda: f64, sigma: f64, epsilon: f64| {
+    eprintln!("backend {:?}", plan.backend());
+    let run = |regularizer, lambda: f64, sigma: f64, epsilon: f64, nb: Neighbourhood| {
         let mut x = vec![Complex32::default(); nx * ny];
         let info = plan
             .cg(
@@ -645,6 +770,7 @@ fn tv_and_laplace_recover_a_piecewise_constant_phantom_better_than_tikhonov() {
                     reweightings: 10,
                     epsilon,
                     sigma,
+                    neighbourhood: nb,
                     ..Default::default()
                 },
                 &mut x,
@@ -652,12 +778,12 @@ fn tv_and_laplace_recover_a_piecewise_constant_phantom_better_than_tikhonov() {
             .unwrap();
         (rel_error(&x, &truth64), info.iterations)
     };
-    let best = |regularizer, lambdas: &[f64], sigma: f64, epsilon: f64| {
+    let best = |regularizer, lambdas: &[f64], sigma: f64, epsilon: f64, nb: Neighbourhood| {
         lambdas
             .iter()
             .map(|&l| {
-                let (e, it) = run(regularizer, l * scale, sigma, epsilon);
-                eprintln!("  {regularizer:?} λ = {l:.0e}·M: NRMSE {e:.3} ({it} iterations)");
+                let (e, it) = run(regularizer, l * scale, sigma, epsilon, nb);
+                eprintln!("  {regularizer:?} {nb:?} λ = {l:.0e}·M: NRMSE {e:.3} ({it} iterations)");
                 (e, l)
             })
             .min_by(|a, b| a.0.total_cmp(&b.0))
@@ -668,17 +794,37 @@ fn tv_and_laplace_recover_a_piecewise_constant_phantom_better_than_tikhonov() {
         &[1e-4, 1e-3, 1e-2, 1e-1, 3e-1],
         1.0,
         1e-2,
+        Neighbourhood::Axes,
     );
     let (tv, ltv) = best(
         Regularizer::TotalVariation,
         &[1e-3, 1e-2, 3e-2, 1e-1],
         1.0,
         1e-2,
+        Neighbourhood::Axes,
     );
-    let (laplace, ll) = best(Regularizer::Laplace, &[1e-3, 3e-3, 1e-2, 3e-2], 0.2, 0.1);
+    let (laplace, ll) = best(
+        Regularizer::Laplace,
+        &[1e-3, 3e-3, 1e-2, 3e-2],
+        0.2,
+        0.1,
+        Neighbourhood::Axes,
+    );
+    // the 8-neighbourhood (neighbours = 26 on this 2D grid)
+    let (tv8, ltv8) = best(
+        Regularizer::TotalVariation,
+        &[1e-3, 1e-2, 3e-2, 1e-1],
+        1.0,
+        1e-2,
+        Neighbourhood::Full,
+    );
     eprintln!(
         "NRMSE: Tikhonov {tikhonov:.3} (λ = {lt:.0e}·M), TV {tv:.3} (λ = {ltv:.0e}·M), \
-         Laplace {laplace:.3} (λ = {ll:.0e}·M)"
+         Laplace {laplace:.3} (λ = {ll:.0e}·M), TV with 8 neighbours {tv8:.3} (λ = {ltv8:.0e}·M)"
+    );
+    assert!(
+        tv8 < 0.7 * tikhonov,
+        "TV (8 neighbours) {tv8} vs Tikhonov {tikhonov}"
     );
     assert!(tv < 0.7 * tikhonov, "TV {tv} vs Tikhonov {tikhonov}");
     assert!(
@@ -691,7 +837,7 @@ fn tv_and_laplace_recover_a_piecewise_constant_phantom_better_than_tikhonov() {
 fn reweighting_counts_iterations_over_all_steps() {
     let mut rng = Rng::fresh("reweighting_counts_iterations_over_all_steps");
     let problem = grid_problem(&mut rng, [6, 5, 1], 1, 1);
-    let plan = cpu_plan(&problem, Precision::Accurate);
+    let plan = plan_on_default(&problem, Precision::Accurate);
     let data = rng.complex(problem.samples);
     let seen = std::sync::Mutex::new(vec![]);
     let record = |iteration: usize, _rel: f64| {
@@ -745,7 +891,7 @@ fn reweighting_counts_iterations_over_all_steps() {
 fn bad_regularizer_options_are_rejected() {
     let mut rng = Rng::fresh("bad_regularizer_options_are_rejected");
     let problem = grid_problem(&mut rng, [4, 3, 2], 1, 1);
-    let plan = cpu_plan(&problem, Precision::Accurate);
+    let plan = plan_on_default(&problem, Precision::Accurate);
     let n = problem.voxels();
     let data = rng.complex(problem.samples);
     let good = vec![1.0f32; 3 * n];
@@ -829,6 +975,16 @@ fn bad_regularizer_options_are_rejected() {
             Status::InvalidArgument,
             "reweightings",
         ),
+        (
+            // the 26-neighbourhood of this 3D grid has 13 directions, not 3
+            CgOptions {
+                fd_weights: Some(&good),
+                neighbourhood: Neighbourhood::Full,
+                ..base
+            },
+            Status::SizeMismatch,
+            "ndims = 13 neighbour directions",
+        ),
     ];
     for (options, status, needle) in cases {
         let mut x = vec![Complex32::default(); n];
@@ -844,6 +1000,20 @@ fn bad_regularizer_options_are_rejected() {
         Regularizer::from_code(5).unwrap_err().status,
         Status::InvalidArgument
     );
+    // N×13 weights with the 26-neighbourhood are accepted
+    let thirteen = vec![0.5f32; 13 * n];
+    let mut x = vec![Complex32::default(); n];
+    plan.cg(
+        &data,
+        &CgOptions {
+            fd_weights: Some(&thirteen),
+            neighbourhood: Neighbourhood::Full,
+            max_iterations: 3,
+            ..base
+        },
+        &mut x,
+    )
+    .unwrap();
     // irrelevant options are not checked (σ for TV)
     let mut x = vec![Complex32::default(); n];
     plan.cg(
@@ -870,6 +1040,7 @@ fn laplace_continues_epsilon_by_a_tenth_per_weight_update() {
         regularizer: Regularizer::Laplace,
         lambda: 1.0,
         fd_weights: None,
+        neighbourhood: Neighbourhood::Axes,
         reweightings: 5,
         epsilon: 0.3,
         sigma: 2.0,

@@ -126,20 +126,26 @@ classdef Plan < handle
       %CG  x = p.cg(d, 'MaxIterations', 50, 'Tolerance', 1e-6, 'Regularizer',
       %    'none'|'tikhonov'|'finitedifference'|'totalvariation'|'laplace', 'Lambda', 0,
       %    'SampleWeights', w, 'X0', x0, 'Reweightings', 5, 'Epsilon', 1e-3, 'Sigma', 1,
-      %    'FdWeights', u (N x ndims edge weights), 'Verbose', false)
+      %    'FdWeights', u (N x ndims edge weights), 'Neighbours', 6, 'Verbose', false)
       %    solves (E'WE + Lambda*R) x = E'W d (TV and Laplace by 'Reweightings' outer
-      %    reweighted finite-difference solves; the CPU backend only, for now); info has iterations, converged,
+      %    reweighted finite-difference solves; these run on the CPU, an 'auto' plan on a GPU uses the CPU for them).
+      %    'Neighbours' 6: differences along the grid axes; 26: to every neighbour, each edge
+      %    once, weighted 1/|d|^2: over the axes e0, e1, e2 of more than one voxel the directions
+      %    e0, e1, e2, e0+e1, e0-e1, e0+e2, e0-e2, e1+e2, e1-e2, e0+e1+e2, e0+e1-e2, e0-e1+e2,
+      %    e0-e1-e2 (those within the grid's axes: 4 in 2D), one FdWeights column each.
+      %    info has iterations, converged,
       %    relResidual, seconds, residuals (per iteration) and backend.
       %    Ctrl-C stops it cleanly (error horecon:cancelled).
       opts = struct('MaxIterations', 50, 'Tolerance', 1e-6, 'Regularizer', 'none', 'Lambda', 0, ...
                     'SampleWeights', [], 'X0', [], 'Verbose', false, 'Reweightings', 5, ...
-                    'Epsilon', 1e-3, 'Sigma', 1, 'FdWeights', []);
+                    'Epsilon', 1e-3, 'Sigma', 1, 'FdWeights', [], 'Neighbours', 6);
       opts = horecon.Plan.parseOptions(opts, varargin);
       reg = horecon.Plan.code(opts.Regularizer, ...
         {'none', 'tikhonov', 'finitedifference', 'totalvariation', 'laplace'}, 'Regularizer');
       [x, info] = horecon_mex('cg', obj.Handle, d, double(opts.MaxIterations), double(opts.Tolerance), ...
                               reg, double(opts.Lambda), opts.SampleWeights, opts.X0, double(opts.Verbose), ...
-                              double(opts.Reweightings), double(opts.Epsilon), double(opts.Sigma), opts.FdWeights);
+                              double(opts.Reweightings), double(opts.Epsilon), double(opts.Sigma), opts.FdWeights, ...
+                              double(opts.Neighbours));
       x = obj.shape(x);
     end
 

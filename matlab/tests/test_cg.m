@@ -52,6 +52,27 @@ x_ref = (E' * E + lambda * D' * (U .* D)) \ (E' * double(d(:)));
 x = p.cg(d, 'Regularizer', 'finitedifference', 'Lambda', lambda, 'FdWeights', u, 'MaxIterations', 300, ...
          'Tolerance', 1e-8);
 assert(rel_error(x(:), x_ref) < 1e-4, 'finite-difference cg: %g', rel_error(x(:), x_ref));
+% 'Neighbours', 26 on this 2D grid: the 8-neighbourhood, directions e0, e1,
+% e0+e1, e0-e1 (offsets [1 0], [0 1], [1 1], [1 -1]) weighted 1/|d|^2.
+offsets = [1 0; 0 1; 1 1; 1 -1];
+u4 = 0.5 + rand(N, 4);
+D = zeros(0, N);
+U = [];
+for k = 1:4
+  for n = 1:N
+    jx = ix(n) + offsets(k, 1);
+    jy = iy(n) + offsets(k, 2);
+    if jx >= 1 && jx <= dims(1) && jy >= 1 && jy <= dims(2)
+      row = zeros(1, N); row(n) = -1; row(jx + dims(1) * (jy - 1)) = 1;
+      D(end + 1, :) = row; %#ok<AGROW>
+      U(end + 1, 1) = u4(n, k) / sum(offsets(k, :) .^ 2); %#ok<AGROW>
+    end
+  end
+end
+x_ref = (E' * E + lambda * D' * (U .* D)) \ (E' * double(d(:)));
+x = p.cg(d, 'Regularizer', 'finitedifference', 'Lambda', lambda, 'FdWeights', u4, 'Neighbours', 26, ...
+         'MaxIterations', 300, 'Tolerance', 1e-8);
+assert(rel_error(x(:), x_ref) < 1e-4, 'finite-difference cg, 26 neighbours: %g', rel_error(x(:), x_ref));
 % TV runs its reweighting steps; every iteration's residual is reported.
 [x, info] = p.cg(d, 'Regularizer', 'totalvariation', 'Lambda', 0.1, 'Reweightings', 3, 'MaxIterations', 10, ...
                  'Tolerance', 0);

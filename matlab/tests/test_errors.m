@@ -16,6 +16,7 @@ expect_error('horecon:invalidArgument', @() p.setPositions(complex(pr.P, 1)));
 expect_error('horecon:invalidArgument', @() p.cg(pr.d, 'Regularizer', 'bogus'));
 expect_error('horecon:invalidArgument', @() p.cg(pr.d, 'Regularizer', 'finitedifference', 'Lambda', 1, 'FdWeights', -ones(16, 2)));
 expect_error('horecon:invalidArgument', @() p.cg(pr.d, 'Regularizer', 'totalvariation', 'Lambda', 1, 'Epsilon', 0));
+expect_error('horecon:invalidArgument', @() p.cg(pr.d, 'Regularizer', 'finitedifference', 'Lambda', 1, 'Neighbours', 8));
 expect_error('horecon:invalidArgument', @() p.cg(pr.d, 'SampleWeights', -ones(pr.M, 1)));
 
 % sizeMismatch, checked in the MEX before any data is read
@@ -27,6 +28,7 @@ expect_error('horecon:sizeMismatch', @() p.setSensitivities(ones(16, 3)));
 expect_error('horecon:sizeMismatch', @() p.setOffResonance(ones(16, 1), ones(pr.M + 1, 1)));
 expect_error('horecon:sizeMismatch', @() p.setSolidHarmonics(ones(pr.M + 1, 4)));
 expect_error('horecon:sizeMismatch', @() p.cg(pr.d, 'X0', ones(3, 1)));
+expect_error('horecon:sizeMismatch', @() p.cg(pr.d, 'Regularizer', 'finitedifference', 'Lambda', 1, 'FdWeights', ones(16, 2), 'Neighbours', 26));
 
 % notFinite
 x = pr.x; x(3) = NaN;

@@ -77,6 +77,104 @@ def test_finite_difference_solves_its_normal_equations(rng, dims):
         assert rel_rms(unit, image) > 1e-3
 
 
+FULL_ORDER = [
+    (1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 0), (1, -1, 0), (1, 0, 1), (1, 0, -1),
+    (0, 1, 1), (0, 1, -1), (1, 1, 1), (1, 1, -1), (1, -1, 1), (1, -1, -1),
+]  # fmt: skip
+
+
+def neighbour_differences(dims):
+    """neighbours=26: D (ndirs*N x N) of the differences to every neighbour,
+    each edge once, in the documented direction order over the axes of more
+    than one voxel, and the weight 1/|d|^2 of each row."""
+    n = int(np.prod(dims))
+    axes = [a for a in range(3) if dims[a] > 1]
+    dirs = [o for o in FULL_ORDER if all(o[k] == 0 or k < len(axes) for k in range(3))] or [(1, 0, 0)]
+    d = np.zeros((len(dirs) * n, n))
+    c = np.zeros(len(dirs) * n)
+    idx = np.arange(n).reshape(dims[::-1]).T
+    for k, o in enumerate(dirs):
+        off = [0, 0, 0]
+        for j, a in enumerate(axes):
+            off[a] = o[j]
+        c[k * n : (k + 1) * n] = 1.0 / sum(v * v for v in o)
+        for at in np.ndindex(*dims):
+            to = tuple(at[a] + off[a] for a in range(3))
+            if all(0 <= to[a] < dims[a] for a in range(3)):
+                d[k * n + idx[at], idx[at]] = -1.0
+                d[k * n + idx[at], idx[to]] = 1.0
+    return d, c, len(dirs)
+
+
+@pytest.mark.parametrize("dims", [(5, 4), (4, 3, 3)])
+def test_all_neighbour_differences_solve_their_normal_equations(rng, dims):
+    n = int(np.prod(dims))
+    dims3 = tuple(dims) + (1,) * (3 - len(dims))
+    d, c, ndirs = neighbour_differences(dims3)
+    assert ndirs == (4 if len(dims) == 2 else 13)
+    with grid_plan(rng, dims, nsamples=n // 2, ncoils=2) as plan:
+        data = rng.complex(plan.nsamples, plan.ncoils).astype(np.complex64)
+        u = rng.uniform(0.2, 2.0, (n, ndirs))
+        lam = 0.3 * plan.nsamples * plan.ncoils
+        image, info = plan.cg(
+            data,
+            max_iterations=500,
+            tolerance=1e-9,
+            regularizer="finite_difference",
+            lambda_=lam,
+            fd_weights=u,
+            neighbours=26,
+        )
+        assert info["converged"], info
+        x = image.reshape(-1, order="F").astype(np.complex128)
+        w = c * u.reshape(-1, order="F")
+        lhs = plan.normal(x.astype(np.complex64)).reshape(-1, order="F") + lam * d.T @ (w * (d @ x))
+        rhs = plan.adjoint(data).reshape(-1, order="F")
+        err = rel_rms(lhs, rhs)
+        print(f"seed {rng.seed}: {info}, normal-equation residual {err:.1e}")
+        assert err < 1e-5, f"seed {rng.seed}"
+        # the axis differences (default, or 6) give another solution
+        axes, _ = plan.cg(data, max_iterations=500, tolerance=1e-9, regularizer="finite_difference", lambda_=lam)
+        six, _ = plan.cg(
+            data, max_iterations=500, tolerance=1e-9, regularizer="finite_difference", lambda_=lam, neighbours=6
+        )
+        full, _ = plan.cg(
+            data, max_iterations=500, tolerance=1e-9, regularizer="finite_difference", lambda_=lam, neighbours=26
+        )
+        assert rel_rms(six, axes) < 1e-6 and rel_rms(full, axes) > 1e-3
+
+
+def test_cg_options_of_the_older_size_are_accepted(rng):
+    """A caller built before `neighbours` existed passes the smaller
+    struct_size; the library then reads no further and uses 6."""
+    import ctypes
+
+    lib = horecon._load()
+    old_size = horecon._CgOptions.neighbours.offset
+    assert ctypes.sizeof(horecon._CgOptions) > old_size
+    with grid_plan(rng, (4, 3, 2), nsamples=12) as plan:
+        data = rng.complex(12).astype(np.complex64)
+        want, _ = plan.cg(data, max_iterations=20, tolerance=0.0, regularizer="total_variation", lambda_=2.0)
+        opts = horecon._CgOptions()
+        lib.horecon_default_cg_options(ctypes.byref(opts))
+        opts.struct_size = old_size
+        opts.max_iterations = 20
+        opts.tolerance = 0.0
+        opts.regularizer = 3
+        opts.lambda_ = 2.0
+        opts.neighbours = 12345  # beyond the old struct: must not be read
+        d = np.ascontiguousarray(data)
+        x = np.zeros(plan.nvoxels, dtype=np.complex64)
+        ptr = lambda a: a.ctypes.data_as(horecon._C32P)
+        status = lib.horecon_cg(plan._handle, ptr(d), ctypes.byref(opts), ptr(x), None)
+        assert status == horecon.HORECON_OK, horecon._last_error()
+        assert rel_rms(x, want.reshape(-1, order="F")) < 1e-6
+        # any other size is an error naming struct_size
+        opts.struct_size = old_size + 4
+        status = lib.horecon_cg(plan._handle, ptr(d), ctypes.byref(opts), ptr(x), None)
+        assert status == horecon.HORECON_ERR_INVALID_ARGUMENT and "struct_size" in horecon._last_error()
+
+
 def test_fd_weights_errors(rng):
     with grid_plan(rng, (4, 3), nsamples=6) as plan:
         data = rng.complex(6).astype(np.complex64)
@@ -95,7 +193,13 @@ def test_fd_weights_errors(rng):
         with pytest.raises(horecon.HoreconError) as info:
             plan.cg(data, regularizer="tikhonov", lambda_=1.0, fd_weights=np.ones((12, 2)))
         assert info.value.status == horecon.HORECON_ERR_INVALID_ARGUMENT and "fd_weights" in str(info.value)
+        # neighbours=26 on this 2D grid: 4 directions
+        plan.cg(data, regularizer="finite_difference", lambda_=1.0, fd_weights=np.ones((12, 4)), neighbours=26)
+        with pytest.raises(horecon.HoreconError) as info:
+            plan.cg(data, regularizer="finite_difference", lambda_=1.0, fd_weights=np.ones((12, 2)), neighbours=26)
+        assert info.value.status == horecon.HORECON_ERR_SIZE_MISMATCH and "fd_weights" in str(info.value)
         for kwargs, word in (
+            (dict(regularizer="finite_difference", neighbours=8), "neighbours"),
             (dict(regularizer="laplace", sigma=0.0), "sigma"),
             (dict(regularizer="laplace", epsilon=-1.0), "epsilon"),
             (dict(regularizer="total_variation", reweightings=-2), "reweightings"),

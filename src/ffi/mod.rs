@@ -18,8 +18,8 @@ pub use sim::*;
 
 use crate::error::{Error, Result};
 use crate::op::Precision;
-use crate::plan::{BackendKind, CgOptions, Options, Plan};
-use crate::solver::Regularizer;
+use crate::plan::{fd_directions, BackendKind, CgOptions, Options, Plan};
+use crate::solver::{Neighbourhood, Regularizer};
 use guard::{guard, guard_value};
 use num_complex::Complex32;
 use std::ffi::c_void;
@@ -107,7 +107,8 @@ pub struct horecon_cg_options {
     /// HORECON_REG_NONE, _TIKHONOV (λ‖ρ‖²), _FINITE_DIFFERENCE (λ‖Dρ‖²_u),
     /// _TOTAL_VARIATION (2λ·Σ sqrt(|Dρ|² + ε²)) or _LAPLACE
     /// (2λ·Σ (1 − exp(−sqrt(|Dρ|² + ε²)/σ))); D: forward differences over the
-    /// grid axes of more than one voxel, none from the last voxel of an axis;
+    /// grid axes of more than one voxel, none from the last voxel of an axis
+    /// (or to every neighbour: `neighbours`);
     /// |Dρ|²_n = Σ_a u_{a,n}·|(Dρ)_{a,n}|² with u = fd_weights.
     pub regularizer: i32,
     /// Regularisation weight λ ≥ 0 (0 = no regularisation).
@@ -126,12 +127,26 @@ pub struct horecon_cg_options {
     /// N×ndims non-negative per-edge weights u of the finite-difference, TV and
     /// Laplace priors (ndims = grid axes of more than one voxel, x before y
     /// before z; entry a·N + n weighs the edge from voxel n to its successor
-    /// along axis a), or NULL = 1.
+    /// along axis a), or NULL = 1. With neighbours = 26: N×ndirections in the
+    /// order given at `neighbours`.
     pub fd_weights: *const f32,
     /// Nonzero: start from *image instead of 0.
     pub warm_start: i32,
     pub progress: horecon_progress_fn,
     pub progress_user: *mut c_void,
+    /// The differences D of the finite-difference, TV and Laplace priors:
+    /// 6 (or 0) = along the grid axes (default); 26 = to every neighbour,
+    /// each edge once, the difference along offset d weighted 1/|d|² in
+    /// |Dρ|²: 13 directions in 3D, in the order e0, e1, e2, e0+e1, e0−e1,
+    /// e0+e2, e0−e2, e1+e2, e1−e2, e0+e1+e2, e0+e1−e2, e0−e1+e2, e0−e1−e2
+    /// over the axes e0, e1, e2 of more than one voxel (x before y before
+    /// z), and those of them within the grid's axes on a 2D grid (e0, e1,
+    /// e0+e1, e0−e1: the 8-neighbourhood) or 1D grid (e0). fd_weights then
+    /// has one column per direction (N×ndirections, entry d·N + n weighs the
+    /// edge from voxel n to voxel n + d). Added at the end of the struct: a
+    /// caller built against the struct without it (its smaller struct_size)
+    /// gets 6.
+    pub neighbours: i32,
 }
 
 /// What `horecon_cg` did.
@@ -172,8 +187,13 @@ fn default_cg_options() -> horecon_cg_options {
         warm_start: 0,
         progress: None,
         progress_user: std::ptr::null_mut(),
+        neighbours: 6,
     }
 }
+
+/// sizeof(horecon_cg_options) before `neighbours` was added: older callers
+/// pass this struct_size and get the defaults of the newer fields.
+const CG_OPTIONS_SIZE_V1: usize = std::mem::offset_of!(horecon_cg_options, neighbours);
 
 fn check_struct_size(argument: &str, got: u32, expected: usize) -> Result<()> {
     if got as usize != expected {
@@ -528,12 +548,21 @@ pub unsafe extern "C" fn horecon_cg(
         } else {
             // Only `struct_size` may be read before it is checked: a caller
             // built against a smaller (older) struct owns no more bytes.
-            check_struct_size(
-                "o",
-                std::ptr::addr_of!((*o).struct_size).read(),
-                std::mem::size_of::<horecon_cg_options>(),
-            )?;
-            *o
+            let size = std::ptr::addr_of!((*o).struct_size).read();
+            if size as usize == CG_OPTIONS_SIZE_V1 {
+                // An older caller owns only the fields before `neighbours`.
+                let mut c = default_cg_options();
+                std::ptr::copy_nonoverlapping(
+                    o as *const u8,
+                    std::ptr::addr_of_mut!(c) as *mut u8,
+                    CG_OPTIONS_SIZE_V1,
+                );
+                c.struct_size = std::mem::size_of::<horecon_cg_options>() as u32;
+                c
+            } else {
+                check_struct_size("o", size, std::mem::size_of::<horecon_cg_options>())?;
+                *o
+            }
         };
         let regularizer = Regularizer::from_code(c.regularizer)?;
         if c.max_iterations < 0 {
@@ -554,13 +583,15 @@ pub unsafe extern "C" fn horecon_cg(
         } else {
             Some(read("o->sample_weights", c.sample_weights, s.samples)?)
         };
+        let neighbourhood = Neighbourhood::from_code(c.neighbours)
+            .map_err(|e| Error::invalid(format!("o->{}", e.message)))?;
         let fd_weights = if c.fd_weights.is_null() {
             None
         } else {
             Some(read(
                 "o->fd_weights",
                 c.fd_weights,
-                s.voxels * s.grid_axes(),
+                s.voxels * fd_directions(s, neighbourhood),
             )?)
         };
         if c.reweightings < 1
@@ -590,6 +621,7 @@ pub unsafe extern "C" fn horecon_cg(
             sigma: c.sigma,
             sample_weights: weights.as_deref(),
             fd_weights: fd_weights.as_deref(),
+            neighbourhood,
             warm_start: c.warm_start != 0,
             progress: if callback.is_some() {
                 Some(&progress)

@@ -10,7 +10,7 @@
 //! for D and the weights); total variation and the Laplace prior solve a
 //! sequence of such weighted problems ([`super::reweight::reweighted_cg`]).
 
-use super::reweight::{reweighted_cg, Penalty};
+use super::reweight::{reweighted_cg, Neighbourhood, Penalty};
 use crate::error::{Error, Result, Status};
 use crate::op::CgReport;
 use num_complex::Complex32;
@@ -58,9 +58,12 @@ pub struct CgProblem<'a> {
     pub sample_weights: Option<&'a [f32]>,
     pub regularizer: Regularizer,
     pub lambda: f64,
-    /// Static per-edge weights u (N×ndims, voxel fastest) of the
+    /// Static per-edge weights u (N×ndims with ndims the number of
+    /// directions of `neighbourhood`, voxel fastest) of the
     /// finite-difference regularizers; `None` = 1.
     pub fd_weights: Option<&'a [f32]>,
+    /// The directions of D (axes, or all neighbours weighted 1/|d|²).
+    pub neighbourhood: Neighbourhood,
     /// Outer (weighted CG) steps of TV and Laplace, ≥ 1.
     pub reweightings: usize,
     /// Smoothing ε of TV and Laplace (image units), the start of Laplace's continuation.

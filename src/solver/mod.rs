@@ -5,4 +5,4 @@ mod cg;
 pub mod reweight;
 
 pub use cg::{cg, CgProblem, CgSpace, Regularizer};
-pub use reweight::{reweighted_cg, Penalty};
+pub use reweight::{reweighted_cg, Neighbourhood, Penalty};

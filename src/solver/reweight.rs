@@ -35,6 +35,39 @@ use super::cg::{weighted_cg, CgProblem, CgSpace, Regularizer};
 use crate::error::{Error, Result};
 use crate::op::CgReport;
 
+/// The neighbour directions of D (`backend::cpu::fd` lists them and their
+/// order): the C API's `neighbours` option.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Neighbourhood {
+    /// Differences along the grid axes (6 neighbours in 3D): code 6 or 0.
+    #[default]
+    Axes,
+    /// Differences to every neighbour, each edge once, weighted 1/|d|² (26
+    /// neighbours, 13 directions in 3D; 8 neighbours, 4 directions in 2D): code 26.
+    Full,
+}
+
+impl Neighbourhood {
+    /// 0 or 6 → axes, 26 → all neighbours.
+    pub fn from_code(code: i32) -> Result<Neighbourhood> {
+        match code {
+            0 | 6 => Ok(Neighbourhood::Axes),
+            26 => Ok(Neighbourhood::Full),
+            _ => Err(Error::invalid(format!(
+                "neighbours must be 6 (axis differences; 0 means 6) or 26 (all neighbours), got {code}"
+            ))),
+        }
+    }
+
+    /// The C API code (6 or 26).
+    pub fn code(self) -> i32 {
+        match self {
+            Neighbourhood::Axes => 6,
+            Neighbourhood::Full => 26,
+        }
+    }
+}
+
 /// The penalty ψ of one outer step (with its ε already continued).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Penalty {

@@ -448,7 +448,9 @@ static void test_invalid_arguments(void)
     poison_c32(image, NV);
     memset(&info, 0x5a, sizeof info);
     horecon_default_cg_options(&c);
-    c.struct_size = (uint32_t)sizeof(horecon_cg_options) - 8;
+    c.struct_size = (uint32_t)sizeof(horecon_cg_options) - 4;
+    EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "struct_size");
+    c.struct_size = (uint32_t)sizeof(horecon_cg_options) + 8;
     EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "struct_size");
     c.struct_size = 0;
     EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "struct_size");
@@ -492,6 +494,14 @@ static void test_invalid_arguments(void)
         EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "sigma");
     }
     horecon_default_cg_options(&c);
+    CHECK(c.neighbours == 6, "default neighbours %d", (int)c.neighbours);
+    c.regularizer = HORECON_REG_FINITE_DIFFERENCE;
+    c.lambda = 0.1;
+    c.neighbours = 8;
+    EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "neighbours");
+    c.neighbours = -26;
+    EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "neighbours");
+    horecon_default_cg_options(&c);
     c.max_iterations = -1;
     EXPECT(horecon_cg(plan, in.data, &c, image, &info), E, "max_iterations");
     horecon_default_cg_options(&c);
@@ -532,6 +542,24 @@ static void test_invalid_arguments(void)
         memcpy(older, &full, bytes);
         EXPECT(horecon_cg(plan, in.data, older, image, &info), E, "struct_size");
         CHECK(is_poisoned_c32(image, NV), "cg wrote the image with a short options struct");
+        free(older);
+    }
+    {
+        /* the cg options struct as it was before `neighbours` was added at its
+         * end: accepted, nothing past it read (valgrind checks), neighbours = 6 */
+        size_t bytes = offsetof(horecon_cg_options, neighbours);
+        horecon_cg_options *older = (horecon_cg_options *)xmalloc(bytes);
+        horecon_cg_options full;
+        horecon_c32 solution[NV];
+        horecon_default_cg_options(&full);
+        full.struct_size = (uint32_t)bytes;
+        full.regularizer = HORECON_REG_TOTAL_VARIATION;
+        full.lambda = 0.1;
+        full.max_iterations = 3;
+        full.reweightings = 2;
+        memcpy(older, &full, bytes);
+        CHECK(horecon_cg(plan, in.data, older, solution, NULL) == HORECON_OK,
+              "cg with the struct before `neighbours`: %s", horecon_last_error());
         free(older);
     }
     horecon_plan_destroy(plan);

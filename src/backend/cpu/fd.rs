@@ -2,57 +2,141 @@
 //! finite-difference, total-variation and Laplace regularizers.
 //!
 //! The grid axes are those with more than one voxel (x, y, z in that order;
-//! a 1×1×1 grid keeps x as its one, edgeless, axis), so `ndims` =
-//! [`Sizes::grid_axes`](crate::model::Sizes::grid_axes). Along axis a with
-//! voxel stride s_a (1, nx, nx·ny):
+//! a 1×1×1 grid keeps x as its one, edgeless, axis). D takes differences
+//! along a list of directions d (integer voxel offsets), one row block per
+//! direction:
 //!
-//! $$(D\rho)_{a,n} = \rho_{n+s_a} - \rho_n$$
+//! $$(D\rho)_{d,n} = \rho_{n+d} - \rho_n$$
 //!
-//! for every voxel n that is not the last one along a; the last voxel of each
-//! axis has no edge ((Dρ)_{a,n} = 0 there, no periodic wrap, and its edge
-//! weight is ignored). Differences are taken between grid neighbours in index
-//! order, not scaled by the voxel spacing. Arrays over edges are N×ndims,
-//! voxel fastest (entry a·N + n), like `fd_weights`.
+//! for every voxel n whose neighbour n + d lies inside the grid; elsewhere
+//! (the last voxel along d) there is no edge: (Dρ)_{d,n} = 0, no periodic
+//! wrap, and its edge weight is ignored. Differences are taken between grid
+//! neighbours in index order, not scaled by the voxel spacing. Arrays over
+//! edges are N×ndims, voxel fastest (entry d·N + n), like `fd_weights`.
+//!
+//! The directions ([`Neighbourhood`]), over the axes e₀, e₁, e₂ of more
+//! than one voxel (in x, y, z order; directions along a singleton axis are
+//! dropped, the order of the rest kept):
+//!
+//! - `Axes` (6-neighbourhood in 3D, the default): e₀, e₁, e₂; ndims =
+//!   [`Sizes::grid_axes`](crate::model::Sizes::grid_axes).
+//! - `Full` (26-neighbourhood in 3D, 8 in 2D): every neighbour of a voxel,
+//!   each edge once (the 13 directions whose first nonzero component is +1),
+//!   in the order e₀, e₁, e₂, e₀+e₁, e₀−e₁, e₀+e₂, e₀−e₂, e₁+e₂, e₁−e₂,
+//!   e₀+e₁+e₂, e₀+e₁−e₂, e₀−e₁+e₂, e₀−e₁−e₂: 13 directions in 3D, 4 in 2D
+//!   (e₀, e₁, e₀+e₁, e₀−e₁), 1 in 1D.
+//!
+//! Each direction carries the geometric weight c_d = 1/|d|² (1 along the
+//! axes, 1/2 across a face diagonal, 1/3 along a body diagonal), applied in
+//! every weighted sum over edges, so |ρ_{n+d} − ρ_n|²/|d|² is the squared
+//! directional derivative along d in voxel units and the 26-neighbour
+//! ‖Dρ‖² sums squared directional derivatives over all 13 directions, a
+//! more isotropic |∇ρ|² than the axes alone. The neighbour differences are
+//! those of the 26-neighbourhood used with the homotopic ℓ0 / Laplace prior
+//! (Trzasko & Manduca); the 1/|d|² weighting is this library's choice (the
+//! inverse squared distance of neighbourhood priors), not taken from them.
+//! The weighted sums are
+//!
+//! $$g_n^2 = \sum_d c_d\,u_{d,n}\,|(D\rho)_{d,n}|^2, \qquad
+//!   \|D\rho\|_u^2 = \sum_n g_n^2.$$
 
 use super::real::Real;
+use crate::solver::Neighbourhood;
 use num_complex::Complex;
 use rayon::prelude::*;
 
 /// Voxels handed to one rayon task at a time.
 const MIN_CHUNK: usize = 4096;
 
-/// The difference axes of an nx×ny×nz grid.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Most directions of any neighbourhood (the 26-neighbourhood's 13).
+const MAX_DIRECTIONS: usize = 13;
+
+/// One difference direction: its offset along the compact axes (those of
+/// more than one voxel, then ones), its voxel stride and its weight 1/|d|².
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Direction {
+    pub offset: [isize; 3],
+    pub stride: isize,
+    pub weight: f64,
+}
+
+/// The difference directions of an nx×ny×nz grid.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Grid {
-    /// (stride, length) of each axis with more than one voxel.
-    axes: [(usize, usize); 3],
+    /// The axes of more than one voxel in x, y, z order, padded with ones
+    /// (same voxel numbering as the original dims).
+    compact: [usize; 3],
+    directions: [Direction; MAX_DIRECTIONS],
     ndims: usize,
     voxels: usize,
 }
 
+/// The 13 directions of the 26-neighbourhood in the documented order.
+const FULL_ORDER: [[isize; 3]; MAX_DIRECTIONS] = [
+    [1, 0, 0],
+    [0, 1, 0],
+    [0, 0, 1],
+    [1, 1, 0],
+    [1, -1, 0],
+    [1, 0, 1],
+    [1, 0, -1],
+    [0, 1, 1],
+    [0, 1, -1],
+    [1, 1, 1],
+    [1, 1, -1],
+    [1, -1, 1],
+    [1, -1, -1],
+];
+
 impl Grid {
+    /// Differences along the axes (the 6-neighbourhood).
     pub fn new(dims: [usize; 3]) -> Grid {
-        let strides = [1, dims[0], dims[0] * dims[1]];
-        let mut axes = [(0, 0); 3];
-        let mut ndims = 0;
-        for a in 0..3 {
-            if dims[a] > 1 {
-                axes[ndims] = (strides[a], dims[a]);
-                ndims += 1;
+        Grid::with_neighbourhood(dims, Neighbourhood::Axes)
+    }
+
+    pub fn with_neighbourhood(dims: [usize; 3], neighbourhood: Neighbourhood) -> Grid {
+        let mut compact = [1; 3];
+        let mut axes = 0;
+        for &d in &dims {
+            if d > 1 {
+                compact[axes] = d;
+                axes += 1;
             }
         }
-        if ndims == 0 {
-            axes[0] = (1, 1);
-            ndims = 1;
+        let candidates = match neighbourhood {
+            Neighbourhood::Axes => &FULL_ORDER[..3],
+            Neighbourhood::Full => &FULL_ORDER[..],
+        };
+        let strides = [1, compact[0] as isize, (compact[0] * compact[1]) as isize];
+        let mut directions = [Direction {
+            offset: [1, 0, 0],
+            stride: 1,
+            weight: 1.0,
+        }; MAX_DIRECTIONS];
+        let mut ndims = 0;
+        for offset in candidates {
+            if (0..3).any(|a| offset[a] != 0 && a >= axes) {
+                continue;
+            }
+            let length_sqr: isize = offset.iter().map(|o| o * o).sum();
+            directions[ndims] = Direction {
+                offset: *offset,
+                stride: (0..3).map(|a| offset[a] * strides[a]).sum(),
+                weight: 1.0 / length_sqr as f64,
+            };
+            ndims += 1;
         }
+        // A 1×1×1 grid keeps one edgeless direction (x).
+        let ndims = ndims.max(1);
         Grid {
-            axes,
+            compact,
+            directions,
             ndims,
             voxels: dims.iter().product(),
         }
     }
 
-    /// Number of difference axes (the second dimension of `fd_weights`).
+    /// Number of difference directions (the second dimension of `fd_weights`).
     pub fn ndims(&self) -> usize {
         self.ndims
     }
@@ -61,8 +145,14 @@ impl Grid {
         self.voxels
     }
 
-    fn axes(&self) -> &[(usize, usize)] {
-        &self.axes[..self.ndims]
+    /// The directions in `fd_weights` order.
+    pub fn directions(&self) -> &[Direction] {
+        &self.directions[..self.ndims]
+    }
+
+    /// The axes of more than one voxel (x, y, z order), padded with ones.
+    pub fn compact_dims(&self) -> [usize; 3] {
+        self.compact
     }
 }
 
@@ -77,27 +167,58 @@ fn norm_sqr<T: Real>(a: Complex<T>) -> f64 {
     re * re + im * im
 }
 
-/// Rows of voxels along the first difference axis (its stride is always 1):
-/// (row length, for each axis a ≥ 1 of the row: whether voxels have a
-/// successor and a predecessor along a).
+/// Rows of voxels along the first compact axis: for a row, whether each
+/// direction's successor n + d and predecessor n − d exist as far as the
+/// other two axes are concerned (the first axis is checked per voxel).
 struct Rows<'g> {
     grid: &'g Grid,
 }
 
+#[derive(Clone, Copy)]
+struct Flags {
+    next: bool,
+    previous: bool,
+}
+
 impl Rows<'_> {
     fn length(&self) -> usize {
-        self.grid.axes[0].1
+        self.grid.compact[0]
     }
 
-    /// (has successor, has predecessor) along every axis a ≥ 1 for the row starting at voxel `base`.
-    fn neighbours(&self, base: usize) -> [(bool, bool); 3] {
-        let mut out = [(false, false); 3];
-        for (a, &(stride, len)) in self.grid.axes().iter().enumerate().skip(1) {
-            let i = (base / stride) % len;
-            out[a] = (i + 1 < len, i > 0);
+    /// Row flags of every direction for the row starting at voxel `base`.
+    fn flags(&self, base: usize) -> [Flags; MAX_DIRECTIONS] {
+        let [c0, c1, c2] = self.grid.compact;
+        let row = base / c0;
+        let at = [(row % c1) as isize, (row / c1) as isize];
+        let inside = |i: isize, len: usize| i >= 0 && (i as usize) < len;
+        let mut out = [Flags {
+            next: false,
+            previous: false,
+        }; MAX_DIRECTIONS];
+        for (f, d) in out.iter_mut().zip(self.grid.directions()) {
+            let (o1, o2) = (d.offset[1], d.offset[2]);
+            f.next = inside(at[0] + o1, c1) && inside(at[1] + o2, c2);
+            f.previous = inside(at[0] - o1, c1) && inside(at[1] - o2, c2);
         }
         out
     }
+}
+
+/// (successor exists, predecessor exists) for voxel k of a row of `length`
+/// along direction `d`, given the row's flags.
+#[inline(always)]
+fn exists(d: &Direction, f: Flags, k: usize, length: usize) -> (bool, bool) {
+    let k = k as isize;
+    let inside = |i: isize| i >= 0 && (i as usize) < length;
+    (
+        f.next && inside(k + d.offset[0]),
+        f.previous && inside(k - d.offset[0]),
+    )
+}
+
+#[inline(always)]
+fn at<T: Copy>(v: &[T], n: usize, stride: isize) -> T {
+    v[(n as isize + stride) as usize]
 }
 
 /// Rows handed to one rayon task at a time.
@@ -105,28 +226,23 @@ fn rows_per_task(length: usize) -> usize {
     MIN_CHUNK.div_ceil(length.max(1))
 }
 
-/// out = D x (N×ndims edges; zero on the last voxel of each axis).
+/// out = D x (N×ndims edges; zero where an edge does not exist).
 pub fn differences<T: Real>(grid: &Grid, x: &[Complex<T>], out: &mut [Complex<T>]) {
     let n = grid.voxels;
     let rows = Rows { grid };
     let length = rows.length();
-    for (a, &(stride, _)) in grid.axes().iter().enumerate() {
+    for (a, d) in grid.directions().iter().enumerate() {
         out[a * n..(a + 1) * n]
             .par_chunks_mut(length)
             .with_min_len(rows_per_task(length))
             .enumerate()
             .for_each(|(row, o)| {
                 let base = row * length;
-                let next = if a == 0 {
-                    true
-                } else {
-                    rows.neighbours(base)[a].0
-                };
+                let flags = rows.flags(base)[a];
                 for (k, o) in o.iter_mut().enumerate() {
                     let v = base + k;
-                    let exists = if a == 0 { k + 1 < length } else { next };
-                    *o = if exists {
-                        sub(x[v + stride], x[v])
+                    *o = if exists(d, flags, k, length).0 {
+                        sub(at(x, v, d.stride), x[v])
                     } else {
                         Complex::new(T::default(), T::default())
                     };
@@ -135,31 +251,30 @@ pub fn differences<T: Real>(grid: &Grid, x: &[Complex<T>], out: &mut [Complex<T>
     }
 }
 
-/// y = Dᴴ e: y_n = Σ_a (e_{a,n−s_a} − e_{a,n}), each term present only where
+/// y = Dᴴ e: y_n = Σ_d (e_{d,n−d} − e_{d,n}), each term present only where
 /// its edge exists (entries of `e` on edgeless voxels are ignored).
 pub fn differences_adjoint<T: Real>(grid: &Grid, e: &[Complex<T>], y: &mut [Complex<T>]) {
     let n = grid.voxels;
     let rows = Rows { grid };
     let length = rows.length();
-    let axes = grid.axes();
+    let directions = grid.directions();
     y.par_chunks_mut(length)
         .with_min_len(rows_per_task(length))
         .enumerate()
         .for_each(|(row, y)| {
             let base = row * length;
-            let mut flags = rows.neighbours(base);
+            let flags = rows.flags(base);
             for (k, y) in y.iter_mut().enumerate() {
                 let v = base + k;
-                flags[0] = (k + 1 < length, k > 0);
                 let mut sum = Complex::new(T::default(), T::default());
-                for (a, &(stride, _)) in axes.iter().enumerate() {
+                for (a, d) in directions.iter().enumerate() {
                     let edges = &e[a * n..(a + 1) * n];
-                    let (next, previous) = flags[a];
+                    let (next, previous) = exists(d, flags[a], k, length);
                     if next {
                         sum = sub(sum, edges[v]);
                     }
                     if previous {
-                        let p = edges[v - stride];
+                        let p = at(edges, v, -d.stride);
                         sum = Complex::new(sum.re + p.re, sum.im + p.im);
                     }
                 }
@@ -170,9 +285,10 @@ pub fn differences_adjoint<T: Real>(grid: &Grid, e: &[Complex<T>], y: &mut [Comp
 
 /// The (weighted) gradient magnitude of every voxel,
 ///
-/// $$g_n = \Big(\sum_a u_{a,n}\,|(Dx)_{a,n}|^2\Big)^{1/2},$$
+/// $$g_n = \Big(\sum_d c_d\,u_{d,n}\,|(Dx)_{d,n}|^2\Big)^{1/2},$$
 ///
-/// with the static edge weights u (`fd_weights`, 1 when `None`), in float64.
+/// with the direction weights c_d = 1/|d|² and the static edge weights u
+/// (`fd_weights`, 1 when `None`), in float64.
 pub fn gradient_magnitude<T: Real>(
     grid: &Grid,
     fd_weights: Option<&[f32]>,
@@ -182,21 +298,20 @@ pub fn gradient_magnitude<T: Real>(
     let n = grid.voxels;
     let rows = Rows { grid };
     let length = rows.length();
-    let axes = grid.axes();
+    let directions = grid.directions();
     g.par_chunks_mut(length)
         .with_min_len(rows_per_task(length))
         .enumerate()
         .for_each(|(row, g)| {
             let base = row * length;
-            let mut flags = rows.neighbours(base);
+            let flags = rows.flags(base);
             for (k, g) in g.iter_mut().enumerate() {
                 let v = base + k;
-                flags[0] = (k + 1 < length, k > 0);
                 let mut sum = 0.0;
-                for (a, &(stride, _)) in axes.iter().enumerate() {
-                    if flags[a].0 {
+                for (a, d) in directions.iter().enumerate() {
+                    if exists(d, flags[a], k, length).0 {
                         let u = fd_weights.map_or(1.0, |u| u[a * n + v] as f64);
-                        sum += u * norm_sqr(sub(x[v + stride], x[v]));
+                        sum += d.weight * u * norm_sqr(sub(at(x, v, d.stride), x[v]));
                     }
                 }
                 *g = sum.sqrt();
@@ -204,12 +319,12 @@ pub fn gradient_magnitude<T: Real>(
         });
 }
 
-/// y ← y + λ·Dᴴ diag(w) D x with edge weights w_{a,n} = u_{a,n}·ν_n: the
-/// static weights u (`fd_weights`, 1 when `None`) times per-voxel factors ν
-/// (the reweighting of TV and Laplace, 1 when `None`). Computed voxel by
-/// voxel without forming Dx:
+/// y ← y + λ·Dᴴ diag(w) D x with edge weights w_{d,n} = c_d·u_{d,n}·ν_n: the
+/// direction weights c_d = 1/|d|², the static weights u (`fd_weights`, 1
+/// when `None`) and per-voxel factors ν (the reweighting of TV and Laplace,
+/// 1 when `None`). Computed voxel by voxel without forming Dx:
 ///
-/// $$y_n \mathrel{+}= \lambda \sum_a \big[w_{a,n}(x_n - x_{n+s_a}) + w_{a,n-s_a}(x_n - x_{n-s_a})\big].$$
+/// $$y_n \mathrel{+}= \lambda \sum_d \big[w_{d,n}(x_n - x_{n+d}) + w_{d,n-d}(x_n - x_{n-d})\big].$$
 pub fn add_fd_normal<T: Real>(
     grid: &Grid,
     lambda: f64,
@@ -221,37 +336,37 @@ pub fn add_fd_normal<T: Real>(
     let n = grid.voxels;
     let rows = Rows { grid };
     let length = rows.length();
-    let axes = grid.axes();
+    let directions = grid.directions();
     let lambda = T::from_f64(lambda);
-    let weight = |a: usize, v: usize| -> T {
+    let weight = |a: usize, c: T, v: usize| -> T {
         let u = fd_weights.map_or(T::from_f64(1.0), |u| T::from_f64(u[a * n + v] as f64));
         let nu = voxel_factors.map_or(T::from_f64(1.0), |f| f[v]);
-        lambda * u * nu
+        lambda * c * u * nu
     };
     y.par_chunks_mut(length)
         .with_min_len(rows_per_task(length))
         .enumerate()
         .for_each(|(row, y)| {
             let base = row * length;
-            let mut flags = rows.neighbours(base);
+            let flags = rows.flags(base);
             for (k, y) in y.iter_mut().enumerate() {
                 let v = base + k;
-                flags[0] = (k + 1 < length, k > 0);
                 let (mut re, mut im) = (T::default(), T::default());
                 let xv = x[v];
-                for (a, &(stride, _)) in axes.iter().enumerate() {
-                    let (next, previous) = flags[a];
+                for (a, d) in directions.iter().enumerate() {
+                    let (next, previous) = exists(d, flags[a], k, length);
+                    let c = T::from_f64(d.weight);
                     if next {
-                        let w = weight(a, v);
-                        let d = sub(xv, x[v + stride]);
-                        re = w.madd::<false>(d.re, re);
-                        im = w.madd::<false>(d.im, im);
+                        let w = weight(a, c, v);
+                        let diff = sub(xv, at(x, v, d.stride));
+                        re = w.madd::<false>(diff.re, re);
+                        im = w.madd::<false>(diff.im, im);
                     }
                     if previous {
-                        let w = weight(a, v - stride);
-                        let d = sub(xv, x[v - stride]);
-                        re = w.madd::<false>(d.re, re);
-                        im = w.madd::<false>(d.im, im);
+                        let w = weight(a, c, (v as isize - d.stride) as usize);
+                        let diff = sub(xv, at(x, v, -d.stride));
+                        re = w.madd::<false>(diff.re, re);
+                        im = w.madd::<false>(diff.im, im);
                     }
                 }
                 *y = Complex::new(y.re + re, y.im + im);

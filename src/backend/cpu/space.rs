@@ -39,7 +39,7 @@ pub fn solve<T: Real, Op: CpuNormal<T>>(
     let space = CpuSpace {
         op,
         problem,
-        grid: Grid::new(op.sizes().dims),
+        grid: Grid::with_neighbourhood(op.sizes().dims, problem.neighbourhood),
         voxel_factors: Mutex::new(None),
     };
     let mut x = op.pool().install(|| widen_all::<T>(image, "image"))?;
