@@ -41,18 +41,6 @@
 
 #define HORECON_REG_LAPLACE 4
 
-// Interpolation error ε targeted when the number of segments is chosen automatically.
-#define AUTO_ERROR 2e-4
-
-// The most segments `time_segments = 0` will choose.
-#define MAX_AUTO_SEGMENTS 64
-
-// Voxels (at most) on which ε is measured.
-#define ERROR_VOXELS 2048
-
-// Times on which ε is measured.
-#define ERROR_TIMES 257
-
 // An opaque plan: geometry, phase model, coils and the operator built from them.
 typedef struct horecon_plan horecon_plan;
 

@@ -50,10 +50,10 @@ def test_toeplitz_normal_matches_dense(rng, dims):
         assert err < 1e-5, f"seed {rng.seed}"
         assert rel_rms(fast, exact) < 2e-5
         data = rng.complex(m, 2).astype(np.complex64)
-        x_fast, _ = plan.cg(data, max_iterations=10, tolerance=0, regularizer="tikhonov", lambda_=float(m))
+        x_fast, _ = plan.cg(data, max_iterations=4, tolerance=0, regularizer="tikhonov", lambda_=float(m))
         plan.set_toeplitz(False)
-        x_exact, _ = plan.cg(data, max_iterations=10, tolerance=0, regularizer="tikhonov", lambda_=float(m))
-        assert rel_rms(x_fast, x_exact) < 1e-4, f"seed {rng.seed}"
+        x_exact, _ = plan.cg(data, max_iterations=4, tolerance=0, regularizer="tikhonov", lambda_=float(m))
+        assert rel_rms(x_fast, x_exact) < 1e-5, f"seed {rng.seed}"
 
 
 def test_toeplitz_time_segmentation(rng):

@@ -8,6 +8,8 @@
 pub mod cartesian;
 pub mod grid;
 pub mod harmonics;
+// Rust-only constants: cbindgen skips the module (the C API documents them in words).
+/// cbindgen:ignore
 pub mod toeplitz;
 
 use crate::error::{try_copy, try_vec, Error, Result, Status};
