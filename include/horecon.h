@@ -231,6 +231,25 @@ horecon_status horecon_cuda_device_count(int32_t *count);
 // The backend the plan runs on: HORECON_BACKEND_CPU or HORECON_BACKEND_CUDA (never AUTO).
 horecon_status horecon_plan_backend(const struct horecon_plan *plan, int32_t *backend);
 
+// Cartesian FFT mode: the samples are the grid points where `mask`
+// (nx·ny·nz bytes, column-major: x fastest) is non-zero, in column-major
+// order, so nsamples must equal their count (else
+// HORECON_ERR_SIZE_MISMATCH naming both). Needs positions on an
+// axis-aligned grid: horecon_set_grid_positions, or horecon_set_positions
+// with such a grid (else HORECON_ERR_INVALID_ARGUMENT; no positions:
+// HORECON_ERR_INCOMPLETE_PLAN).
+//
+// Sets the phase model to the trajectory of those points,
+// k_a = 2π(p_a − ⌊n_a/2⌋)/fov_a rad/m (0 on axes of one voxel), and computes
+// E, Eᴴ, EᴴE and CG with FFTs, exactly (the same E as the phase sum for that
+// trajectory, to the precision mode's class). Any later positions or
+// phase-model setter leaves Cartesian mode (the trajectory stays until
+// replaced, then computed by the phase sum). Off-resonance cannot be
+// combined with it (HORECON_ERR_INVALID_ARGUMENT, before or after).
+// CUDA plans: HORECON_ERR_INVALID_ARGUMENT when an operator is first
+// applied ("Cartesian mode on CUDA is not implemented yet").
+horecon_status horecon_set_cartesian(struct horecon_plan *plan, const uint8_t *mask);
+
 // Fᴴd of Stone et al. 2008, eq. 4 (Kirk–Hwu ch. 14):
 // out_n = Σ_m conj(φ(k_m))·d_m·exp(+i2π k_m·x_n) with Stone's k in cycles/m.
 //

@@ -27,7 +27,8 @@ module Horecon
 
 export Plan, HoreconError, version, cuda_device_count, forward, adjoint, normal, cg, fhd, q, q_dims,
        set_positions!, set_grid_positions!, set_solid_harmonics!, set_basis!,
-       set_trajectory!, set_off_resonance!, set_sensitivities!, set_toeplitz!, backend, close!
+       set_trajectory!, set_off_resonance!, set_sensitivities!, set_toeplitz!, set_cartesian!,
+       backend, close!
 
 const LIB = get(ENV, "HORECON_LIB", joinpath(@__DIR__, "..", "target", "release", "libhorecon.so"))
 
@@ -186,6 +187,20 @@ set_positions!(p::Plan, P) =
 set_grid_positions!(p::Plan, fov, center = (0.0, 0.0, 0.0)) =
     check(ccall((:horecon_set_grid_positions, LIB), Int32, (Ptr{Cvoid}, Ptr{Float64}, Ptr{Float64}),
                 live(p), real_in("fov", collect(fov), 3), real_in("center", collect(center), 3)))
+
+"""
+Cartesian FFT mode: the samples are the grid points where `mask` (nx x ny x nz,
+Bool or numbers, != 0 = sampled) is set, column-major, so nsamples == count.
+Needs grid positions; sets the trajectory k = 2pi (p - n÷2) ./ fov; E, E^H,
+E^H E and cg are then computed exactly with FFTs. A later positions or
+phase-model setter leaves Cartesian mode; off-resonance is refused.
+"""
+function set_cartesian!(p::Plan, mask)
+    length(mask) == nvoxels(p) ||
+        size_error("mask has $(length(mask)) elements, expected $(nvoxels(p))")
+    m = UInt8[x != 0 ? 0x01 : 0x00 for x in vec(mask)]
+    check(ccall((:horecon_set_cartesian, LIB), Int32, (Ptr{Cvoid}, Ptr{UInt8}), live(p), m))
+end
 
 function set_solid_harmonics!(p::Plan, coefficients)
     b = columns("coefficients", coefficients, p.nsamples)

@@ -353,6 +353,26 @@ static void cmd_set_grid_positions(int nrhs, const mxArray *prhs[]) {
   check(horecon_set_grid_positions(e->plan, fov, center));
 }
 
+/* Cartesian FFT mode: mask (N elements, logical, double or single; ~= 0 = sampled). */
+static void cmd_set_cartesian(int nrhs, const mxArray *prhs[]) {
+  plan_entry *e;
+  uint8_t *mask;
+  size_t i, n;
+  need_args(nrhs, 3, "setCartesian");
+  e = plan_arg(prhs[1]);
+  n = voxels(e);
+  check_count(prhs[2], "mask", n, "N = nx*ny*nz, [nx ny nz] or [nx ny]");
+  mask = (uint8_t *)mxMalloc((n ? n : 1) * sizeof(uint8_t));
+  if (mxIsLogical(prhs[2])) {
+    const mxLogical *l = mxGetLogicals(prhs[2]);
+    for (i = 0; i < n; ++i) mask[i] = l[i] ? 1 : 0;
+  } else {
+    const double *d = real_values(prhs[2], "mask");
+    for (i = 0; i < n; ++i) mask[i] = d[i] != 0.0 ? 1 : 0;
+  }
+  check(horecon_set_cartesian(e->plan, mask));
+}
+
 /* The number of columns B of an M x B (or N x B) matrix with `rows` rows. */
 static int32_t columns(const mxArray *a, const char *name, size_t rows, const char *shape) {
   size_t n;
@@ -843,6 +863,7 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   else if (!strcmp(command, "backend")) cmd_backend(plhs, nrhs, prhs);
   else if (!strcmp(command, "setPositions")) cmd_set_positions(nrhs, prhs);
   else if (!strcmp(command, "setGridPositions")) cmd_set_grid_positions(nrhs, prhs);
+  else if (!strcmp(command, "setCartesian")) cmd_set_cartesian(nrhs, prhs);
   else if (!strcmp(command, "setSolidHarmonics")) cmd_set_solid_harmonics(nrhs, prhs);
   else if (!strcmp(command, "setBasis")) cmd_set_basis(nrhs, prhs);
   else if (!strcmp(command, "setTrajectory")) cmd_set_trajectory(nrhs, prhs);

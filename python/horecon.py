@@ -91,6 +91,7 @@ from ctypes import (
     c_int32,
     c_int64,
     c_uint32,
+    c_uint8,
     c_void_p,
 )
 from pathlib import Path
@@ -266,6 +267,7 @@ _SIGNATURES = {
     "horecon_cuda_device_count": (c_int32, [POINTER(c_int32)]),
     "horecon_plan_backend": (c_int32, [_PlanPtr, POINTER(c_int32)]),
     "horecon_fhd": (c_int32, [_PlanPtr, _C32P, _C32P, _C32P]),
+    "horecon_set_cartesian": (c_int32, [_PlanPtr, POINTER(c_uint8)]),
     "horecon_q_dims": (c_int32, [_PlanPtr, POINTER(c_int64)]),
     "horecon_q": (c_int32, [_PlanPtr, POINTER(c_float), _C32P]),
     "horecon_set_toeplitz": (c_int32, [_PlanPtr, c_int32, c_int32]),
@@ -668,6 +670,28 @@ class Plan:
         (metres; a scalar fov applies to all three axes)."""
         f, c = (_three(name, v) for name, v in (("fov", fov), ("center", center)))
         self._call("horecon_set_grid_positions", _ptr(f, c_double), _ptr(c, c_double))
+
+    def set_cartesian(self, mask) -> None:
+        """Cartesian FFT mode: the samples are the grid points where ``mask``
+        (the image shape, indexed [ix, iy, iz], any memory order; bool or
+        numbers, != 0 = sampled) is set, in Fortran (x fastest) order, so
+        nsamples must equal their count. Needs grid positions
+        (set_grid_positions, or set_positions on an axis-aligned grid). Sets
+        the phase model to their trajectory k_a = 2 pi (p_a - n_a//2)/fov_a and
+        computes E, E^H, E^H E and cg exactly with FFTs. A later positions or
+        phase-model setter leaves Cartesian mode; off-resonance is refused."""
+        arr = np.asarray(mask)
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"mask: expected a bool or real numeric array, got dtype {arr.dtype}")
+        if arr.shape not in self._image_shapes():
+            raise _value_error(
+                HORECON_ERR_SIZE_MISMATCH,
+                f"mask has shape {_shape_str(arr.shape)}, expected one of "
+                + ", ".join(_shape_str(s) for s in self._image_shapes())
+                + " (indexed [ix, iy, iz])",
+            )
+        m = np.ascontiguousarray((arr != 0).reshape(-1, order="F").astype(np.uint8))
+        self._call("horecon_set_cartesian", _ptr(m, c_uint8))
 
     def set_solid_harmonics(self, coefficients) -> None:
         """Built-in real solid harmonics (MODEL.md table); coefficients (M, B)

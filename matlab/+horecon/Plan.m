@@ -13,6 +13,7 @@ classdef Plan < handle
 %   a user whose convention is exp(-1i*k*r) passes -k.
 %
 %   Methods: setPositions(P) (N x 3), setGridPositions(fov, center),
+%   setCartesian(mask) (logical [nx ny nz]: Cartesian FFT mode),
 %   setSolidHarmonics(coef) (M x B, B = 1, 4, 9, 16), setBasis(H, coef),
 %   setTrajectory(k) (M x d), setOffResonance(w, t) (w = [] clears),
 %   setSensitivities(S) (N x L or [nx ny nz L]), d = forward(x),
@@ -68,6 +69,17 @@ classdef Plan < handle
         center = [0 0 0];
       end
       horecon_mex('setGridPositions', obj.Handle, fov, center);
+    end
+
+    function setCartesian(obj, mask)
+      %SETCARTESIAN  Cartesian FFT mode: the samples are the grid points where
+      %   mask (nx x ny x nz, logical or numeric, ~= 0 = sampled) is set, in
+      %   column-major order (mask(:)), so NumSamples must equal nnz(mask).
+      %   Needs setGridPositions (or setPositions on an axis-aligned grid). Sets
+      %   the trajectory k = 2*pi*(p - floor(n/2))./fov and computes E, E^H,
+      %   E^H E and cg exactly with FFTs. A later positions or phase-model setter
+      %   leaves Cartesian mode; off-resonance is refused.
+      horecon_mex('setCartesian', obj.Handle, mask);
     end
 
     function setSolidHarmonics(obj, coef)

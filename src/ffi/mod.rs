@@ -8,11 +8,13 @@
 #![allow(non_camel_case_types)]
 #![allow(clippy::missing_safety_doc)]
 
+mod cartesian;
 mod guard;
 mod recon;
 mod sim;
 mod toeplitz;
 
+pub use cartesian::*;
 pub use recon::*;
 pub use sim::*;
 

@@ -23,6 +23,7 @@
 pub mod coils;
 pub mod field;
 pub mod grid;
+pub mod mask;
 pub mod metrics;
 pub mod noise;
 pub mod phantom;

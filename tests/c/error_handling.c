@@ -284,6 +284,10 @@ static void test_null_pointers(void)
     {
         horecon_c32 q[8 * NV]; /* (2nx)(2ny)(2nz) */
         int64_t qdims[3] = {-5, -5, -5};
+        uint8_t mask[NV];
+        memset(mask, 1, sizeof mask);
+        EXPECT(horecon_set_cartesian(NULL, mask), E, "plan is NULL");
+        EXPECT(horecon_set_cartesian(plan, NULL), E, "mask is NULL");
         EXPECT(horecon_fhd(NULL, in.data, NULL, image), E, "plan is NULL");
         EXPECT(horecon_fhd(plan, NULL, NULL, image), E, "data is NULL");
         CHECK(is_poisoned_c32(image, NV), "fhd wrote out on failure");

@@ -55,6 +55,9 @@ pub fn build(
 struct BinWeights<T> {
     weights: Vec<T>,
     axes: [bool; 3],
+    /// When W_q is constant along x (a fully sampled readout): W on one
+    /// y–z plane, z fastest (the order of the slab path's z transforms).
+    plane_zy: Option<Vec<T>>,
 }
 
 impl<T: Real> BinWeights<T> {
@@ -82,7 +85,23 @@ impl<T: Real> BinWeights<T> {
             .par_iter_mut()
             .zip(&w)
             .for_each(|(o, &x)| *o = <T as Real>::from_f64(x * factor));
-        Ok(BinWeights { weights, axes })
+        let plane_zy = if axes[0] {
+            None
+        } else {
+            let (nx, ny, nz) = (dims[0], dims[1], dims[2]);
+            let mut plane = try_vec(ny * nz, T::default(), "Cartesian plane weights")?;
+            for y in 0..ny {
+                for z in 0..nz {
+                    plane[z + nz * y] = weights[nx * (y + ny * z)];
+                }
+            }
+            Some(plane)
+        };
+        Ok(BinWeights {
+            weights,
+            axes,
+            plane_zy,
+        })
     }
 }
 
@@ -97,6 +116,9 @@ pub struct CartesianOperator<T: Real + FftNum> {
     sensitivities: Option<Vec<Complex<T>>>,
     /// W_q without sample weights.
     unit_weights: BinWeights<T>,
+    /// The sensitivities in the slab path's order (when W_q is constant
+    /// along x): per block of [`SLAB`] x, per coil, per y–z point, x fastest.
+    slab_sensitivities: Option<Vec<Complex<T>>>,
     pool: Arc<rayon::ThreadPool>,
 }
 
@@ -121,7 +143,12 @@ impl<T: Real + FftNum> CartesianOperator<T> {
             Some(s) => Some(pool.install(|| widen_all(s, "sensitivities"))?),
         };
         let unit_weights = pool.install(|| BinWeights::new(&cartesian, None))?;
+        let slab_sensitivities = match (&sensitivities, &unit_weights.plane_zy) {
+            (Some(s), Some(_)) => Some(slab_order(s, sizes)?),
+            _ => None,
+        };
         Ok(CartesianOperator {
+            slab_sensitivities,
             sizes,
             cartesian,
             fft,
@@ -223,6 +250,10 @@ impl<T: Real + FftNum> CartesianOperator<T> {
                 &custom
             }
         };
+        if let Some(plane) = &weights.plane_zy {
+            self.normal_slabs(x, y, plane, weights.axes);
+            return Ok(());
+        }
         let mut buffer = complex_zeros(self.sizes.voxels, "Cartesian FFT grid (N)")?;
         for c in 0..self.sizes.coils {
             self.weighted_image(c, x, &mut buffer);
@@ -237,6 +268,167 @@ impl<T: Real + FftNum> CartesianOperator<T> {
             self.accumulate(c, &buffer, y);
         }
         Ok(())
+    }
+
+    /// The normal operator when W_q is constant along x (no x transforms):
+    /// independent y–z planes, processed in blocks of [`SLAB`] consecutive x
+    /// that stay in cache through all coils, so each of x, y and S_c crosses
+    /// memory once per application. Per plane and coil: y = S_c·x, inverse
+    /// FFT along y, transpose, inverse FFT along z, ·W, forward FFT along z,
+    /// transpose back, forward FFT along y, accumulate conj(S_c)·(…).
+    fn normal_slabs(&self, x: &[Complex<T>], y: &mut [Complex<T>], w_zy: &[T], axes: [bool; 3]) {
+        let [nx, ny, nz] = self.sizes.dims;
+        let (plane, coils) = (ny * nz, self.sizes.coils);
+        let zero = Complex::new(T::default(), T::default());
+        let plans = [Direction::Inverse, Direction::Forward].map(|d| {
+            [
+                self.fft.line_plan(1, d).clone(),
+                self.fft.line_plan(2, d).clone(),
+            ]
+        });
+        let scratch_len = plans
+            .iter()
+            .flatten()
+            .map(|p| p.get_inplace_scratch_len())
+            .max()
+            .unwrap_or(0);
+        let out = SharedImage(y.as_mut_ptr());
+        let sensitivities = self.slab_sensitivities.as_deref();
+        (0..nx.div_ceil(SLAB)).into_par_iter().for_each_init(
+            || {
+                (
+                    vec![zero; SLAB * plane],
+                    vec![zero; SLAB * plane],
+                    vec![zero; SLAB * plane],
+                    vec![zero; plane],
+                    vec![zero; scratch_len],
+                )
+            },
+            |(buffer, acc, xb, transposed, scratch), block| {
+                let x0 = block * SLAB;
+                let b = SLAB.min(nx - x0);
+                for v in 0..plane {
+                    let row = x0 + nx * v;
+                    xb[v * b..(v + 1) * b].copy_from_slice(&x[row..row + b]);
+                }
+                let xb = &xb[..plane * b];
+                for c in 0..coils {
+                    let s = sensitivities.map(|s| {
+                        let start = x0 * plane * coils + c * b * plane;
+                        &s[start..start + b * plane]
+                    });
+                    match s {
+                        Some(s) => {
+                            for (v, (s, xv)) in
+                                s.chunks_exact(b).zip(xb.chunks_exact(b)).enumerate()
+                            {
+                                for i in 0..b {
+                                    buffer[i * plane + v] = mul(s[i], xv[i]);
+                                }
+                            }
+                        }
+                        None => {
+                            for (v, xv) in xb.chunks_exact(b).enumerate() {
+                                for i in 0..b {
+                                    buffer[i * plane + v] = xv[i];
+                                }
+                            }
+                        }
+                    }
+                    for i in 0..b {
+                        let p = &mut buffer[i * plane..(i + 1) * plane];
+                        if axes[1] {
+                            plans[0][0].process_with_scratch(p, scratch);
+                        }
+                        if axes[2] {
+                            for yy in 0..ny {
+                                for z in 0..nz {
+                                    transposed[z + nz * yy] = p[yy + ny * z];
+                                }
+                            }
+                            plans[0][1].process_with_scratch(transposed, scratch);
+                            for (t, &w) in transposed.iter_mut().zip(w_zy) {
+                                *t = Complex::new(t.re * w, t.im * w);
+                            }
+                            plans[1][1].process_with_scratch(transposed, scratch);
+                            for yy in 0..ny {
+                                for z in 0..nz {
+                                    p[yy + ny * z] = transposed[z + nz * yy];
+                                }
+                            }
+                        } else {
+                            for yy in 0..ny {
+                                for z in 0..nz {
+                                    let (t, w) = (&mut p[yy + ny * z], w_zy[z + nz * yy]);
+                                    *t = Complex::new(t.re * w, t.im * w);
+                                }
+                            }
+                        }
+                        if axes[1] {
+                            plans[1][0].process_with_scratch(p, scratch);
+                        }
+                    }
+                    for v in 0..plane {
+                        for i in 0..b {
+                            let t = buffer[i * plane + v];
+                            let value = match s {
+                                Some(s) => mul(s[v * b + i].conj(), t),
+                                None => t,
+                            };
+                            let a = &mut acc[v * b + i];
+                            *a = if c == 0 { value } else { *a + value };
+                        }
+                    }
+                }
+                for v in 0..plane {
+                    let row = x0 + nx * v;
+                    for i in 0..b {
+                        // SAFETY: row + i < nx·ny·nz = y.len(), and the x
+                        // range x0..x0+b belongs to this block only.
+                        unsafe { *out.at(row + i) = acc[v * b + i] };
+                    }
+                }
+            },
+        );
+    }
+}
+
+/// N×L sensitivities (voxel fastest) reordered for the slab path: per
+/// block of [`SLAB`] consecutive x, per coil, per y–z point, x fastest.
+fn slab_order<T: Real>(s: &[Complex<T>], sizes: Sizes) -> Result<Vec<Complex<T>>> {
+    let [nx, ny, nz] = sizes.dims;
+    let (plane, coils, n) = (ny * nz, sizes.coils, sizes.voxels);
+    let mut out = complex_zeros(s.len(), "sensitivities in slab order (N x L)")?;
+    for x0 in (0..nx).step_by(SLAB) {
+        let b = SLAB.min(nx - x0);
+        for c in 0..coils {
+            let start = x0 * plane * coils + c * b * plane;
+            for v in 0..plane {
+                let row = c * n + x0 + nx * v;
+                out[start + v * b..start + (v + 1) * b].copy_from_slice(&s[row..row + b]);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Voxels of consecutive x per block of the slab path (64 bytes of complex float32).
+const SLAB: usize = 8;
+
+/// A raw view of the output image shared by blocks writing disjoint x ranges.
+#[derive(Clone, Copy)]
+struct SharedImage<T>(*mut Complex<T>);
+
+// SAFETY: every block of `normal_slabs` writes only the voxels of its own x
+// range; the ranges of different blocks are disjoint.
+unsafe impl<T: Send> Send for SharedImage<T> {}
+unsafe impl<T: Send> Sync for SharedImage<T> {}
+
+impl<T> SharedImage<T> {
+    /// # Safety
+    /// `offset` must lie inside the image this view was made from.
+    unsafe fn at(&self, offset: usize) -> *mut Complex<T> {
+        self.0.add(offset)
     }
 }
 

@@ -50,6 +50,15 @@ impl<T: FftNum> GridFft<T> {
         GridFft { dims, plans }
     }
 
+    /// The 1D plan of `axis` (length n_axis) in `direction`, for callers
+    /// that transform lines they hold in their own buffers.
+    pub fn line_plan(&self, axis: usize, direction: Direction) -> &Arc<dyn Fft<T>> {
+        &self.plans[axis][match direction {
+            Direction::Forward => 0,
+            Direction::Inverse => 1,
+        }]
+    }
+
     pub fn dims(&self) -> [usize; 3] {
         self.dims
     }
