@@ -17,8 +17,8 @@ use super::{guard, horecon_plan, horecon_status, plan_mut, read};
 /// phase-model setter leaves Cartesian mode (the trajectory stays until
 /// replaced, then computed by the phase sum). Off-resonance cannot be
 /// combined with it (HORECON_ERR_INVALID_ARGUMENT, before or after).
-/// CUDA plans: HORECON_ERR_INVALID_ARGUMENT when an operator is first
-/// applied ("Cartesian mode on CUDA is not implemented yet").
+/// CUDA plans use cuFFT (libcufft.so, .so.13 or .so.12; without it
+/// HORECON_ERR_BACKEND_UNAVAILABLE when an operator is first applied).
 #[no_mangle]
 pub unsafe extern "C" fn horecon_set_cartesian(
     plan: *mut horecon_plan,
