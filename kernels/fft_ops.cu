@@ -1,5 +1,8 @@
 // The O(N) kernels around cuFFT of the FFT-based operators (Toeplitz normal
-// operator and Cartesian mode). Images (CG vectors) and data are double2 on
+// operator and Cartesian mode). NVRTC compiles them appended to util.cu as one
+// module (src/backend/cuda/operator.rs, UTIL): the typedefs and GRID_STRIDE
+// below repeat util.cu's exactly (a legal redefinition) so the file also
+// compiles alone (scripts/gpu/fft_ops_host/run.sh). Images (CG vectors) and data are double2 on
 // the device in every mode; the FFT grids are REAL2 (float2 in accurate and
 // fast modes, double2 in double mode: -D MODE as in util.cu). Products are
 // formed in float64 and rounded once into the grid.

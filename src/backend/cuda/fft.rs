@@ -198,8 +198,6 @@ impl Drop for FftPlan {
     }
 }
 
-const FFT_OPS: &str = include_str!("../../../kernels/fft_ops.cu");
-
 /// The kernels of kernels/fft_ops.cu for one precision mode.
 pub struct FftOps {
     pub pad_coils: CudaFunction,
@@ -217,10 +215,12 @@ pub struct FftOps {
 
 impl FftOps {
     pub fn new(device: &Arc<Device>, precision: Precision) -> Result<FftOps> {
+        // Compiled with util.cu as one module (`operator::UTIL`), usually
+        // already loaded by the plan's exact operator.
         let f = |name: &str| {
             device.function(
-                "fft_ops",
-                FFT_OPS,
+                "util",
+                super::operator::UTIL,
                 &[("MODE", super::operator::mode_code(precision))],
                 name,
             )

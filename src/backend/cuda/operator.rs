@@ -21,7 +21,13 @@ use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
 const PHASE_SUM: &str = include_str!("../../../kernels/phase_sum.cu");
-const UTIL: &str = include_str!("../../../kernels/util.cu");
+/// util.cu and the FFT operators' kernels (fft_ops.cu) form one NVRTC module
+/// per precision mode: compiled once, when the first CUDA operator is built.
+pub(super) const UTIL: &str = concat!(
+    include_str!("../../../kernels/util.cu"),
+    "\n",
+    include_str!("../../../kernels/fft_ops.cu")
+);
 
 /// Threads per phase-sum block.
 const THREADS: usize = 64;
