@@ -255,10 +255,10 @@ horecon_status horecon_plan_backend(const struct horecon_plan *plan, int32_t *ba
 // phase-model setter leaves Cartesian mode (the trajectory stays until
 // replaced, then computed by the phase sum). Off-resonance cannot be
 // combined with it (HORECON_ERR_INVALID_ARGUMENT, before or after).
-// Plans that asked for CUDA: HORECON_ERR_INVALID_ARGUMENT when an operator
-// is first applied ("Cartesian mode on CUDA is not implemented yet"); AUTO
-// plans on a GPU compute Cartesian mode on the CPU for now. With Toeplitz
-// also enabled, Cartesian mode's FFTs serve normal and cg.
+// Both backends: CUDA plans use cuFFT (libcufft.so, .so.13 or .so.12;
+// without it HORECON_ERR_BACKEND_UNAVAILABLE when an operator is first
+// applied). With Toeplitz also enabled, Cartesian mode's FFTs serve normal
+// and cg.
 horecon_status horecon_set_cartesian(struct horecon_plan *plan, const uint8_t *mask);
 
 // Fᴴd of Stone et al. 2008, eq. 4 (Kirk–Hwu ch. 14):
@@ -426,8 +426,8 @@ horecon_status horecon_sim_percent_error(int64_t count, const struct horecon_c32
 // may be called before the model is set, and a model changed later is
 // checked again): a higher-order phase, a user basis, voxels off a lattice,
 // or an off-resonance spread needing more than 64 segments then give
-// HORECON_ERR_INVALID_ARGUMENT naming the reason. Toeplitz on the CUDA
-// backend is not implemented yet (HORECON_ERR_INVALID_ARGUMENT).
+// HORECON_ERR_INVALID_ARGUMENT naming the reason. CUDA plans use cuFFT
+// (libcufft.so, .so.13 or .so.12; without it HORECON_ERR_BACKEND_UNAVAILABLE).
 // time_segments < 0 gives HORECON_ERR_INVALID_ARGUMENT.
 horecon_status horecon_set_toeplitz(struct horecon_plan *plan, int32_t enable, int32_t time_segments);
 

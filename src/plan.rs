@@ -132,9 +132,6 @@ pub struct Plan {
     toeplitz: Option<usize>,
     /// The Toeplitz operator (normal and CG), built on first use.
     toeplitz_operator: Mutex<Option<Arc<dyn EncodingOperator>>>,
-    /// A CPU operator for the same model, built on first use by an AUTO plan
-    /// on a GPU when it needs what the CUDA backend does not provide yet.
-    cpu_operator: Mutex<Option<Arc<dyn EncodingOperator>>>,
 }
 
 fn expect_len(argument: &str, got: usize, expected: usize, shape: &str) -> Result<()> {
@@ -261,7 +258,6 @@ impl Plan {
             operator: Mutex::new(None),
             toeplitz: None,
             toeplitz_operator: Mutex::new(None),
-            cpu_operator: Mutex::new(None),
         })
     }
 
@@ -286,10 +282,6 @@ impl Plan {
         *self.operator.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
         *self
             .toeplitz_operator
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner()) = None;
-        *self
-            .cpu_operator
             .get_mut()
             .unwrap_or_else(|e| e.into_inner()) = None;
     }
@@ -431,47 +423,14 @@ impl Plan {
         self.cartesian.as_deref()
     }
 
-    /// The backend of the operators the CUDA backend does not have yet
-    /// (Toeplitz, Cartesian): the CPU for an AUTO plan, else the plan's own
-    /// (a plan that asked for CUDA then gets CUDA's refusal).
-    fn cpu_if_auto(&self) -> BackendKind {
-        if self.options.backend == BackendKind::Auto {
-            BackendKind::Cpu
-        } else {
-            self.backend
-        }
-    }
-
-    /// The operator on the CPU for the current model, built on first use:
-    /// what an AUTO plan on a GPU uses for the features the CUDA backend
-    /// does not have yet (the finite-difference regularizers).
-    fn cpu_operator(&self) -> Result<Arc<dyn EncodingOperator>> {
-        if self.backend == BackendKind::Cpu {
-            return self.operator();
-        }
-        let mut slot = self.cpu_operator.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(op) = slot.as_ref() {
-            return Ok(op.clone());
-        }
-        let op = self.build_operator(BackendKind::Cpu)?;
-        *slot = Some(op.clone());
-        Ok(op)
-    }
-
-    /// Builds the operator of the current model on `backend`: the
+    /// Builds the operator of the current model on the plan's backend: the
     /// Cartesian FFT operator in Cartesian mode, else the phase sum.
-    fn build_operator(&self, on: BackendKind) -> Result<Arc<dyn EncodingOperator>> {
+    fn build_operator(&self) -> Result<Arc<dyn EncodingOperator>> {
         Ok(match &self.cartesian {
             Some(cartesian) => {
                 self.model.check_complete()?;
-                // An AUTO plan on a GPU computes Cartesian mode on the CPU for now.
-                let on = if on == self.backend {
-                    self.cpu_if_auto()
-                } else {
-                    on
-                };
                 Arc::from(backend::build_cartesian(
-                    on,
+                    self.backend,
                     cartesian.clone(),
                     self.model.sensitivities.as_deref(),
                     self.sizes(),
@@ -480,7 +439,7 @@ impl Plan {
                 )?)
             }
             None => Arc::from(backend::build(
-                on,
+                self.backend,
                 &self.model.features()?,
                 self.sizes(),
                 &self.options,
@@ -495,7 +454,7 @@ impl Plan {
         if let Some(op) = slot.as_ref() {
             return Ok(op.clone());
         }
-        let op = self.build_operator(self.backend)?;
+        let op = self.build_operator()?;
         *slot = Some(op.clone());
         Ok(op)
     }
@@ -550,7 +509,7 @@ impl Plan {
         let features = self.model.features()?;
         let spec = ToeplitzSpec::new(&self.model, segments)?;
         let op: Arc<dyn EncodingOperator> = Arc::from(backend::build_toeplitz(
-            self.cpu_if_auto(),
+            self.backend,
             &features,
             spec,
             self.sizes(),
@@ -637,23 +596,7 @@ impl Plan {
             }
         }
         check_regularizer_options(options, s)?;
-        // The CUDA backend has no finite-difference regularizers yet: an AUTO
-        // plan solves those on the CPU; a plan that asked for CUDA gets the
-        // backend's INVALID_ARGUMENT from its CG.
-        let needs_differences = matches!(
-            options.regularizer,
-            Regularizer::FiniteDifference | Regularizer::TotalVariation | Regularizer::Laplace
-        );
-        let op = if self.toeplitz.is_some() {
-            self.normal_operator()?
-        } else if needs_differences
-            && self.backend == BackendKind::Cuda
-            && self.options.backend == BackendKind::Auto
-        {
-            self.cpu_operator()?
-        } else {
-            self.operator()?
-        };
+        let op = self.normal_operator()?;
         let verbosity = self.options.verbosity;
         let user = options.progress;
         let progress = move |iteration: usize, rel: f64| {

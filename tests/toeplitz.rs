@@ -343,32 +343,24 @@ fn refused_models_and_arguments() {
     let e = incomplete.normal(&x, &mut out).unwrap_err();
     assert_eq!(e.status, Status::IncompletePlan);
 
-    // The CUDA build path refuses (checked without a GPU through the backend's builder).
-    let pool = std::sync::Arc::new(rayon::ThreadPoolBuilder::new().build().unwrap());
-    let cpu_plan = p.plan(Precision::Accurate);
-    let refused = horecon::backend::build_toeplitz(
-        horecon::BackendKind::Cuda,
-        &cpu_plan.model().features().unwrap(),
-        cpu_plan.toeplitz_spec(0).unwrap(),
-        cpu_plan.sizes(),
-        &Default::default(),
-        pool,
-    )
-    .map(|_| ());
-    expect_invalid(refused, "Toeplitz on CUDA is not implemented");
-
-    // A CUDA plan (only on a machine with a GPU).
+    // A CUDA plan: on a GPU its own (cuFFT) Toeplitz operator refuses a
+    // model off the lattice with the same reason and computes the lattice
+    // model; without a GPU the plan is BACKEND_UNAVAILABLE at creation.
+    let cuda_options = horecon::Options {
+        backend: horecon::BackendKind::Cuda,
+        ..Default::default()
+    };
     if horecon::backend::cuda_device_count() > 0 {
-        let mut cuda = p.plan_with(horecon::Options {
-            backend: horecon::BackendKind::Cuda,
-            ..Default::default()
-        });
+        let mut cuda = p.plan_with(cuda_options);
         cuda.set_toeplitz(true, 0).unwrap();
-        expect_invalid(
-            cuda.normal(&x, &mut out),
-            "Toeplitz on CUDA is not implemented",
-        );
+        cuda.normal(&x, &mut out).unwrap();
+        cuda.set_positions(&positions).unwrap();
+        cuda.set_solid_harmonics(9, &p.coefficients).unwrap();
+        expect_invalid(cuda.normal(&x, &mut out), "regular grid");
     } else {
-        eprintln!("no CUDA device: the CUDA refusal is not tested");
+        let e = Plan::new(cuda_options, 5, 4, 1, 1, m as i64)
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(e.status, Status::BackendUnavailable, "{}", e.message);
     }
 }

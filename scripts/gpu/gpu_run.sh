@@ -8,12 +8,13 @@ D=.devcarry/cuda
 O=${OUT:-/tmp/horecon-gpu-out}
 mkdir -p "$O" /tmp/ptx
 STAGES=${1:-tests,memcheck,bench,peers,sass}
+# also: fftops (cuFFT Toeplitz/Cartesian tests + memcheck), fftperf (bench_toeplitz, bench_kim), ncu, demo, python
 if [[ $STAGES == *python* ]]; then
   # the Python binding's tests on the GPU machine (AUTO = CUDA there)
   { HORECON_LIB=$PWD/$D/libhorecon.so timeout 200 python3 -m pytest -q -p no:cacheprovider python/tests; echo "python tests rc=$?"; } > "$O/python.log" 2>&1
 fi
 cd "$D" || exit 1
-chmod +x ./*_tests bench_cuda demo 2>/dev/null
+chmod +x ./*_tests bench_cuda demo bench_toeplitz bench_kim 2>/dev/null
 # BENCH_CASES (environment): the benchmark's arguments (default: all cases)
 {
   date -u
@@ -27,6 +28,25 @@ if [[ $STAGES == *tests* ]]; then
     timeout 200 ./cg_tests --nocapture; echo "cg tests (AUTO = CUDA here) rc=$?";
     timeout 200 ./regularizers_tests --nocapture; echo "regularizers tests (AUTO = CUDA here) rc=$?"; } > "$O/tests.log" 2>&1
 fi
+if [[ $STAGES == *fftops* ]]; then
+  # issue 5 §2/§3 on CUDA: cuFFT Toeplitz and Cartesian operators, then the CPU suites of
+  # both modes with AUTO = CUDA (they compare the GPU against the float64 sums too)
+  { ls -l /usr/lib/x86_64-linux-gnu/libcufft* /usr/local/cuda/lib64/libcufft* 2>&1 | head -5;
+    timeout 300 ./cuda_fft_tests --test-threads=4 --nocapture; echo "cuda_fft tests rc=$?";
+    HORECON_TEST_SEED=4242 timeout 300 compute-sanitizer --tool memcheck --leak-check full ./cuda_fft_tests \
+      --test-threads=1 cuda_fft_chunked_coils_equal_unchunked cuda_toeplitz_normal_matches_dense_cpu_and_exact \
+      cuda_fft_regularized_cg_matches_cpu;
+    echo "cuda_fft memcheck rc=$?";
+    timeout 300 ./toeplitz_tests --nocapture; echo "toeplitz tests rc=$?";
+    timeout 300 ./cartesian_tests --nocapture; echo "cartesian tests rc=$?"; } > "$O/fft_tests.log" 2>&1
+fi
+if [[ $STAGES == *fftperf* ]]; then
+  # Toeplitz: 256^2, 8 coils, spiral, 50 CG iterations (target <= 0.3 s on the GPU);
+  # Kim et al.: 256x160x80, 8 coils, 5 x 15 Laplace CG (target <= 1.5 s)
+  { [ -x ./bench_toeplitz ] && HORECON_BENCH_BACKEND=cuda timeout 240 ./bench_toeplitz 256 8 50; echo "bench_toeplitz rc=$?";
+    # (Laplace on CUDA: the CUDA Cartesian operator with the CUDA regularizers, kernels/fd.cu)
+    [ -x ./bench_kim ] && timeout 240 ./bench_kim --backend cuda; echo "bench_kim rc=$?"; } > "$O/fft_bench.log" 2>&1
+fi
 if [[ $STAGES == *bench* ]]; then
   { timeout 300 ./bench_cuda ${BENCH_CASES:-}; echo "bench rc=$?"; } > "$O/bench.log" 2>&1
 fi
@@ -39,7 +59,8 @@ if [[ $STAGES == *peers* ]]; then
 fi
 if [[ $STAGES == *memcheck* ]]; then
   { HORECON_TEST_SEED=12345 timeout 240 compute-sanitizer --tool memcheck --leak-check full ./cuda_tests --test-threads=1 \
-      cuda_sign_convention_single_voxel chunked_execution_equals_unchunked cg_on_gpu_matches_cg_on_cpu several_plans_and_threads_at_once cuda_adjoint_is_the_adjoint;
+      cuda_sign_convention_single_voxel chunked_execution_equals_unchunked cg_on_gpu_matches_cg_on_cpu several_plans_and_threads_at_once cuda_adjoint_is_the_adjoint \
+      fd_tv_laplace_cg_on_gpu_matches_cpu;
     echo "memcheck rc=$?"; } > "$O/memcheck.log" 2>&1
 fi
 if [[ $STAGES == *ncu* ]]; then

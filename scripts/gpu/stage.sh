@@ -7,6 +7,11 @@ DEST=${1:-/work/main/.devcarry/cuda}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 cargo build --release --example bench_cuda --example demo
+# the FFT benchmarks of issue 5 (Toeplitz §2, Kim et al. §3) when present on this branch
+FFT_BENCHES=""
+for b in bench_toeplitz bench_kim; do
+  if [ -f "examples/$b.rs" ]; then FFT_BENCHES="$FFT_BENCHES $b"; cargo build --release --example "$b"; fi
+done
 mkdir -p "$DEST"
 cargo test --release --no-run --message-format=json 2>/dev/null | python3 -c '
 import sys, json
@@ -18,6 +23,7 @@ for line in sys.stdin:
 ' | while read -r name exe; do strip -o "$DEST/${name}_tests" "$exe"; done
 strip -o "$DEST/bench_cuda" target/release/examples/bench_cuda
 strip -o "$DEST/demo" target/release/examples/demo
+for b in $FFT_BENCHES; do strip -o "$DEST/$b" "target/release/examples/$b"; done
 strip -o "$DEST/libhorecon.so" target/release/libhorecon.so
 cp scripts/gpu/gpu_run.sh "$DEST/"
 cp "$ROOT/../shared/bench/peers/seed_style_eh.cu" "$ROOT/../shared/bench/peers/torch_eh.py" "$DEST/"

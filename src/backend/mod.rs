@@ -63,10 +63,13 @@ pub fn build_toeplitz(
 ) -> Result<Box<dyn EncodingOperator>> {
     match backend {
         BackendKind::Cpu => cpu::toeplitz::build(features, spec, sizes, options.precision, pool),
-        BackendKind::Cuda => Err(Error::invalid(
-            "Toeplitz on CUDA is not implemented yet; use the CPU backend or disable Toeplitz \
-             (horecon_set_toeplitz(plan, 0, 0))",
-        )),
+        BackendKind::Cuda => cuda::build_toeplitz(
+            features,
+            spec,
+            sizes,
+            options.precision,
+            options.device as usize,
+        ),
         other => Err(Error::internal(format!(
             "backend {other:?} is not resolved"
         ))),
@@ -86,9 +89,13 @@ pub fn build_cartesian(
         BackendKind::Cpu => {
             cpu::cartesian::build(cartesian, sensitivities, sizes, options.precision, pool)
         }
-        BackendKind::Cuda => Err(Error::invalid(
-            "Cartesian mode on CUDA is not implemented yet",
-        )),
+        BackendKind::Cuda => cuda::build_cartesian(
+            &cartesian,
+            sensitivities,
+            sizes,
+            options.precision,
+            options.device as usize,
+        ),
         other => Err(Error::internal(format!(
             "backend {other:?} is not resolved"
         ))),

@@ -17,10 +17,10 @@ use super::{guard, horecon_plan, horecon_status, plan_mut, read};
 /// phase-model setter leaves Cartesian mode (the trajectory stays until
 /// replaced, then computed by the phase sum). Off-resonance cannot be
 /// combined with it (HORECON_ERR_INVALID_ARGUMENT, before or after).
-/// Plans that asked for CUDA: HORECON_ERR_INVALID_ARGUMENT when an operator
-/// is first applied ("Cartesian mode on CUDA is not implemented yet"); AUTO
-/// plans on a GPU compute Cartesian mode on the CPU for now. With Toeplitz
-/// also enabled, Cartesian mode's FFTs serve normal and cg.
+/// Both backends: CUDA plans use cuFFT (libcufft.so, .so.13 or .so.12;
+/// without it HORECON_ERR_BACKEND_UNAVAILABLE when an operator is first
+/// applied). With Toeplitz also enabled, Cartesian mode's FFTs serve normal
+/// and cg.
 #[no_mangle]
 pub unsafe extern "C" fn horecon_set_cartesian(
     plan: *mut horecon_plan,

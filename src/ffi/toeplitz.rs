@@ -29,8 +29,8 @@ use super::{guard, horecon_plan, horecon_status, plan_mut};
 /// may be called before the model is set, and a model changed later is
 /// checked again): a higher-order phase, a user basis, voxels off a lattice,
 /// or an off-resonance spread needing more than 64 segments then give
-/// HORECON_ERR_INVALID_ARGUMENT naming the reason. Toeplitz on the CUDA
-/// backend is not implemented yet (HORECON_ERR_INVALID_ARGUMENT).
+/// HORECON_ERR_INVALID_ARGUMENT naming the reason. CUDA plans use cuFFT
+/// (libcufft.so, .so.13 or .so.12; without it HORECON_ERR_BACKEND_UNAVAILABLE).
 /// time_segments < 0 gives HORECON_ERR_INVALID_ARGUMENT.
 #[no_mangle]
 pub unsafe extern "C" fn horecon_set_toeplitz(

@@ -17,9 +17,12 @@
 //! `HORECON_CUDA_R`, `_THREADS`, `_TILE`, `_UNROLL`, `_MINB`, `_TWO_LEVEL`,
 //! `_REDUCE`, `_SPLIT`; `HORECON_CUDA_DUMP_PTX=dir` writes the compiled PTX.
 
+pub mod cartesian;
 pub mod context;
+pub mod fft;
 pub mod memory;
 pub mod operator;
+pub mod toeplitz;
 
 use crate::error::Result;
 use crate::model::{Features, Sizes};
@@ -46,5 +49,40 @@ pub fn build(
     let device = context::device(ordinal).map_err(operator::unavailable)?;
     Ok(Box::new(CudaOperator::new(
         device, features, sizes, precision,
+    )?))
+}
+
+/// Builds the Cartesian FFT operator ([`cartesian`]) on device `ordinal`.
+pub fn build_cartesian(
+    cartesian: &crate::model::cartesian::Cartesian,
+    sensitivities: Option<&[num_complex::Complex32]>,
+    sizes: Sizes,
+    precision: Precision,
+    ordinal: usize,
+) -> Result<Box<dyn EncodingOperator>> {
+    let device = context::device(ordinal).map_err(operator::unavailable)?;
+    fft::available().map_err(operator::unavailable)?;
+    Ok(Box::new(cartesian::CudaCartesian::new(
+        device,
+        sizes,
+        precision,
+        cartesian,
+        sensitivities,
+    )?))
+}
+
+/// Builds the Toeplitz normal operator ([`toeplitz`]) on device `ordinal`:
+/// exact forward/adjoint from `features`, EᴴWE by FFTs from `spec`.
+pub fn build_toeplitz(
+    features: &Features,
+    spec: crate::model::toeplitz::ToeplitzSpec,
+    sizes: Sizes,
+    precision: Precision,
+    ordinal: usize,
+) -> Result<Box<dyn EncodingOperator>> {
+    let device = context::device(ordinal).map_err(operator::unavailable)?;
+    fft::available().map_err(operator::unavailable)?;
+    Ok(Box::new(toeplitz::CudaToeplitz::new(
+        device, features, spec, sizes, precision,
     )?))
 }

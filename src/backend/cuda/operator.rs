@@ -22,7 +22,13 @@ use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
 const PHASE_SUM: &str = include_str!("../../../kernels/phase_sum.cu");
-const UTIL: &str = include_str!("../../../kernels/util.cu");
+/// util.cu and the FFT operators' kernels (fft_ops.cu) form one NVRTC module
+/// per precision mode: compiled once, when the first CUDA operator is built.
+pub(super) const UTIL: &str = concat!(
+    include_str!("../../../kernels/util.cu"),
+    "\n",
+    include_str!("../../../kernels/fft_ops.cu")
+);
 const FD: &str = include_str!("../../../kernels/fd.cu");
 
 /// Threads per phase-sum block.
@@ -30,7 +36,7 @@ const THREADS: usize = 64;
 /// Coils per kernel pass (more coils run in groups).
 const MAX_COIL_GROUP: usize = 8;
 /// Threads per block and blocks of the O(N) kernels.
-const UTIL_THREADS: u32 = 256;
+pub(super) const UTIL_THREADS: u32 = 256;
 const UTIL_BLOCKS: u32 = 1024;
 const DOT_BLOCKS: usize = 256;
 /// RMS phase error (radians) allowed for the float32 phase of accurate mode.
@@ -42,7 +48,7 @@ const REDUCE_ABOVE_CYCLES: f64 = 8.0;
 /// Longest inner run summed in one float32 level (accurate mode without two levels).
 const ONE_LEVEL_SPLIT: usize = 4096;
 
-fn mode_code(p: Precision) -> i64 {
+pub(super) fn mode_code(p: Precision) -> i64 {
     match p {
         Precision::Accurate => 0,
         Precision::Fast => 1,
@@ -52,28 +58,28 @@ fn mode_code(p: Precision) -> i64 {
 
 /// Kernel arguments, each stored in 8 bytes (a 32-bit `int` reads the low half).
 #[derive(Default)]
-struct Args(Vec<u64>);
+pub(super) struct Args(Vec<u64>);
 
 impl Args {
-    fn ptr(mut self, p: sys::CUdeviceptr) -> Self {
+    pub(super) fn ptr(mut self, p: sys::CUdeviceptr) -> Self {
         self.0.push(p);
         self
     }
-    fn int(mut self, v: i64) -> Self {
+    pub(super) fn int(mut self, v: i64) -> Self {
         self.0.push(v as u64);
         self
     }
-    fn i32(mut self, v: i32) -> Self {
+    pub(super) fn i32(mut self, v: i32) -> Self {
         self.0.push(v as u32 as u64);
         self
     }
-    fn f64(mut self, v: f64) -> Self {
+    pub(super) fn f64(mut self, v: f64) -> Self {
         self.0.push(v.to_bits());
         self
     }
 }
 
-fn launch(
+pub(super) fn launch(
     f: &CudaFunction,
     grid: (u32, u32, u32),
     block: u32,
@@ -100,7 +106,7 @@ fn launch(
     .map_err(|e| driver_error("launching a kernel", e))
 }
 
-fn util_grid(n: usize) -> (u32, u32, u32) {
+pub(super) fn util_grid(n: usize) -> (u32, u32, u32) {
     let blocks = n
         .div_ceil(UTIL_THREADS as usize)
         .clamp(1, UTIL_BLOCKS as usize);
@@ -576,20 +582,20 @@ impl Side {
 }
 
 /// Device vectors and scratch of one operator, used under its lock.
-struct Work {
-    stream: Arc<CudaStream>,
+pub(super) struct Work {
+    pub(super) stream: Arc<CudaStream>,
     /// N double2 image in/out, M×L double2 data.
-    image: DeviceBuffer,
-    image_out: DeviceBuffer,
-    data: DeviceBuffer,
-    sample_weights: DeviceBuffer,
+    pub(super) image: DeviceBuffer,
+    pub(super) image_out: DeviceBuffer,
+    pub(super) data: DeviceBuffer,
+    pub(super) sample_weights: DeviceBuffer,
     dot: DeviceBuffer,
     /// float2 staging of host vectors (max(N, M·L) elements).
     staging: DeviceBuffer,
 }
 
 impl Work {
-    fn new(device: &Arc<Device>, sizes: Sizes) -> Result<Work> {
+    pub(super) fn new(device: &Arc<Device>, sizes: Sizes) -> Result<Work> {
         let Sizes {
             voxels: n,
             samples: m,
@@ -621,7 +627,7 @@ thread_local! {
 /// The workspace of one call: the operator's own (under its lock), or, for a
 /// call made while this thread already holds it (an operator applied from
 /// CG's progress callback), temporary buffers of its own instead of a deadlock.
-enum WorkGuard<'a> {
+pub(super) enum WorkGuard<'a> {
     Held {
         guard: std::sync::MutexGuard<'a, Work>,
         key: usize,
@@ -653,7 +659,7 @@ impl Drop for WorkGuard<'_> {
     }
 }
 
-struct Kernels {
+pub(super) struct Kernels {
     prep_forward: CudaFunction,
     prep_adjoint: CudaFunction,
     finish_forward: CudaFunction,
@@ -666,17 +672,151 @@ struct Kernels {
     narrow: CudaFunction,
 }
 
+/// What every operator on one GPU shares: the device, the sizes and the
+/// O(N) kernels (CG's vector operations, transfers, sample weights).
+pub struct CudaCore {
+    pub(super) device: Arc<Device>,
+    pub(super) sizes: Sizes,
+    k: Kernels,
+}
+
+/// How CG applies the operator on the device: the exact phase sums
+/// ([`CudaOperator`]) or an FFT-based normal operator (Toeplitz, Cartesian).
+pub(super) trait DeviceNormal: Sync {
+    /// out (N) = Eᴴ d for device data d (M×L double2, already multiplied by W).
+    fn adjoint_dev(&self, d: &DeviceBuffer, out: &DeviceBuffer, stream: Stream) -> Result<()>;
+    /// y (N) = Eᴴ W E x; `weights` the device sample weights W (M float64,
+    /// `None` = 1) and `scratch` an M×L double2 buffer the operator may use.
+    fn normal_dev(
+        &self,
+        x: &DeviceBuffer,
+        y: &DeviceBuffer,
+        weights: Option<&DeviceBuffer>,
+        scratch: &DeviceBuffer,
+        stream: Stream,
+    ) -> Result<()>;
+}
+
 /// E on one GPU in one precision mode.
 pub struct CudaOperator {
-    device: Arc<Device>,
-    sizes: Sizes,
+    core: CudaCore,
     coil_group: usize,
     groups: usize,
-    forward: Side,
+    /// `None` for an adjoint-only operator ([`CudaOperator::adjoint_only`]).
+    forward: Option<Side>,
     adjoint: Side,
     sensitivities: Option<DeviceBuffer>,
-    k: Kernels,
     work: Mutex<Work>,
+}
+
+impl std::ops::Deref for CudaOperator {
+    type Target = CudaCore;
+    fn deref(&self) -> &CudaCore {
+        &self.core
+    }
+}
+
+impl DeviceNormal for CudaOperator {
+    fn adjoint_dev(&self, d: &DeviceBuffer, out: &DeviceBuffer, stream: Stream) -> Result<()> {
+        CudaOperator::adjoint_dev(self, d, out, stream)
+    }
+
+    fn normal_dev(
+        &self,
+        x: &DeviceBuffer,
+        y: &DeviceBuffer,
+        weights: Option<&DeviceBuffer>,
+        scratch: &DeviceBuffer,
+        stream: Stream,
+    ) -> Result<()> {
+        self.forward_dev(x, scratch, weights, stream)?;
+        CudaOperator::adjoint_dev(self, scratch, y, stream)
+    }
+}
+
+impl CudaCore {
+    /// The O(N) kernels of `precision` on `device`.
+    pub(super) fn new(device: Arc<Device>, sizes: Sizes, precision: Precision) -> Result<CudaCore> {
+        let util =
+            |name: &str| device.function("util", UTIL, &[("MODE", mode_code(precision))], name);
+        let k = Kernels {
+            prep_forward: util("prep_forward")?,
+            prep_adjoint: util("prep_adjoint")?,
+            finish_forward: util("finish_forward")?,
+            finish_adjoint: util("finish_adjoint")?,
+            scale_samples: util("scale_samples")?,
+            dot_re: util("dot_re")?,
+            axpy: util("axpy")?,
+            xpay: util("xpay")?,
+            widen: util("widen")?,
+            narrow: util("narrow")?,
+        };
+        Ok(CudaCore { device, sizes, k })
+    }
+
+    pub(super) fn scale_samples(
+        &self,
+        d: &DeviceBuffer,
+        w: &DeviceBuffer,
+        stream: Stream,
+    ) -> Result<()> {
+        let Sizes {
+            samples: m, coils, ..
+        } = self.sizes;
+        launch(
+            &self.k.scale_samples,
+            util_grid(m * coils),
+            UTIL_THREADS,
+            stream,
+            Args::default()
+                .ptr(d.ptr)
+                .ptr(w.ptr)
+                .int(m as i64)
+                .i32(coils as i32),
+        )
+    }
+
+    /// Host complex64 vector → device double2 `dst` (through the float2 staging).
+    pub(super) fn upload(
+        &self,
+        w: &Work,
+        host: &[Complex32],
+        dst: &DeviceBuffer,
+        s: Stream,
+    ) -> Result<()> {
+        w.staging.upload(host, s)?;
+        launch(
+            &self.k.widen,
+            util_grid(host.len()),
+            UTIL_THREADS,
+            s,
+            Args::default()
+                .ptr(w.staging.ptr)
+                .ptr(dst.ptr)
+                .int(host.len() as i64),
+        )
+    }
+
+    /// Device double2 `src` → host complex64 vector (synchronous).
+    pub(super) fn download(
+        &self,
+        w: &Work,
+        src: &DeviceBuffer,
+        host: &mut [Complex32],
+        s: Stream,
+    ) -> Result<()> {
+        launch(
+            &self.k.narrow,
+            util_grid(host.len()),
+            UTIL_THREADS,
+            s,
+            Args::default()
+                .ptr(src.ptr)
+                .ptr(w.staging.ptr)
+                .int(host.len() as i64),
+        )?;
+        w.staging.download(host, s)
+    }
 }
 
 fn to_device_complex(values: &[Complex32]) -> Vec<[f64; 2]> {
@@ -695,6 +835,27 @@ impl CudaOperator {
         features: &Features,
         sizes: Sizes,
         precision: Precision,
+    ) -> Result<CudaOperator> {
+        Self::build(device, features, sizes, precision, true)
+    }
+
+    /// An operator with Eᴴ only (its forward direction is neither laid out
+    /// nor compiled): the Toeplitz kernels need just the adjoint.
+    pub fn adjoint_only(
+        device: Arc<Device>,
+        features: &Features,
+        sizes: Sizes,
+        precision: Precision,
+    ) -> Result<CudaOperator> {
+        Self::build(device, features, sizes, precision, false)
+    }
+
+    fn build(
+        device: Arc<Device>,
+        features: &Features,
+        sizes: Sizes,
+        precision: Precision,
+        with_forward: bool,
     ) -> Result<CudaOperator> {
         let Sizes {
             voxels: n,
@@ -724,17 +885,21 @@ impl CudaOperator {
             m,
             coil_group,
         )?;
-        let forward = Side::new(
-            &device,
-            precision,
-            1,
-            &features.sample,
-            &features.voxel,
-            terms,
-            m,
-            n,
-            coil_group,
-        )?;
+        let forward = if with_forward {
+            Some(Side::new(
+                &device,
+                precision,
+                1,
+                &features.sample,
+                &features.voxel,
+                terms,
+                m,
+                n,
+                coil_group,
+            )?)
+        } else {
+            None
+        };
         let sensitivities = match &features.sensitivities {
             None => None,
             Some(s) => {
@@ -746,40 +911,24 @@ impl CudaOperator {
                 )?)
             }
         };
-        let util =
-            |name: &str| device.function("util", UTIL, &[("MODE", mode_code(precision))], name);
-        let k = Kernels {
-            prep_forward: util("prep_forward")?,
-            prep_adjoint: util("prep_adjoint")?,
-            finish_forward: util("finish_forward")?,
-            finish_adjoint: util("finish_adjoint")?,
-            scale_samples: util("scale_samples")?,
-            dot_re: util("dot_re")?,
-            axpy: util("axpy")?,
-            xpay: util("xpay")?,
-            widen: util("widen")?,
-            narrow: util("narrow")?,
-        };
         let work = Work::new(&device, sizes)?;
         Ok(CudaOperator {
-            device,
-            sizes,
+            core: CudaCore::new(device, sizes, precision)?,
             coil_group,
             groups,
             forward,
             adjoint,
             sensitivities,
-            k,
             work: Mutex::new(work),
         })
     }
 
-    fn sens_ptr(&self) -> sys::CUdeviceptr {
+    pub(super) fn sens_ptr(&self) -> sys::CUdeviceptr {
         self.sensitivities.as_ref().map_or(0, |s| s.ptr)
     }
 
     /// out (M×L) = W·E x on the device.
-    fn forward_dev(
+    pub(super) fn forward_dev(
         &self,
         x: &DeviceBuffer,
         out: &DeviceBuffer,
@@ -792,7 +941,10 @@ impl CudaOperator {
             coils,
             ..
         } = self.sizes;
-        let side = &self.forward;
+        let side = self
+            .forward
+            .as_ref()
+            .ok_or_else(|| Error::internal("forward of an adjoint-only CUDA operator"))?;
         let lb = self.coil_group;
         for g in 0..self.groups {
             let l0 = (g * lb) as i32;
@@ -839,7 +991,12 @@ impl CudaOperator {
     }
 
     /// out (N) = Eᴴ d on the device.
-    fn adjoint_dev(&self, d: &DeviceBuffer, out: &DeviceBuffer, stream: Stream) -> Result<()> {
+    pub(super) fn adjoint_dev(
+        &self,
+        d: &DeviceBuffer,
+        out: &DeviceBuffer,
+        stream: Stream,
+    ) -> Result<()> {
         let Sizes {
             voxels: n,
             samples: m,
@@ -892,60 +1049,7 @@ impl CudaOperator {
         Ok(())
     }
 
-    fn scale_samples(&self, d: &DeviceBuffer, w: &DeviceBuffer, stream: Stream) -> Result<()> {
-        let Sizes {
-            samples: m, coils, ..
-        } = self.sizes;
-        launch(
-            &self.k.scale_samples,
-            util_grid(m * coils),
-            UTIL_THREADS,
-            stream,
-            Args::default()
-                .ptr(d.ptr)
-                .ptr(w.ptr)
-                .int(m as i64)
-                .i32(coils as i32),
-        )
-    }
-
-    /// Host complex64 vector → device double2 `dst` (through the float2 staging).
-    fn upload(&self, w: &Work, host: &[Complex32], dst: &DeviceBuffer, s: Stream) -> Result<()> {
-        w.staging.upload(host, s)?;
-        launch(
-            &self.k.widen,
-            util_grid(host.len()),
-            UTIL_THREADS,
-            s,
-            Args::default()
-                .ptr(w.staging.ptr)
-                .ptr(dst.ptr)
-                .int(host.len() as i64),
-        )
-    }
-
-    /// Device double2 `src` → host complex64 vector (synchronous).
-    fn download(
-        &self,
-        w: &Work,
-        src: &DeviceBuffer,
-        host: &mut [Complex32],
-        s: Stream,
-    ) -> Result<()> {
-        launch(
-            &self.k.narrow,
-            util_grid(host.len()),
-            UTIL_THREADS,
-            s,
-            Args::default()
-                .ptr(src.ptr)
-                .ptr(w.staging.ptr)
-                .int(host.len() as i64),
-        )?;
-        w.staging.download(host, s)
-    }
-
-    fn lock(&self) -> Result<WorkGuard<'_>> {
+    pub(super) fn lock(&self) -> Result<WorkGuard<'_>> {
         self.device.bind()?;
         let key = self as *const CudaOperator as usize;
         if HELD.with(|held| held.borrow().contains(&key)) {
@@ -998,7 +1102,7 @@ impl CudaOperator {
             self.device.multiprocessors,
             self.coil_group,
             self.groups,
-            d(&self.forward),
+            self.forward.as_ref().map_or("none".into(), d),
             d(&self.adjoint)
         )
     }
@@ -1046,6 +1150,24 @@ impl EncodingOperator for CudaOperator {
 
     fn solve(&self, problem: &CgProblem<'_>, image: &mut [Complex32]) -> Result<CgReport> {
         let w = self.lock()?;
+        solve_on(self, self, &w, problem, image)
+    }
+
+    fn backend_name(&self) -> String {
+        format!("cuda:{}", self.device.ordinal)
+    }
+}
+
+/// CG on the device with `normal` applying EᴴWE and Eᴴ, the vectors and
+/// transfers of `core`, and the workspace `w` (held by the caller).
+pub(super) fn solve_on(
+    core: &CudaCore,
+    normal: &dyn DeviceNormal,
+    w: &Work,
+    problem: &CgProblem<'_>,
+    image: &mut [Complex32],
+) -> Result<CgReport> {
+    {
         let s = Stream(w.stream.cu_stream());
         let host_weights: Option<Vec<f64>> = problem
             .sample_weights
@@ -1054,8 +1176,9 @@ impl EncodingOperator for CudaOperator {
             w.sample_weights.upload(hw, s)?;
         }
         let space = CudaSpace {
-            op: self,
-            work: &w,
+            op: core,
+            normal,
+            work: w,
             stream: s,
             problem,
             weighted: host_weights.is_some(),
@@ -1076,16 +1199,13 @@ impl EncodingOperator for CudaOperator {
         from_device_complex(&out, image);
         Ok(report)
     }
-
-    fn backend_name(&self) -> String {
-        format!("cuda:{}", self.device.ordinal)
-    }
 }
 
 /// CG's vectors on the GPU (N double2 each); errors of the infallible vector
 /// operations are kept and reported when the solve returns.
 struct CudaSpace<'a> {
-    op: &'a CudaOperator,
+    op: &'a CudaCore,
+    normal: &'a dyn DeviceNormal,
     work: &'a Work,
     stream: Stream,
     problem: &'a CgProblem<'a>,
@@ -1114,7 +1234,7 @@ struct FdState {
 }
 
 impl FdState {
-    fn new(op: &CudaOperator, problem: &CgProblem<'_>) -> Result<FdState> {
+    fn new(op: &CudaCore, problem: &CgProblem<'_>) -> Result<FdState> {
         let grid = Grid::with_neighbourhood(op.sizes.dims, problem.neighbourhood);
         let n = op.sizes.voxels;
         let (table, weights) = grid.device_tables();
@@ -1210,7 +1330,7 @@ impl CgSpace for CudaSpace<'_> {
             self.op
                 .scale_samples(&self.work.data, &self.work.sample_weights, self.stream)?;
         }
-        self.op.adjoint_dev(&self.work.data, b, self.stream)?;
+        self.normal.adjoint_dev(&self.work.data, b, self.stream)?;
         // `host` must live until the upload completed.
         // SAFETY: synchronising our own stream.
         unsafe { result::stream::synchronize(self.stream.0) }
@@ -1220,8 +1340,8 @@ impl CgSpace for CudaSpace<'_> {
     fn normal(&self, x: &DeviceBuffer, y: &mut DeviceBuffer) -> Result<()> {
         self.failed()?;
         let w = self.weighted.then_some(&self.work.sample_weights);
-        self.op.forward_dev(x, &self.work.data, w, self.stream)?;
-        self.op.adjoint_dev(&self.work.data, y, self.stream)
+        self.normal
+            .normal_dev(x, y, w, &self.work.data, self.stream)
     }
 
     fn set_from_host(&self, host: &[Complex32], v: &mut DeviceBuffer) -> Result<()> {
