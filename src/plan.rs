@@ -432,13 +432,13 @@ impl Plan {
     }
 
     /// The backend of the operators the CUDA backend does not have yet
-    /// (Toeplitz, Cartesian): the CPU for an AUTO plan, else the plan's own
-    /// (a plan that asked for CUDA then gets CUDA's refusal).
-    fn cpu_if_auto(&self) -> BackendKind {
+    /// (Toeplitz, Cartesian): the CPU for an AUTO plan, else `on` (a plan
+    /// that asked for CUDA then gets CUDA's refusal).
+    fn cpu_if_auto(&self, on: BackendKind) -> BackendKind {
         if self.options.backend == BackendKind::Auto {
             BackendKind::Cpu
         } else {
-            self.backend
+            on
         }
     }
 
@@ -465,13 +465,8 @@ impl Plan {
             Some(cartesian) => {
                 self.model.check_complete()?;
                 // An AUTO plan on a GPU computes Cartesian mode on the CPU for now.
-                let on = if on == self.backend {
-                    self.cpu_if_auto()
-                } else {
-                    on
-                };
                 Arc::from(backend::build_cartesian(
-                    on,
+                    self.cpu_if_auto(on),
                     cartesian.clone(),
                     self.model.sensitivities.as_deref(),
                     self.sizes(),
@@ -550,7 +545,7 @@ impl Plan {
         let features = self.model.features()?;
         let spec = ToeplitzSpec::new(&self.model, segments)?;
         let op: Arc<dyn EncodingOperator> = Arc::from(backend::build_toeplitz(
-            self.cpu_if_auto(),
+            self.cpu_if_auto(self.backend),
             &features,
             spec,
             self.sizes(),
