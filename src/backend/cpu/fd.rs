@@ -214,6 +214,26 @@ impl Rows<'_> {
         }
         out
     }
+
+    /// Calls `f(v, k, flags, out_v)` for every voxel v (k: its index in its
+    /// row, flags: its row's [`Rows::flags`]), rows in parallel.
+    fn for_each_voxel<O: Send>(
+        &self,
+        out: &mut [O],
+        f: impl Fn(usize, usize, &[Flags; MAX_DIRECTIONS], &mut O) + Sync,
+    ) {
+        let length = self.length();
+        out.par_chunks_mut(length)
+            .with_min_len(rows_per_task(length))
+            .enumerate()
+            .for_each(|(row, out)| {
+                let base = row * length;
+                let flags = self.flags(base);
+                for (k, o) in out.iter_mut().enumerate() {
+                    f(base + k, k, &flags, o);
+                }
+            });
+    }
 }
 
 /// (successor exists, predecessor exists) for voxel k of a row of `length`
@@ -244,22 +264,13 @@ pub fn differences<T: Real>(grid: &Grid, x: &[Complex<T>], out: &mut [Complex<T>
     let rows = Rows { grid };
     let length = rows.length();
     for (a, d) in grid.directions().iter().enumerate() {
-        out[a * n..(a + 1) * n]
-            .par_chunks_mut(length)
-            .with_min_len(rows_per_task(length))
-            .enumerate()
-            .for_each(|(row, o)| {
-                let base = row * length;
-                let flags = rows.flags(base)[a];
-                for (k, o) in o.iter_mut().enumerate() {
-                    let v = base + k;
-                    *o = if exists(d, flags, k, length).0 {
-                        sub(at(x, v, d.stride), x[v])
-                    } else {
-                        Complex::new(T::default(), T::default())
-                    };
-                }
-            });
+        rows.for_each_voxel(&mut out[a * n..(a + 1) * n], |v, k, flags, o| {
+            *o = if exists(d, flags[a], k, length).0 {
+                sub(at(x, v, d.stride), x[v])
+            } else {
+                Complex::new(T::default(), T::default())
+            };
+        });
     }
 }
 
@@ -270,29 +281,21 @@ pub fn differences_adjoint<T: Real>(grid: &Grid, e: &[Complex<T>], y: &mut [Comp
     let rows = Rows { grid };
     let length = rows.length();
     let directions = grid.directions();
-    y.par_chunks_mut(length)
-        .with_min_len(rows_per_task(length))
-        .enumerate()
-        .for_each(|(row, y)| {
-            let base = row * length;
-            let flags = rows.flags(base);
-            for (k, y) in y.iter_mut().enumerate() {
-                let v = base + k;
-                let mut sum = Complex::new(T::default(), T::default());
-                for (a, d) in directions.iter().enumerate() {
-                    let edges = &e[a * n..(a + 1) * n];
-                    let (next, previous) = exists(d, flags[a], k, length);
-                    if next {
-                        sum = sub(sum, edges[v]);
-                    }
-                    if previous {
-                        let p = at(edges, v, -d.stride);
-                        sum = Complex::new(sum.re + p.re, sum.im + p.im);
-                    }
-                }
-                *y = sum;
+    rows.for_each_voxel(y, |v, k, flags, y| {
+        let mut sum = Complex::new(T::default(), T::default());
+        for (a, d) in directions.iter().enumerate() {
+            let edges = &e[a * n..(a + 1) * n];
+            let (next, previous) = exists(d, flags[a], k, length);
+            if next {
+                sum = sub(sum, edges[v]);
             }
-        });
+            if previous {
+                let p = at(edges, v, -d.stride);
+                sum = Complex::new(sum.re + p.re, sum.im + p.im);
+            }
+        }
+        *y = sum;
+    });
 }
 
 /// The (weighted) gradient magnitude of every voxel,
@@ -311,24 +314,16 @@ pub fn gradient_magnitude<T: Real>(
     let rows = Rows { grid };
     let length = rows.length();
     let directions = grid.directions();
-    g.par_chunks_mut(length)
-        .with_min_len(rows_per_task(length))
-        .enumerate()
-        .for_each(|(row, g)| {
-            let base = row * length;
-            let flags = rows.flags(base);
-            for (k, g) in g.iter_mut().enumerate() {
-                let v = base + k;
-                let mut sum = 0.0;
-                for (a, d) in directions.iter().enumerate() {
-                    if exists(d, flags[a], k, length).0 {
-                        let u = fd_weights.map_or(1.0, |u| u[a * n + v] as f64);
-                        sum += d.weight * u * norm_sqr(sub(at(x, v, d.stride), x[v]));
-                    }
-                }
-                *g = sum.sqrt();
+    rows.for_each_voxel(g, |v, k, flags, g| {
+        let mut sum = 0.0;
+        for (a, d) in directions.iter().enumerate() {
+            if exists(d, flags[a], k, length).0 {
+                let u = fd_weights.map_or(1.0, |u| u[a * n + v] as f64);
+                sum += d.weight * u * norm_sqr(sub(at(x, v, d.stride), x[v]));
             }
-        });
+        }
+        *g = sum.sqrt();
+    });
 }
 
 /// y ← y + λ·Dᴴ diag(w) D x with edge weights w_{d,n} = c_d·u_{d,n}·ν_n: the
@@ -355,33 +350,25 @@ pub fn add_fd_normal<T: Real>(
         let nu = voxel_factors.map_or(T::from_f64(1.0), |f| f[v]);
         lambda * c * u * nu
     };
-    y.par_chunks_mut(length)
-        .with_min_len(rows_per_task(length))
-        .enumerate()
-        .for_each(|(row, y)| {
-            let base = row * length;
-            let flags = rows.flags(base);
-            for (k, y) in y.iter_mut().enumerate() {
-                let v = base + k;
-                let (mut re, mut im) = (T::default(), T::default());
-                let xv = x[v];
-                for (a, d) in directions.iter().enumerate() {
-                    let (next, previous) = exists(d, flags[a], k, length);
-                    let c = T::from_f64(d.weight);
-                    if next {
-                        let w = weight(a, c, v);
-                        let diff = sub(xv, at(x, v, d.stride));
-                        re = w.madd::<false>(diff.re, re);
-                        im = w.madd::<false>(diff.im, im);
-                    }
-                    if previous {
-                        let w = weight(a, c, (v as isize - d.stride) as usize);
-                        let diff = sub(xv, at(x, v, -d.stride));
-                        re = w.madd::<false>(diff.re, re);
-                        im = w.madd::<false>(diff.im, im);
-                    }
-                }
-                *y = Complex::new(y.re + re, y.im + im);
+    rows.for_each_voxel(y, |v, k, flags, y| {
+        let (mut re, mut im) = (T::default(), T::default());
+        let xv = x[v];
+        for (a, d) in directions.iter().enumerate() {
+            let (next, previous) = exists(d, flags[a], k, length);
+            let c = T::from_f64(d.weight);
+            if next {
+                let w = weight(a, c, v);
+                let diff = sub(xv, at(x, v, d.stride));
+                re = w.madd::<false>(diff.re, re);
+                im = w.madd::<false>(diff.im, im);
             }
-        });
+            if previous {
+                let w = weight(a, c, (v as isize - d.stride) as usize);
+                let diff = sub(xv, at(x, v, -d.stride));
+                re = w.madd::<false>(diff.re, re);
+                im = w.madd::<false>(diff.im, im);
+            }
+        }
+        *y = Complex::new(y.re + re, y.im + im);
+    });
 }
