@@ -197,6 +197,7 @@ fn main() {
             "cg" => bench_cg(),
             "sweep" => sweep(),
             "bieri-512:A" => bench_case("bieri-512", &[Accurate]),
+            "bieri-512:F" => bench_case("bieri-512", &[Fast]),
             "bieri-256" | "bieri-512" => bench_case(c, &[Accurate, Fast, Double]),
             other => bench_case(other, &[Accurate, Fast]),
         }
