@@ -215,6 +215,10 @@ fn degenerate_sizes() {
             rel_error(&out_d, &problem.forward_f64(&x)),
             rel_error(&out_x, &problem.adjoint_f64(&d)),
         );
+        eprintln!(
+            "{dims:?} M={m} coils {}: forward {ef:.2e} adjoint {ea:.2e}",
+            problem.coils
+        );
         assert!(
             ef <= 1e-5 && ea <= 1e-5,
             "{dims:?} M={m}: forward {ef:e} adjoint {ea:e}"

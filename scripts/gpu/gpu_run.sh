@@ -47,12 +47,6 @@ if [[ $STAGES == *fftperf* ]]; then
     # (Laplace on CUDA: the CUDA Cartesian operator with the CUDA regularizers, kernels/fd.cu)
     [ -x ./bench_kim ] && timeout 240 ./bench_kim --backend cuda; echo "bench_kim rc=$?"; } > "$O/fft_bench.log" 2>&1
 fi
-if [[ $STAGES == *tensor* ]]; then
-  # #3: the tensor-core coil accumulation (kernels/phase_sum_tc.cu) against the FFMA kernel, then
-  # the CUDA tests with it forced on (accuracy against float64 and the CPU)
-  { for t in 0 1; do echo "== HORECON_CUDA_TENSOR=$t"; HORECON_CUDA_TENSOR=$t timeout 150 ./bench_cuda bieri-512:A bieri-512:F; done;
-    HORECON_CUDA_TENSOR=1 timeout 200 ./cuda_tests --test-threads=8; echo "cuda tests (tensor on) rc=$?"; } > "$O/tensor.log" 2>&1
-fi
 if [[ $STAGES == *bench* ]]; then
   { timeout 300 ./bench_cuda ${BENCH_CASES:-}; echo "bench rc=$?"; } > "$O/bench.log" 2>&1
 fi
