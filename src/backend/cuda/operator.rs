@@ -41,10 +41,14 @@ const UTIL_BLOCKS: u32 = 1024;
 const DOT_BLOCKS: usize = 256;
 /// RMS phase error (radians) allowed for the float32 phase of accurate mode.
 const PHASE_ERROR_BUDGET: f64 = 4e-6;
+/// The same for fast mode (its class is 1e-3).
+const FAST_PHASE_ERROR_BUDGET: f64 = 1e-4;
 /// Pairs sampled to estimate it.
 const PROBE_PAIRS: usize = 4096;
-/// Above this bound on |phase| (cycles) the kernel subtracts rint(phase) before sin/cos.
-const REDUCE_ABOVE_CYCLES: f64 = 8.0;
+/// Above this bound on |phase| (cycles) the kernel always subtracts rint(phase)
+/// before sin/cos; below it only when the probe says the unreduced phase is
+/// outside the budget (H100: bieri-512's E at up to 28 cycles unreduced, 4.0e-6).
+const REDUCE_ABOVE_CYCLES: f64 = 64.0;
 /// Longest inner run summed in one float32 level (accurate mode without two levels).
 const ONE_LEVEL_SPLIT: usize = 4096;
 
@@ -239,8 +243,24 @@ struct PhaseProbe<'a> {
 }
 
 struct PhaseEstimate {
+    /// RMS error (radians) of the phase sin/cos sees, reduced to [-½, ½] cycles first.
     rms_error: f64,
+    /// The same without the reduction (the kernel's REDUCE = 0).
+    rms_unreduced: f64,
     max_abs: f64,
+}
+
+/// The phase (cycles) that the hardware sin/cos of `__sincosf(2π·x)` sees:
+/// FMUL by float32 2π (to nearest), then FMUL.RZ by float32 1/(2π) (toward zero;
+/// the SASS of kernels/phase_sum.cu). Both products are exact in f64.
+fn mufu_cycles(x: f32) -> f64 {
+    let radians = (x as f64 * std::f32::consts::TAU as f64) as f32;
+    let v = radians as f64 * (1.0 / std::f32::consts::TAU) as f64;
+    let mut r = v as f32;
+    if (r as f64).abs() > v.abs() {
+        r = f32::from_bits(r.to_bits() - 1);
+    }
+    r as f64
 }
 
 impl PhaseProbe<'_> {
@@ -253,7 +273,7 @@ impl PhaseProbe<'_> {
                 .wrapping_add(1442695040888963407);
             ((state >> 33) as usize) % n.max(1)
         };
-        let (mut sum_sq, mut max_abs) = (0.0f64, 0.0f64);
+        let (mut sum_sq, mut sum_sq_unreduced, mut max_abs) = (0.0f64, 0.0f64, 0.0f64);
         for _ in 0..PROBE_PAIRS {
             let k = next(o); // sorted position; the first o are real points
             let p = self.lay.perm[k] as usize;
@@ -284,12 +304,18 @@ impl PhaseProbe<'_> {
                 }
             }
             max_abs = max_abs.max(ph.abs() as f64);
-            let diff = ph as f64 + self.rotation.map_or(0.0, |r| r[k]) - exact;
-            let diff = diff - diff.round_ties_even();
-            sum_sq += diff * diff;
+            let error = |seen: f64| {
+                let diff = seen + self.rotation.map_or(0.0, |r| r[k]) - exact;
+                let diff = diff - diff.round_ties_even();
+                diff * diff
+            };
+            sum_sq += error(mufu_cycles(ph - ph.round_ties_even()));
+            sum_sq_unreduced += error(mufu_cycles(ph));
         }
+        let rms = |s: f64| std::f64::consts::TAU * (s / PROBE_PAIRS as f64).sqrt();
         PhaseEstimate {
-            rms_error: std::f64::consts::TAU * (sum_sq / PROBE_PAIRS as f64).sqrt(),
+            rms_error: rms(sum_sq),
+            rms_unreduced: rms(sum_sq_unreduced),
             max_abs,
         }
     }
@@ -441,10 +467,15 @@ impl Side {
             .unwrap_or(64)
             .min(24576 / ((fa + 2 * coil_group) * real))
             .max(1);
-        // Reduce the float32 phase before sin/cos unless it stays within a few cycles.
+        // Reduce the float32 phase before sin/cos (two instructions per pair)
+        // unless the unreduced phase is within the mode's budget.
+        let budget = match precision {
+            Precision::Fast => FAST_PHASE_ERROR_BUDGET,
+            _ => PHASE_ERROR_BUDGET,
+        };
         let reduce = setting("HORECON_CUDA_REDUCE")
             .unwrap_or(usize::from(
-                double || estimate.max_abs > REDUCE_ABOVE_CYCLES,
+                double || estimate.max_abs > REDUCE_ABOVE_CYCLES || estimate.rms_unreduced > budget,
             ))
             .min(1);
         // One-level float32 sums over short splits (added in float64) measured
@@ -538,8 +569,8 @@ impl Side {
             split_terms: split,
             threads,
             shape: format!(
-                "phase rms {:.1e} rad max {:.1} cycles, threads {threads} R {r} tile {tile} unroll {unroll} min-blocks {min_blocks} two-level {two_level} reduce {reduce}",
-                estimate.rms_error, estimate.max_abs
+                "phase rms {:.1e} rad ({:.1e} unreduced) max {:.1} cycles, threads {threads} R {r} tile {tile} unroll {unroll} min-blocks {min_blocks} two-level {two_level} reduce {reduce}",
+                estimate.rms_error, estimate.rms_unreduced, estimate.max_abs
             ),
             dv: DeviceBuffer::from_host(device, &dv, "outer feature differences")?,
             vref: DeviceBuffer::from_host(device, &lay.vref, "block reference features")?,
