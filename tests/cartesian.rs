@@ -8,7 +8,6 @@
 mod common;
 use common::*;
 use horecon::{BackendKind, CgOptions, Complex32, Options, Plan, Precision, Regularizer, Status};
-use num_complex::Complex64;
 use std::f64::consts::PI;
 
 const SHAPES: [[usize; 3]; 7] = [
@@ -26,79 +25,6 @@ const PRECISIONS: [(Precision, f64); 3] = [
     (Precision::Fast, 1e-3),
     (Precision::Double, 1e-7),
 ];
-
-/// A random Cartesian problem: grid, mask, and the same problem as an
-/// explicit trajectory (user basis h = (x, y, z), coefficients k), built
-/// from MODEL.md's formulas independently of the library.
-struct Cart {
-    fov: [f64; 3],
-    center: [f64; 3],
-    mask: Vec<u8>,
-    problem: Problem,
-}
-
-fn random_cart(rng: &mut Rng, dims: [usize; 3], coils: usize) -> Cart {
-    let n: usize = dims.iter().product();
-    let fov = [0; 3].map(|_| rng.range(0.1, 0.3));
-    let center = [0; 3].map(|_| rng.range(-0.05, 0.05));
-    let mut mask: Vec<u8> = (0..n)
-        .map(|_| {
-            if rng.uniform() < 0.4 {
-                1 + rng.int(0, 254) as u8
-            } else {
-                0
-            }
-        })
-        .collect();
-    mask[rng.int(0, n - 1)] = 1;
-    let mut positions = vec![0.0; 3 * n];
-    for v in 0..n {
-        let i = [
-            v % dims[0],
-            (v / dims[0]) % dims[1],
-            v / (dims[0] * dims[1]),
-        ];
-        for a in 0..3 {
-            positions[a * n + v] = if dims[a] == 1 {
-                center[a]
-            } else {
-                center[a] + (i[a] as f64 - (dims[a] / 2) as f64) * fov[a] / dims[a] as f64
-            };
-        }
-    }
-    let points: Vec<usize> = (0..n).filter(|&p| mask[p] != 0).collect();
-    let m = points.len();
-    let mut k = vec![0.0; 3 * m];
-    for (j, &p) in points.iter().enumerate() {
-        let i = [
-            p % dims[0],
-            (p / dims[0]) % dims[1],
-            p / (dims[0] * dims[1]),
-        ];
-        for a in 0..3 {
-            if dims[a] > 1 {
-                k[a * m + j] = 2.0 * PI * (i[a] as f64 - (dims[a] / 2) as f64) / fov[a];
-            }
-        }
-    }
-    let sensitivities = (coils > 1).then(|| rng.complex(n * coils));
-    Cart {
-        fov,
-        center,
-        mask,
-        problem: Problem {
-            dims,
-            coils,
-            samples: m,
-            positions: positions.clone(),
-            terms: 3,
-            user_basis: Some(positions),
-            coefficients: k,
-            off_resonance: None,
-            sensitivities,
-        },
-    }
-}
 
 fn options(precision: Precision) -> Options {
     Options {
@@ -141,12 +67,6 @@ fn dft_plan(c: &Cart, precision: Precision) -> Plan {
     plan.set_sensitivities(c.problem.sensitivities.as_deref())
         .expect("sensitivities");
     plan
-}
-
-fn to_c32(a: &[Complex64]) -> Vec<Complex32> {
-    a.iter()
-        .map(|v| Complex32::new(v.re as f32, v.im as f32))
-        .collect()
 }
 
 #[test]

@@ -10,8 +10,6 @@ mod common;
 use common::*;
 use horecon::backend::cuda::context::probe;
 use horecon::{BackendKind, CgOptions, Complex32, Options, Plan, Precision, Regularizer, Status};
-use num_complex::Complex64;
-use std::f64::consts::PI;
 use std::sync::Mutex;
 
 const PRECISIONS: [(Precision, f64); 3] = [
@@ -45,105 +43,7 @@ fn options(precision: Precision, backend: BackendKind) -> Options {
     }
 }
 
-fn to_c32(a: &[Complex64]) -> Vec<Complex32> {
-    a.iter()
-        .map(|v| Complex32::new(v.re as f32, v.im as f32))
-        .collect()
-}
-
-/// Dense float64 EᴴWE x.
-fn normal_f64(p: &Problem, x: &[Complex32], w: Option<&[f32]>) -> Vec<Complex64> {
-    let mut d = p.forward_f64(x);
-    if let Some(w) = w {
-        for (i, v) in d.iter_mut().enumerate() {
-            *v *= w[i % p.samples] as f64;
-        }
-    }
-    // adjoint_f64 takes float32 data: apply Eᴴ in float64 here instead.
-    let n = p.voxels();
-    let mut out = vec![Complex64::default(); n];
-    for v in 0..n {
-        for j in 0..p.samples {
-            let e = Complex64::from_polar(1.0, -p.phase(j, v));
-            for c in 0..p.coils {
-                out[v] += p.sensitivity(c, v).conj() * e * d[c * p.samples + j];
-            }
-        }
-    }
-    out
-}
-
 // ------------------------------------------------------------------ Toeplitz
-
-/// A linear-phase problem on a skewed lattice (solid harmonics, only k0, x,
-/// y, z non-zero), about half a cycle per lattice step at most; optional
-/// off-resonance (±hz over `duration` s).
-fn lattice_problem(
-    rng: &mut Rng,
-    dims: [usize; 3],
-    coils: usize,
-    samples: usize,
-    off_resonance: Option<(f64, f64)>,
-) -> Problem {
-    let n: usize = dims.iter().product();
-    let step = 0.22 / 16.0;
-    let vectors: Vec<[f64; 3]> = (0..3)
-        .map(|a| {
-            std::array::from_fn(|c| {
-                if c == a {
-                    step * rng.range(0.8, 1.2)
-                } else {
-                    step * rng.range(-0.2, 0.2)
-                }
-            })
-        })
-        .collect();
-    let origin: [f64; 3] = std::array::from_fn(|_| rng.range(-0.1, 0.0));
-    let mut positions = vec![0.0; 3 * n];
-    for iz in 0..dims[2] {
-        for iy in 0..dims[1] {
-            for ix in 0..dims[0] {
-                let v = ix + dims[0] * (iy + dims[1] * iz);
-                for c in 0..3 {
-                    positions[c * n + v] = origin[c]
-                        + ix as f64 * vectors[0][c]
-                        + iy as f64 * vectors[1][c]
-                        + iz as f64 * vectors[2][c];
-                }
-            }
-        }
-    }
-    let terms = 4;
-    let kmax = PI / step;
-    let mut coefficients = vec![0.0; samples * terms];
-    for j in 0..samples {
-        coefficients[j] = rng.range(-3.0, 3.0);
-        for b in 1..4 {
-            coefficients[b * samples + j] = kmax * rng.range(-1.0, 1.0);
-        }
-    }
-    let off_resonance = off_resonance.map(|(hz, duration)| {
-        let omega = (0..n)
-            .map(|_| 2.0 * PI * hz * rng.range(-1.0, 1.0))
-            .collect();
-        let times = (0..samples)
-            .map(|j| 1e-3 + duration * j as f64 / samples as f64)
-            .collect();
-        (omega, times)
-    });
-    let sensitivities = (coils > 1 || rng.uniform() < 0.5).then(|| rng.complex(n * coils));
-    Problem {
-        dims,
-        coils,
-        samples,
-        positions,
-        terms,
-        user_basis: None,
-        coefficients,
-        off_resonance,
-        sensitivities,
-    }
-}
 
 fn toeplitz_plan(p: &Problem, precision: Precision, backend: BackendKind, segments: i32) -> Plan {
     let mut plan = p.plan_with(options(precision, backend));
@@ -170,7 +70,7 @@ fn cuda_toeplitz_normal_matches_dense_cpu_and_exact() {
     for (s, dims) in TOEPLITZ_SIZES.into_iter().enumerate() {
         let coils = 1 + s % 3;
         let m = rng.int(40, 160);
-        let p = lattice_problem(&mut rng, dims, coils, m, None);
+        let p = lattice_problem(&mut rng, dims, coils, m, 4, None);
         let x = rng.complex(p.voxels());
         let reference = normal_f64(&p, &x, None);
         for (precision, bound) in PRECISIONS {
@@ -223,7 +123,7 @@ fn cuda_toeplitz_time_segmentation_matches_cpu() {
         ([9, 6, 1], 60.0, 0.01, 3),
     ] {
         let m = rng.int(80, 200);
-        let p = lattice_problem(&mut rng, dims, 2, m, Some((hz, duration)));
+        let p = lattice_problem(&mut rng, dims, 2, m, 4, Some((hz, duration)));
         let x = rng.complex(p.voxels());
         let reference = normal_f64(&p, &x, None);
         for (precision, bound) in [(Precision::Accurate, 1e-5), (Precision::Double, 1e-7)] {
@@ -264,7 +164,7 @@ fn cuda_toeplitz_cg_matches_cpu_and_exact() {
     let mut rng = Rng::fresh(test);
     for (dims, off) in [([9, 8, 1], None), ([5, 4, 3], Some((60.0, 0.01)))] {
         let m = 200;
-        let p = lattice_problem(&mut rng, dims, 3, m, off);
+        let p = lattice_problem(&mut rng, dims, 3, m, 4, off);
         let truth = rng.complex(p.voxels());
         let data = to_c32(&p.forward_f64(&truth));
         let weights: Vec<f32> = (0..m).map(|_| rng.range(0.5, 1.5) as f32).collect();
@@ -311,7 +211,7 @@ fn cuda_fft_regularized_cg_matches_cpu() {
         return;
     }
     let mut rng = Rng::fresh(test);
-    let p = lattice_problem(&mut rng, [10, 9, 1], 2, 150, None);
+    let p = lattice_problem(&mut rng, [10, 9, 1], 2, 150, 4, None);
     let truth = rng.complex(p.voxels());
     let data = to_c32(&p.forward_f64(&truth));
     let c = random_cart(&mut rng, [9, 8, 3], 2);
@@ -363,7 +263,7 @@ fn cuda_fft_chunked_coils_equal_unchunked() {
     }
     let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
     let mut rng = Rng::fresh(test);
-    let p = lattice_problem(&mut rng, [7, 6, 3], 5, 120, Some((60.0, 0.01)));
+    let p = lattice_problem(&mut rng, [7, 6, 3], 5, 120, 4, Some((60.0, 0.01)));
     let c = random_cart(&mut rng, [8, 7, 3], 5);
     let x = rng.complex(p.voxels());
     let xc = rng.complex(c.problem.voxels());
@@ -400,79 +300,6 @@ fn cuda_fft_chunked_coils_equal_unchunked() {
 }
 
 // ----------------------------------------------------------------- Cartesian
-
-/// A random Cartesian problem: grid, mask, and the same problem as an
-/// explicit trajectory (user basis h = (x, y, z), coefficients k) for the
-/// float64 direct sums.
-struct Cart {
-    fov: [f64; 3],
-    center: [f64; 3],
-    mask: Vec<u8>,
-    problem: Problem,
-}
-
-fn random_cart(rng: &mut Rng, dims: [usize; 3], coils: usize) -> Cart {
-    let n: usize = dims.iter().product();
-    let fov = [0; 3].map(|_| rng.range(0.1, 0.3));
-    let center = [0; 3].map(|_| rng.range(-0.05, 0.05));
-    let mut mask: Vec<u8> = (0..n)
-        .map(|_| {
-            if rng.uniform() < 0.4 {
-                1 + rng.int(0, 254) as u8
-            } else {
-                0
-            }
-        })
-        .collect();
-    mask[rng.int(0, n - 1)] = 1;
-    let mut positions = vec![0.0; 3 * n];
-    for v in 0..n {
-        let i = [
-            v % dims[0],
-            (v / dims[0]) % dims[1],
-            v / (dims[0] * dims[1]),
-        ];
-        for a in 0..3 {
-            positions[a * n + v] = if dims[a] == 1 {
-                center[a]
-            } else {
-                center[a] + (i[a] as f64 - (dims[a] / 2) as f64) * fov[a] / dims[a] as f64
-            };
-        }
-    }
-    let points: Vec<usize> = (0..n).filter(|&p| mask[p] != 0).collect();
-    let m = points.len();
-    let mut k = vec![0.0; 3 * m];
-    for (j, &p) in points.iter().enumerate() {
-        let i = [
-            p % dims[0],
-            (p / dims[0]) % dims[1],
-            p / (dims[0] * dims[1]),
-        ];
-        for a in 0..3 {
-            if dims[a] > 1 {
-                k[a * m + j] = 2.0 * PI * (i[a] as f64 - (dims[a] / 2) as f64) / fov[a];
-            }
-        }
-    }
-    let sensitivities = (coils > 1).then(|| rng.complex(n * coils));
-    Cart {
-        fov,
-        center,
-        mask,
-        problem: Problem {
-            dims,
-            coils,
-            samples: m,
-            positions: positions.clone(),
-            terms: 3,
-            user_basis: Some(positions),
-            coefficients: k,
-            off_resonance: None,
-            sensitivities,
-        },
-    }
-}
 
 fn cartesian_plan(c: &Cart, precision: Precision, backend: BackendKind) -> Plan {
     let p = &c.problem;

@@ -6,6 +6,10 @@ use horecon::model::harmonics::solid_harmonic;
 use horecon::{Complex32, Options, Plan, Precision};
 use num_complex::Complex64;
 
+mod grid_problems;
+#[allow(unused_imports)] // not every test crate uses them
+pub use grid_problems::*;
+
 /// A small deterministic generator (SplitMix64), so the tests need no crate.
 pub struct Rng(u64);
 
