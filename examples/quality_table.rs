@@ -24,8 +24,10 @@
 //!   not met there). The noisy set adds complex Gaussian noise with
 //!   rms(|d|)/rms(|noise|) = `--snr` (seed 7);
 //! - gridding: `Plan::gridding` with Pipe–Menon density compensation;
-//! - iterative: `Plan::cg`, unweighted least squares (Tikhonov λ = `--lambda`,
-//!   default 0), `--iterations` iterations from zero;
+//! - iterative: `Plan::cg`, unweighted least squares (λ = `--lambda`,
+//!   default 0, with `--regularizer` Tikhonov, TV or Laplace, `--reweightings`
+//!   outer steps of the last two), `--iterations` iterations (per
+//!   reweighting) from zero;
 //! - metrics ([`horecon::sim::metrics`]): percent error
 //!   100·‖x̂ − x‖₂/‖x‖₂ (Stone et al.; no scale fit: both reconstructions
 //!   are in the units of x) and PSNR = 20·log10(max|x| / RMSE) (Kirk–Hwu).
@@ -64,8 +66,11 @@ pub struct QualitySettings {
     pub data: DataModel,
     pub snr: f64,
     pub iterations: usize,
-    /// Tikhonov λ of the CG (0 = plain least squares).
+    /// The CG's regularizer and its λ (λ = 0: plain least squares).
+    pub regularizer: Regularizer,
     pub lambda: f64,
+    /// Reweighting steps of TV and Laplace.
+    pub reweightings: usize,
     pub backend: BackendKind,
 }
 
@@ -79,7 +84,9 @@ impl Default for QualitySettings {
             data: DataModel::Voxels,
             snr: 30.0,
             iterations: 15,
+            regularizer: Regularizer::Tikhonov,
             lambda: 0.0,
+            reweightings: 5,
             backend: BackendKind::Auto,
         }
     }
@@ -229,11 +236,12 @@ pub fn quality_table(settings: &QualitySettings) -> Result<QualityTable, Box<dyn
             max_iterations: settings.iterations,
             tolerance: 0.0,
             regularizer: if settings.lambda > 0.0 {
-                Regularizer::Tikhonov
+                settings.regularizer
             } else {
                 Regularizer::None
             },
             lambda: settings.lambda,
+            reweightings: settings.reweightings,
             ..CgOptions::default()
         };
         plan.cg(data, &options, &mut image)?;
@@ -255,6 +263,7 @@ pub fn quality_table(settings: &QualitySettings) -> Result<QualityTable, Box<dyn
 
 const USAGE: &str = "quality_table [--size N (32)] [--nz NZ (= N)] [--undersampling R (1)] \
      [--kmax F (1.414)] [--data voxels|analytic] [--snr S (30)] [--iterations K (15)] [--lambda L (0)] \
+     [--regularizer tikhonov|tv|laplace] [--reweightings R (5)] \
      [--backend auto|cpu|cuda]";
 
 fn parse_args() -> Result<QualitySettings, Box<dyn Error>> {
@@ -278,6 +287,17 @@ fn parse_args() -> Result<QualitySettings, Box<dyn Error>> {
             "--snr" => s.snr = value()?.parse()?,
             "--iterations" => s.iterations = value()?.parse()?,
             "--lambda" => s.lambda = value()?.parse()?,
+            "--reweightings" => s.reweightings = value()?.parse()?,
+            "--regularizer" => {
+                s.regularizer = match value()?.as_str() {
+                    "tikhonov" => Regularizer::Tikhonov,
+                    "tv" => Regularizer::TotalVariation,
+                    "laplace" => Regularizer::Laplace,
+                    other => {
+                        return Err(format!("--regularizer tikhonov|tv|laplace, got {other}").into())
+                    }
+                }
+            }
             "--backend" => {
                 s.backend = match value()?.as_str() {
                     "auto" => BackendKind::Auto,
