@@ -425,12 +425,25 @@ impl Plan {
 
     /// Builds the operator of the current model on the plan's backend: the
     /// Cartesian FFT operator in Cartesian mode, else the phase sum.
+    /// The backend of the FFT-based operators (Toeplitz, Cartesian): the
+    /// plan's, except that an AUTO plan on a GPU without cuFFT computes them
+    /// on the CPU, silently, as AUTO does without a GPU (a plan that asked for
+    /// CUDA gets BACKEND_UNAVAILABLE with the reason).
+    fn fft_backend(&self) -> BackendKind {
+        let auto = self.options.backend == BackendKind::Auto;
+        if auto && self.backend == BackendKind::Cuda && !backend::cuda_fft_available() {
+            BackendKind::Cpu
+        } else {
+            self.backend
+        }
+    }
+
     fn build_operator(&self) -> Result<Arc<dyn EncodingOperator>> {
         Ok(match &self.cartesian {
             Some(cartesian) => {
                 self.model.check_complete()?;
                 Arc::from(backend::build_cartesian(
-                    self.backend,
+                    self.fft_backend(),
                     cartesian.clone(),
                     self.model.sensitivities.as_deref(),
                     self.sizes(),
@@ -509,7 +522,7 @@ impl Plan {
         let features = self.model.features()?;
         let spec = ToeplitzSpec::new(&self.model, segments)?;
         let op: Arc<dyn EncodingOperator> = Arc::from(backend::build_toeplitz(
-            self.backend,
+            self.fft_backend(),
             &features,
             spec,
             self.sizes(),

@@ -495,3 +495,70 @@ fn cuda_fft_refusals_do_not_panic() {
     assert_eq!(e.status, Status::InvalidArgument, "{}", e.message);
     assert!(e.message.contains("order 2"), "{}", e.message);
 }
+
+/// Runs in a child process with HORECON_CUDA_NO_CUFFT=1 (see below): an AUTO
+/// plan on a GPU without cuFFT computes Toeplitz and Cartesian mode on the
+/// CPU; a CUDA plan gets BACKEND_UNAVAILABLE naming the reason.
+#[test]
+fn child_fft_modes_without_cufft() {
+    if std::env::var("HORECON_CUDA_NO_CUFFT").is_err() {
+        return;
+    }
+    let mut rng = Rng::fresh("child_fft_modes_without_cufft");
+    let c = random_cart(&mut rng, [6, 5, 3], 2);
+    let p = &c.problem;
+    let x = rng.complex(p.voxels());
+    let mut d = vec![Complex32::default(); p.samples * p.coils];
+    let auto = cartesian_plan(&c, Precision::Accurate, BackendKind::Auto);
+    auto.forward(&x, &mut d).expect("AUTO Cartesian forward");
+    let name = auto.operator().expect("operator").backend_name();
+    assert!(name.starts_with("cpu"), "AUTO Cartesian ran on {name}");
+    let forward = rel_error(&d, &p.forward_f64(&x));
+    assert!(forward <= 1e-5, "AUTO Cartesian forward: {forward:e}");
+    let cuda = cartesian_plan(&c, Precision::Accurate, BackendKind::Cuda);
+    match cuda.forward(&x, &mut d) {
+        Ok(()) => panic!("a CUDA Cartesian plan ran without cuFFT"),
+        Err(e) => {
+            assert_eq!(e.status, Status::BackendUnavailable, "{}", e.message);
+            assert!(e.message.contains("HORECON_CUDA_NO_CUFFT"), "{}", e.message);
+        }
+    }
+
+    let q = lattice_problem(&mut rng, [7, 6, 1], 2, 90, 4, None);
+    let x = rng.complex(q.voxels());
+    let mut y = vec![Complex32::default(); q.voxels()];
+    toeplitz_plan(&q, Precision::Accurate, BackendKind::Auto, 0)
+        .normal(&x, &mut y)
+        .expect("AUTO Toeplitz normal");
+    let normal = rel_error(&y, &normal_f64(&q, &x, None));
+    assert!(normal <= 1e-5, "AUTO Toeplitz normal: {normal:e}");
+    match toeplitz_plan(&q, Precision::Accurate, BackendKind::Cuda, 0).normal(&x, &mut y) {
+        Ok(()) => panic!("a CUDA Toeplitz plan ran without cuFFT"),
+        Err(e) => assert_eq!(e.status, Status::BackendUnavailable, "{}", e.message),
+    }
+    eprintln!(
+        "child: Cartesian on {name}, forward {forward:.1e}; Toeplitz normal {normal:.1e}; CUDA plans refused"
+    );
+}
+
+#[test]
+fn auto_plans_without_cufft_use_the_cpu() {
+    let test = "auto_plans_without_cufft_use_the_cpu";
+    if let Err(reason) = probe() {
+        eprintln!("{test}: skipped: no CUDA device ({reason})");
+        return;
+    }
+    let exe = std::env::current_exe().expect("test executable");
+    let out = std::process::Command::new(exe)
+        .args(["--exact", "child_fft_modes_without_cufft", "--nocapture"])
+        .env("HORECON_CUDA_NO_CUFFT", "1")
+        .output()
+        .expect("child test runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stderr}");
+    assert!(out.status.success(), "child failed: {stderr}");
+    assert!(
+        stderr.contains("child: Cartesian on cpu"),
+        "child did not run: {stderr}"
+    );
+}

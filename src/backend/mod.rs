@@ -102,6 +102,12 @@ pub fn build_cartesian(
     }
 }
 
+/// Whether the FFT-based operators (Toeplitz, Cartesian) can run on CUDA,
+/// i.e. whether cuFFT loads.
+pub fn cuda_fft_available() -> bool {
+    cuda::fft::available().is_ok()
+}
+
 /// Usable CUDA devices (0 when the CUDA backend is absent).
 pub fn cuda_device_count() -> usize {
     cuda::device_count()

@@ -29,7 +29,11 @@ const CUFFT_INVERSE: i32 = 1;
 
 /// Ok when the cuFFT library can be loaded, else why not (looked for once:
 /// cudarc panics instead of failing when a library is missing).
+/// HORECON_CUDA_NO_CUFFT=1 acts as if it were missing (tests).
 pub fn available() -> std::result::Result<(), String> {
+    if super::memory::setting("HORECON_CUDA_NO_CUFFT").is_some_and(|v| v != 0) {
+        return Err("cuFFT is switched off by HORECON_CUDA_NO_CUFFT".into());
+    }
     static PRESENT: Lazy<bool> = Lazy::new(|| {
         // SAFETY: only tries to dlopen the library (libcufft.so, .so.13, .so.12, ...).
         unsafe { sys::is_culib_present() }
