@@ -640,50 +640,66 @@ fn reweighted_solutions_are_stationary_points() {
         ),
     ] {
         let u = &u_all[..n * Grid::with_neighbourhood(dims, nb).ndims()];
-        let mut x = vec![Complex32::default(); n];
-        let info = plan
-            .cg(
-                &data,
-                &CgOptions {
-                    max_iterations: 100,
-                    tolerance: 1e-10,
-                    regularizer,
-                    lambda,
-                    reweightings: steps,
-                    epsilon,
-                    sigma,
-                    fd_weights: Some(u),
-                    neighbourhood: nb,
-                    ..Default::default()
-                },
-                &mut x,
-            )
-            .unwrap();
-        // Laplace's ε has been continued to ε·0.1^(steps − 2) by the last step
-        let final_epsilon = if name == "laplace" {
-            epsilon * 0.1f64.powi(steps as i32 - 2)
-        } else {
-            epsilon
+        let solve = |reweightings: usize| {
+            let mut x = vec![Complex32::default(); n];
+            let info = plan
+                .cg(
+                    &data,
+                    &CgOptions {
+                        max_iterations: 100,
+                        tolerance: 1e-10,
+                        regularizer,
+                        lambda,
+                        reweightings,
+                        epsilon,
+                        sigma,
+                        fd_weights: Some(u),
+                        neighbourhood: nb,
+                        ..Default::default()
+                    },
+                    &mut x,
+                )
+                .unwrap();
+            (info, to_c64(&x))
         };
-        let reg = |x: &[Complex64]| penalty_value(dims, nb, u, x, name, final_epsilon, sigma);
-        let j = |x: &[Complex64]| objective(&e, &data, lambda, &reg, x);
-        let x64 = to_c64(&x);
-        let scale = norm(&numeric_gradient(&j, &to_c64(&truth), 1e-6));
-        // Laplace's ε ends near zero, so ψ has a kink where an edge has
-        // collapsed (g = 0): test stationarity as "no descent direction",
-        // max over directions v of −J'(x; ±v), which for a smooth J is |∇J·v|.
-        let descent = steepest_descent(&j, &x64, 1e-6, &mut rng) / scale;
-        eprintln!(
-            "{name} {nb:?}: {} iterations in {steps} steps; steepest descent at the solution / |∇J| at the truth = {descent:.1e}",
-            info.iterations
-        );
-        assert!(info.iterations > steps);
-        assert!(
-            descent <= 1e-3,
-            "{name} {nb:?}: not stationary ({descent:e})"
-        );
-        // and its objective is below the truth's
-        assert!(j(&x64) < j(&to_c64(&truth)));
+        // The reweighting converges linearly, and with Laplace's ε continued
+        // towards 0 an edge that is collapsing (g → 0, where ψ has a kink)
+        // can take hundreds of steps (seen in about 1 of 300 random
+        // problems): double the steps until the solution is stationary.
+        let mut reweightings = steps;
+        loop {
+            let (info, x64) = solve(reweightings);
+            if reweightings == steps {
+                assert!(info.iterations > steps);
+            }
+            // Laplace's ε has been continued to ε·0.1^(reweightings − 2) by the last step
+            let final_epsilon = if name == "laplace" {
+                epsilon * 0.1f64.powi(reweightings as i32 - 2)
+            } else {
+                epsilon
+            };
+            let reg = |x: &[Complex64]| penalty_value(dims, nb, u, x, name, final_epsilon, sigma);
+            let j = |x: &[Complex64]| objective(&e, &data, lambda, &reg, x);
+            let scale = norm(&numeric_gradient(&j, &to_c64(&truth), 1e-6));
+            // ψ may have a kink where an edge has collapsed: test stationarity
+            // as "no descent direction", max over directions v of −J'(x; ±v),
+            // which for a smooth J is |∇J·v|.
+            let descent = steepest_descent(&j, &x64, 1e-6, &mut rng) / scale;
+            eprintln!(
+                "{name} {nb:?}: {} iterations in {reweightings} steps; steepest descent at the solution / |∇J| at the truth = {descent:.1e}",
+                info.iterations
+            );
+            if descent <= 1e-3 {
+                // and its objective is below the truth's
+                assert!(j(&x64) < j(&to_c64(&truth)));
+                break;
+            }
+            assert!(
+                reweightings < 16 * steps,
+                "{name} {nb:?}: not stationary after {reweightings} steps ({descent:e})"
+            );
+            reweightings *= 2;
+        }
     }
 }
 
