@@ -204,8 +204,10 @@ fn sample_weights_act_as_weighted_least_squares() {
         rel_error(&unweighted, &truth64),
     );
     eprintln!("error vs truth: weighted {ew:.2e}, unweighted {eu:.2e}");
+    // (the corrupted third moves the unweighted solution by 0.1 or so, the
+    // weighted one stays at the float32 level)
     assert!(
-        ew < 1e-3 && eu > 0.1,
+        ew < 1e-3 && eu > 1e-2 && eu > 1e3 * ew,
         "zero weights must remove the corrupted samples"
     );
 }
@@ -236,8 +238,14 @@ fn warm_start_cancellation_and_iteration_limit() {
             &mut again,
         )
         .unwrap();
+    eprintln!(
+        "cold start {} iterations, warm start at its solution {}",
+        info.iterations, warm.iterations
+    );
+    // The float32 solution's true residual sits near the tolerance: 300 seeds
+    // gave 0 iterations 292 times, 1 seven times, 2 once.
     assert!(
-        warm.iterations <= 1,
+        warm.iterations <= 3 && warm.iterations < info.iterations,
         "warm start took {} iterations",
         warm.iterations
     );
