@@ -38,12 +38,7 @@ fn main() {
                 i += 1;
                 modes = args[i]
                     .split(',')
-                    .map(|m| match m {
-                        "accurate" => Precision::Accurate,
-                        "fast" => Precision::Fast,
-                        "double" => Precision::Double,
-                        o => panic!("unknown mode {o}"),
-                    })
+                    .map(|m| m.parse().unwrap_or_else(|e| panic!("{e}")))
                     .collect();
             }
             "--reps" => {

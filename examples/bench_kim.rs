@@ -50,18 +50,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             _ => return Err(format!("unknown argument {a}").into()),
         }
     }
-    let backend = match backend.as_str() {
-        "cpu" => BackendKind::Cpu,
-        "cuda" => BackendKind::Cuda,
-        "auto" => BackendKind::Auto,
-        other => return Err(format!("backend must be cpu, cuda or auto, got {other}").into()),
-    };
-    let precision = match precision.as_str() {
-        "accurate" => Precision::Accurate,
-        "fast" => Precision::Fast,
-        "double" => Precision::Double,
-        other => return Err(format!("unknown precision {other}").into()),
-    };
+    let backend: BackendKind = backend.parse()?;
+    let precision: Precision = precision.parse()?;
     let coil_count = 8;
     let fov = [0.256, 0.16, 0.08];
     let center = [0.0, 0.0, 0.0];

@@ -39,16 +39,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n = arg(1, 256);
     let coils = arg(2, 8);
     let iterations = arg(3, 50);
-    let backend = match std::env::var("HORECON_BENCH_BACKEND").as_deref() {
-        Ok("cpu") => BackendKind::Cpu,
-        Ok("cuda") => BackendKind::Cuda,
-        _ => BackendKind::Auto,
-    };
-    let precision = match std::env::var("HORECON_BENCH_PRECISION").as_deref() {
-        Ok("fast") => Precision::Fast,
-        Ok("double") => Precision::Double,
-        _ => Precision::Accurate,
-    };
+    let backend = std::env::var("HORECON_BENCH_BACKEND")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(BackendKind::Auto);
+    let precision = std::env::var("HORECON_BENCH_PRECISION")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(Precision::Accurate);
     let fov = 0.22;
     let trajectory = spiral(n as i64, fov, 1.0, 4e-6, 0.0)?;
     let m = trajectory.samples();

@@ -15,7 +15,7 @@
 //! Runs on the GPU when the CUDA backend is usable, else on the CPU.
 
 use horecon::sim::workflow::{higher_order_workflow, Step, WorkflowSettings, SCENARIOS};
-use horecon::{BackendKind, Complex32};
+use horecon::Complex32;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::error::Error;
 use std::time::Instant;
@@ -46,14 +46,7 @@ fn parse_args() -> Result<(WorkflowSettings, String), Box<dyn Error>> {
             "--strength" => s.strength = value()?.parse()?,
             "--dcf" => s.density_compensation = true,
             "--refinement" => s.refinement = value()?.parse()?,
-            "--backend" => {
-                s.backend = match value()?.as_str() {
-                    "auto" => BackendKind::Auto,
-                    "cpu" => BackendKind::Cpu,
-                    "cuda" => BackendKind::Cuda,
-                    other => return Err(format!("--backend auto|cpu|cuda, got {other}").into()),
-                }
-            }
+            "--backend" => s.backend = value()?.parse()?,
             "--help" | "-h" => {
                 println!("{USAGE}");
                 std::process::exit(0);

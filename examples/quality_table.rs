@@ -298,14 +298,7 @@ fn parse_args() -> Result<QualitySettings, Box<dyn Error>> {
                     }
                 }
             }
-            "--backend" => {
-                s.backend = match value()?.as_str() {
-                    "auto" => BackendKind::Auto,
-                    "cpu" => BackendKind::Cpu,
-                    "cuda" => BackendKind::Cuda,
-                    other => return Err(format!("--backend auto|cpu|cuda, got {other}").into()),
-                }
-            }
+            "--backend" => s.backend = value()?.parse()?,
             "--help" | "-h" => {
                 println!("{USAGE}");
                 std::process::exit(0);

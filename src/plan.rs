@@ -35,6 +35,19 @@ impl BackendKind {
     }
 }
 
+/// "auto", "cpu" or "cuda" (the bindings' and examples' names).
+impl std::str::FromStr for BackendKind {
+    type Err = String;
+    fn from_str(name: &str) -> std::result::Result<BackendKind, String> {
+        match name {
+            "auto" => Ok(BackendKind::Auto),
+            "cpu" => Ok(BackendKind::Cpu),
+            "cuda" => Ok(BackendKind::Cuda),
+            other => Err(format!("backend must be auto, cpu or cuda, got {other}")),
+        }
+    }
+}
+
 /// Plan options (the Rust mirror of `horecon_options`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Options {

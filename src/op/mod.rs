@@ -25,6 +25,21 @@ impl Precision {
     }
 }
 
+/// "accurate", "fast" or "double" (the bindings' and examples' names).
+impl std::str::FromStr for Precision {
+    type Err = String;
+    fn from_str(name: &str) -> std::result::Result<Precision, String> {
+        match name {
+            "accurate" => Ok(Precision::Accurate),
+            "fast" => Ok(Precision::Fast),
+            "double" => Ok(Precision::Double),
+            other => Err(format!(
+                "precision must be accurate, fast or double, got {other}"
+            )),
+        }
+    }
+}
+
 /// The result of a conjugate-gradient solve.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct CgReport {
