@@ -81,14 +81,8 @@ fn operators_match_the_direct_sum_and_the_dft_path() {
         let weights: Vec<f32> = (0..p.samples).map(|_| rng.range(0.2, 2.0) as f32).collect();
         let d_ref = p.forward_f64(&image);
         let x_ref = p.adjoint_f64(&data);
-        let n_ref = p.adjoint_f64(&to_c32(&d_ref));
-        let mut wd = d_ref.clone();
-        for l in 0..coils {
-            for j in 0..p.samples {
-                wd[l * p.samples + j] *= weights[j] as f64;
-            }
-        }
-        let nw_ref = p.adjoint_f64(&to_c32(&wd));
+        let n_ref = normal_f64(p, &image, None);
+        let nw_ref = normal_f64(p, &image, Some(&weights));
         for (precision, tolerance) in PRECISIONS {
             let plan = cartesian_plan(&c, precision);
             assert!(plan.cartesian().is_some());
