@@ -141,9 +141,11 @@ fn bench_cg() {
     );
 }
 
-/// Kernel shapes on bieri-512 accurate (kernel time and error per shape).
-fn sweep() {
-    let shapes: &[&[(&str, &str)]] = &[
+/// Kernel shapes on bieri-512 (kernel time and error per shape): the FFMA
+/// kernel in accurate mode ("sweep"), the tensor-core kernel in fast mode
+/// ("sweep-fast").
+fn sweep(precision: Precision) {
+    let accurate: &[&[(&str, &str)]] = &[
         &[],
         &[("HORECON_CUDA_UNROLL", "2")],
         &[("HORECON_CUDA_MINB", "5")],
@@ -154,12 +156,26 @@ fn sweep() {
             ("HORECON_CUDA_MINB", "10"),
         ],
     ];
+    let fast: &[&[(&str, &str)]] = &[
+        &[],
+        &[("HORECON_CUDA_TENSOR", "0")],
+        &[("HORECON_CUDA_TILE", "128")],
+        &[("HORECON_CUDA_UNROLL", "4")],
+        &[("HORECON_CUDA_THREADS", "128"), ("HORECON_CUDA_MINB", "4")],
+        &[("HORECON_CUDA_MT", "8"), ("HORECON_CUDA_THREADS", "128")],
+        &[("HORECON_CUDA_MT", "6"), ("HORECON_CUDA_THREADS", "128")],
+    ];
+    let shapes = if precision == Precision::Fast {
+        fast
+    } else {
+        accurate
+    };
     for shape in shapes {
         for (k, v) in *shape {
             std::env::set_var(k, v);
         }
         println!("SWEEP shape {shape:?}");
-        bench_case("bieri-512", &[Precision::Accurate]);
+        bench_case("bieri-512", &[precision]);
         for (k, _) in *shape {
             std::env::remove_var(k);
         }
@@ -195,7 +211,8 @@ fn main() {
     for c in chosen {
         match c {
             "cg" => bench_cg(),
-            "sweep" => sweep(),
+            "sweep" => sweep(Accurate),
+            "sweep-fast" => sweep(Fast),
             "bieri-512:A" => bench_case("bieri-512", &[Accurate]),
             "bieri-512:F" => bench_case("bieri-512", &[Fast]),
             "bieri-256" | "bieri-512" => bench_case(c, &[Accurate, Fast, Double]),

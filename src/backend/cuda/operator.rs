@@ -22,6 +22,7 @@ use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
 const PHASE_SUM: &str = include_str!("../../../kernels/phase_sum.cu");
+const PHASE_SUM_TC: &str = include_str!("../../../kernels/phase_sum_tc.cu");
 /// util.cu and the FFT operators' kernels (fft_ops.cu) form one NVRTC module
 /// per precision mode: compiled once, when the first CUDA operator is built.
 pub(super) const UTIL: &str = concat!(
@@ -33,6 +34,16 @@ const FD: &str = include_str!("../../../kernels/fd.cu");
 
 /// Threads per phase-sum block.
 const THREADS: usize = 64;
+/// Threads per block and 8-point outer tiles per warp of fast mode's
+/// tensor-core phase sum (kernels/phase_sum_tc.cu).
+const TC_THREADS: usize = 256;
+const TC_TILES: usize = 4;
+/// Inner points per shared-memory tile of the tensor path (fewer, longer tiles
+/// amortise each tile's loads and two barriers).
+const TC_TILE: usize = 256;
+/// Fast mode puts coil groups of at least this many coils on the tensor cores:
+/// the mma costs one slot per pair whatever the group, FFMA 4 per coil.
+const TC_MIN_COILS: usize = 3;
 /// Coils per kernel pass (more coils run in groups).
 const MAX_COIL_GROUP: usize = 8;
 /// Threads per block and blocks of the O(N) kernels.
@@ -383,6 +394,11 @@ impl Side {
     ) -> Result<Side> {
         let double = precision == Precision::Double;
         let real = if double { 8 } else { 4 };
+        // Fast mode: the coil sums on the tensor cores (tf32 mma, sm_80+) unless
+        // HORECON_CUDA_TENSOR=0; =1 also takes groups under TC_MIN_COILS coils.
+        let tensor = precision == Precision::Fast
+            && device.capability.0 >= 8
+            && setting("HORECON_CUDA_TENSOR").map_or(coil_group >= TC_MIN_COILS, |v| v != 0);
         // Outer points per thread: 4 in float32 (measured best on bieri-512:
         // the coil weights and features read from shared memory serve 4 pairs).
         let r = knob("HORECON_CUDA_R").unwrap_or(match (coil_group, double) {
@@ -391,11 +407,17 @@ impl Side {
             _ => 1,
         });
         let threads = knob("HORECON_CUDA_THREADS")
-            .unwrap_or(THREADS)
+            .unwrap_or(if tensor { TC_THREADS } else { THREADS })
             .clamp(32, 256)
             / 32
             * 32;
-        let blk = threads * r;
+        // Tensor cores: each warp owns MT tiles of 8 outer points.
+        let mt = knob("HORECON_CUDA_MT").unwrap_or(TC_TILES).min(16);
+        let blk = if tensor {
+            threads / 32 * mt * 8
+        } else {
+            threads * r
+        };
         let lay = layout(outer, inner, terms, o, i, blk);
         let opad = lay.blocks * blk;
         // Δv (permuted order) per effective feature, and how far it moves the phase.
@@ -457,16 +479,27 @@ impl Side {
                 estimate = probe.run(split);
             }
         }
-        if let Some(n) = setting("HORECON_CUDA_SPLIT") {
+        if let Some(n) = setting("HORECON_CUDA_SPLIT").filter(|_| !tensor) {
             split = n.min(rows.len());
             estimate = probe.run(split);
         }
         let fe = rows.len();
         let fa = (fe + split + 1).div_ceil(4) * 4;
+        // Shared memory per inner point: its a-record and its coil weights (the
+        // tensor path keeps 8 A-fragment entries of 16 bytes).
+        let shared_per_point = if tensor {
+            fa * real + 8 * 16
+        } else {
+            (fa + 2 * coil_group) * real
+        };
+        // Static shared memory: 24 KiB per block for FFMA (several blocks per
+        // SM), 44 KiB for the tensor path (two blocks of 256 threads).
+        let shared = if tensor { 45056 } else { 24576 };
         let tile = knob("HORECON_CUDA_TILE")
-            .unwrap_or(64)
-            .min(24576 / ((fa + 2 * coil_group) * real))
+            .unwrap_or(if tensor { TC_TILE } else { 64 })
+            .min(shared / shared_per_point)
             .max(1);
+        let tile = if tensor { tile.div_ceil(4) * 4 } else { tile };
         // Reduce the float32 phase before sin/cos (two instructions per pair)
         // unless the unreduced phase is within the mode's budget.
         let budget = match precision {
@@ -484,33 +517,57 @@ impl Side {
             .unwrap_or(usize::from(double))
             .min(1);
         // Unrolling measured: 1 best for E^H, 2 for E (bieri-512, R = 4).
-        let unroll = knob("HORECON_CUDA_UNROLL").unwrap_or(if r >= 4 && sign < 0 { 1 } else { 2 });
+        let unroll = knob("HORECON_CUDA_UNROLL").unwrap_or(if tensor || (r < 4 || sign > 0) {
+            2
+        } else {
+            1
+        });
         // Registers for 6 blocks of 64 threads per SM with R = 4 and 5..8 coils.
-        let min_blocks =
-            knob("HORECON_CUDA_MINB").unwrap_or(if r >= 4 && coil_group > 4 && !double {
-                6
-            } else {
-                1
-            });
-        let kernel = device.function(
-            "phase_sum",
-            PHASE_SUM,
-            &[
-                ("FE", fe as i64),
-                ("NS", split as i64),
-                ("LB", coil_group as i64),
-                ("MODE", mode_code(precision)),
-                ("SIGN", sign),
-                ("THREADS", threads as i64),
-                ("R", r as i64),
-                ("TILE", tile as i64),
-                ("UNROLL", unroll as i64),
-                ("TWO_LEVEL", two_level as i64),
-                ("REDUCE", reduce as i64),
-                ("MINB", min_blocks as i64),
-            ],
-            "phase_sum",
-        )?;
+        let min_blocks = knob("HORECON_CUDA_MINB").unwrap_or(if tensor {
+            2
+        } else if r >= 4 && coil_group > 4 && !double {
+            6
+        } else {
+            1
+        });
+        let kernel = if tensor {
+            device.function(
+                "phase_sum_tc",
+                PHASE_SUM_TC,
+                &[
+                    ("FE", fe as i64),
+                    ("LB", coil_group as i64),
+                    ("SIGN", sign),
+                    ("THREADS", threads as i64),
+                    ("MT", mt as i64),
+                    ("TILE", tile as i64),
+                    ("UNROLL", unroll as i64),
+                    ("REDUCE", reduce as i64),
+                    ("MINB", min_blocks as i64),
+                ],
+                "phase_sum_tc",
+            )?
+        } else {
+            device.function(
+                "phase_sum",
+                PHASE_SUM,
+                &[
+                    ("FE", fe as i64),
+                    ("NS", split as i64),
+                    ("LB", coil_group as i64),
+                    ("MODE", mode_code(precision)),
+                    ("SIGN", sign),
+                    ("THREADS", threads as i64),
+                    ("R", r as i64),
+                    ("TILE", tile as i64),
+                    ("UNROLL", unroll as i64),
+                    ("TWO_LEVEL", two_level as i64),
+                    ("REDUCE", reduce as i64),
+                    ("MINB", min_blocks as i64),
+                ],
+                "phase_sum",
+            )?
+        };
         // Rows FE..FE+NS hold the float32 rounding residuals of the split terms.
         let residual = |x: f64| x - (x as f32) as f64;
         let dv: Vec<u8> = real_bytes(
@@ -540,7 +597,8 @@ impl Side {
             .div_ceil(lay.blocks)
             .clamp(1, i.div_ceil(tile).max(1));
         if two_level == 0 && !double {
-            // one-level float32 sums: keep each split short (the epilogue adds in float64)
+            // one-level float32 sums: keep each split short (the epilogue adds in float64);
+            // on the tensor path (sums per tile) the many blocks keep the last wave short
             splits = splits.max(i.div_ceil(ONE_LEVEL_SPLIT));
         }
         if let Some(s) = knob("HORECON_CUDA_SPLITS") {
@@ -569,8 +627,15 @@ impl Side {
             split_terms: split,
             threads,
             shape: format!(
-                "phase rms {:.1e} rad ({:.1e} unreduced) max {:.1} cycles, threads {threads} R {r} tile {tile} unroll {unroll} min-blocks {min_blocks} two-level {two_level} reduce {reduce}",
-                estimate.rms_error, estimate.rms_unreduced, estimate.max_abs
+                "phase rms {:.1e} rad ({:.1e} unreduced) max {:.1} cycles, {}, threads {threads} tile {tile} unroll {unroll} min-blocks {min_blocks} reduce {reduce}",
+                estimate.rms_error,
+                estimate.rms_unreduced,
+                estimate.max_abs,
+                if tensor {
+                    format!("tensor cores (tf32), MT {mt}")
+                } else {
+                    format!("FFMA, R {r} two-level {two_level}")
+                }
             ),
             dv: DeviceBuffer::from_host(device, &dv, "outer feature differences")?,
             vref: DeviceBuffer::from_host(device, &lay.vref, "block reference features")?,
