@@ -141,20 +141,18 @@ fn bench_cg() {
     );
 }
 
-/// Kernel shapes on bieri-512 (kernel time and error per shape): the FFMA
-/// kernel in accurate mode ("sweep"), the tensor-core kernel in fast mode
-/// ("sweep-fast").
+/// Kernel shapes on bieri-512 (kernel time and error per shape) in accurate
+/// ("sweep") and fast mode ("sweep-fast"); the first two shapes are the
+/// default (tensor cores) and the FFMA kernel.
 fn sweep(precision: Precision) {
     let accurate: &[&[(&str, &str)]] = &[
         &[],
-        &[("HORECON_CUDA_UNROLL", "2")],
-        &[("HORECON_CUDA_MINB", "5")],
-        &[("HORECON_CUDA_SPLIT", "0")],
-        &[
-            ("HORECON_CUDA_R", "2"),
-            ("HORECON_CUDA_UNROLL", "2"),
-            ("HORECON_CUDA_MINB", "10"),
-        ],
+        &[("HORECON_CUDA_TENSOR", "0")],
+        &[("HORECON_CUDA_SEGMENT", "64")],
+        &[("HORECON_CUDA_UNROLL", "1")],
+        &[("HORECON_CUDA_THREADS", "128"), ("HORECON_CUDA_MINB", "3")],
+        &[("HORECON_CUDA_MT", "2"), ("HORECON_CUDA_MINB", "4")],
+        &[("HORECON_CUDA_TILE", "64")],
     ];
     let fast: &[&[(&str, &str)]] = &[
         &[],

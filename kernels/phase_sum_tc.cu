@@ -1,5 +1,5 @@
-// Fast mode's phase sum (kernels/phase_sum.cu) with the coil accumulation on
-// the tensor cores (sm_80+):
+// The float32 modes' phase sum (kernels/phase_sum.cu) with the coil
+// accumulation on the tensor cores (sm_80+):
 //
 //   partial_l(o) = sum_{i in split} w_l(i) * exp(SIGN * i*2*pi * phase(i, o)).
 //
@@ -18,38 +18,47 @@
 // once per tile in shared memory and serves MT mma.
 //
 // The phase is computed as in phase_sum.cu (float64 block reference, float32
-// differences) but in radians: the inner features and the reference are
-// scaled by SIGN*2*pi when the tile is loaded, which saves the multiply before
-// the hardware sin/cos.
+// differences). Fast mode works in radians: the inner features and the
+// reference are scaled by SIGN*2*pi when the tile is loaded, which saves the
+// multiply before the hardware sin/cos. Accurate mode keeps phase_sum.cu's
+// instruction stream for the phase (cycles, NS split terms) unchanged.
 //
-// Accuracy (fast mode's class is 1e-3): tf32 rounds both factors to 11
-// significant bits (cvt.rna), about 3e-4 relative RMS on the result. The
-// tensor cores add with truncation, so each tile is summed from zero and then
-// added in float32 with rounding to nearest.
+// Accuracy. tf32 keeps 11 significant bits:
+// - fast (class 1e-3): both factors rounded once (1xTF32), about 3e-4 relative
+//   RMS on the result;
+// - accurate (class 1e-5): both factors split, x = hi + lo with hi = tf32(x),
+//   and hi*hi + hi*lo + lo*hi accumulated ("3xTF32"; lo*lo is ~2^-22 relative),
+//   the small products in their own accumulator.
+// The tensor cores add with truncation, so the sums restart from zero every SEG
+// inner points and are then added in float32 with rounding to nearest.
 //
-// Compile-time constants (NVRTC -D): FE effective terms (NS = 0 in fast mode),
-// LB (<= 8) coils per group, SIGN (+1/-1), THREADS (multiple of 32), MT 8-point
-// outer tiles per warp, TILE (multiple of 4) inner points per shared-memory
-// tile, UNROLL, REDUCE (subtract the nearest multiple of 2*pi before sin/cos),
-// MINB. A block owns BLK = THREADS/32 * MT * 8 outer points.
+// Compile-time constants (NVRTC -D): MODE (0 accurate, 1 fast), FE effective
+// terms, NS split terms (accurate only), LB (<= 8) coils per group, SIGN (+1/-1),
+// THREADS (multiple of 32), MT 8-point outer tiles per warp, TILE (multiple of
+// SEG) inner points per shared-memory tile, SEG (multiple of 4) inner points per
+// tensor-core sum, UNROLL, REDUCE (reduce the phase before sin/cos), MINB.
+// A block owns BLK = THREADS/32 * MT * 8 outer points.
 
 #define WARPS (THREADS / 32)
 #define BLK (WARPS * MT * 8)
 #define FE_ARR (FE > 0 ? FE : 1)
-// a-record per inner point: FE features, then the reference phase, padded to 4.
-#define FA (((FE + 1) + 3) / 4 * 4)
+#define NS_ARR (NS > 0 ? NS : 1)
+#define NA (FE + NS)
+// a-record per inner point: FE features, NS low parts, then the reference phase, padded to 4.
+#define FA (((NA + 1) + 3) / 4 * 4)
 #define TWO_PI 6.28318530717958647692
+#define TF32_MASK 0xffffe000u
 
-// x rounded to nearest tf32 (11 significant bits), as the mma operand's bits.
+// x rounded to nearest tf32 (11 significant bits), as bits with the low 13 zero.
 __device__ __forceinline__ unsigned tf32(float x) {
     unsigned r;
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-    return r;
+    return r & TF32_MASK;
 }
 
-// The same for |x| <= 1 (sin, cos), in one instruction: the mma ignores the low
-// 13 bits, so adding half of their range rounds to nearest (ties away), as
-// cvt.rna does once it has ruled out infinities and NaN.
+// The same for |x| <= 1 (sin, cos), in one instruction, as an mma operand: the
+// mma ignores the low 13 bits, so adding half of their range rounds to nearest
+// (ties away), as cvt.rna does once it has ruled out infinities and NaN.
 __device__ __forceinline__ unsigned tf32_unit(float x) { return __float_as_uint(x) + 0x1000u; }
 
 // c += A B for one m16n8k8 tile (A row-major 16x8 fragment a, B column-major 8x8 fragment b0, b1).
@@ -61,11 +70,16 @@ __device__ __forceinline__ void mma_tf32(float* c, uint4 a, unsigned b0, unsigne
         : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
 }
 
+// A fragment {Re, Im, -Im, Re} of one tf32 complex weight.
+__device__ __forceinline__ uint4 fragment(unsigned re, unsigned im) {
+    return make_uint4(re, im, im ^ 0x80000000u, re);
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS, MINB)
-phase_sum_tc(const float* __restrict__ dv,           // [FE][ostride], permuted outer order
+phase_sum_tc(const float* __restrict__ dv,           // [FE + NS][ostride], permuted outer order
              const double* __restrict__ vref,        // [blocks][FF]
              const double* __restrict__ inner_full,  // [FF][I]
-             const float* __restrict__ inner_eff,    // [FE][I]
+             const float* __restrict__ inner_eff,    // [FE + NS][I]
              const float2* __restrict__ w,           // [LB][I]
              float2* __restrict__ partial,           // [splits][LB][ch]
              int I, int split_len, long long ostride, long long k0, long long ch, int FF)
@@ -75,6 +89,9 @@ phase_sum_tc(const float* __restrict__ dv,           // [FE][ostride], permuted 
     // warp reads 512 contiguous bytes per k-step (the order k*8 + l put the 4 lanes
     // of a coil in one bank group: 4-way conflicts, measured L1-bound)
     __shared__ uint4 s_w[TILE * 8];
+#if MODE == 0
+    __shared__ uint4 s_wl[TILE * 8];  // the low parts
+#endif
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
@@ -83,11 +100,14 @@ phase_sum_tc(const float* __restrict__ dv,           // [FE][ostride], permuted 
     const int local0 = warp * MT * 8 + g;                    // this lane's outer point of tile m: local0 + 8m
 
     float d[MT][FE_ARR];
+    float dl[MT][NS_ARR];
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
+        const long long o = kb + local0 + 8 * m;
 #pragma unroll
-        for (int f = 0; f < FE_ARR; ++f)
-            d[m][f] = (f < FE) ? dv[(long long)f * ostride + kb + local0 + 8 * m] : 0.f;
+        for (int f = 0; f < FE_ARR; ++f) d[m][f] = (f < FE) ? dv[(long long)f * ostride + o] : 0.f;
+#pragma unroll
+        for (int f = 0; f < NS_ARR; ++f) dl[m][f] = (f < NS) ? dv[(long long)(FE + f) * ostride + o] : 0.f;
     }
 
     float acc[MT][4];
@@ -109,11 +129,17 @@ phase_sum_tc(const float* __restrict__ dv,           // [FE][ostride], permuted 
                 double ref = 0.0;
                 for (int f = 0; f < FF; ++f) ref = fma(inner_full[(long long)f * I + i], vr[f], ref);
                 ref -= rint(ref);
+#if MODE == 0
+#pragma unroll
+                for (int f = 0; f < NA; ++f) r[f] = inner_eff[(long long)f * I + i];
+                r[NA] = (float)ref;
+#else
 #pragma unroll
                 for (int f = 0; f < FE; ++f) r[f] = (float)(SIGN * TWO_PI * (double)inner_eff[(long long)f * I + i]);
                 r[FE] = (float)(SIGN * TWO_PI * ref);
+#endif
             }
-            // 16-byte stores: a warp's 48-byte records then fill distinct banks
+            // 16-byte stores: a warp's records then fill distinct banks
             float4* rec = reinterpret_cast<float4*>(s_a + k * FA);
 #pragma unroll
             for (int j = 0; j < FA / 4; ++j) rec[j] = make_float4(r[4 * j], r[4 * j + 1], r[4 * j + 2], r[4 * j + 3]);
@@ -124,42 +150,95 @@ phase_sum_tc(const float* __restrict__ dv,           // [FE][ostride], permuted 
             float2 v = make_float2(0.f, 0.f);
             if (l < LB && i < i_end) v = w[(long long)l * I + i];
             const unsigned re = tf32(v.x), im = tf32(v.y);
-            s_w[q] = make_uint4(re, im, im ^ 0x80000000u, re);
+            s_w[q] = fragment(re, im);
+#if MODE == 0
+            s_wl[q] = fragment(tf32(v.x - __uint_as_float(re)), tf32(v.y - __uint_as_float(im)));
+#endif
         }
         __syncthreads();
 
-        float tac[MT][4];  // this tile's sums (the mma adds with truncation: keep them short)
+        for (int s0 = 0; s0 < TILE; s0 += SEG) {
+            float tac[MT][4];  // this segment's sums (hi*hi in accurate mode)
+#if MODE == 0
+            float tlo[MT][4];  // hi*lo + lo*hi
+#endif
 #pragma unroll
-        for (int m = 0; m < MT; ++m) { tac[m][0] = 0.f; tac[m][1] = 0.f; tac[m][2] = 0.f; tac[m][3] = 0.f; }
+            for (int m = 0; m < MT; ++m)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    tac[m][j] = 0.f;
+#if MODE == 0
+                    tlo[m][j] = 0.f;
+#endif
+                }
 
 #pragma unroll UNROLL
-        for (int k4 = 0; k4 < TILE; k4 += 4) {
-            const int k = k4 + t;  // this lane's inner point
-            const float* rec = s_a + k * FA;
-            float a[FE_ARR];
+            for (int k4 = s0; k4 < s0 + SEG; k4 += 4) {
+                const int k = k4 + t;  // this lane's inner point
+                const float* rec = s_a + k * FA;
+                float a[FE_ARR];
 #pragma unroll
-            for (int f = 0; f < FE_ARR; ++f) a[f] = (f < FE) ? rec[f] : 0.f;
-            const float ref = rec[FE];
-            const uint4 af = s_w[k4 * 8 + lane];
-#pragma unroll
-            for (int m = 0; m < MT; ++m) {
-                float th = ref;
-#pragma unroll
-                for (int f = 0; f < FE; ++f) th = fmaf(a[f], d[m][f], th);
-#if REDUCE
-                // th - 2*pi*rint(th / 2*pi), 2*pi in two parts (Cody-Waite)
-                const float r = rintf(th * 0.159154943f);
-                th = fmaf(r, -6.28318548f, th);
-                th = fmaf(r, 1.74845553e-7f, th);
+                for (int f = 0; f < FE_ARR; ++f) a[f] = (f < FE) ? rec[f] : 0.f;
+                const float ref = rec[NA];
+                const uint4 af = s_w[k4 * 8 + lane];
+#if MODE == 0
+                const uint4 afl = s_wl[k4 * 8 + lane];
 #endif
-                float sn, cs;
-                __sincosf(th, &sn, &cs);
-                mma_tf32(tac[m], af, tf32_unit(cs), tf32_unit(sn));
-            }
-        }
 #pragma unroll
-        for (int m = 0; m < MT; ++m) {
-            acc[m][0] += tac[m][0]; acc[m][1] += tac[m][1]; acc[m][2] += tac[m][2]; acc[m][3] += tac[m][3];
+                for (int m = 0; m < MT; ++m) {
+                    float sn, cs;
+#if MODE == 0
+                    // phase_sum.cu's accurate phase (cycles)
+                    float ph = ref;
+#pragma unroll
+                    for (int f = 0; f < NS; ++f) {
+                        const float alo = rec[FE + f];
+                        float p = __fmul_rn(a[f], d[m][f]);
+                        float e = fmaf(a[f], d[m][f], -p);
+                        e = fmaf(a[f], dl[m][f], e);
+                        e = fmaf(alo, d[m][f], e);
+                        p = __fsub_rn(p, rintf(p));
+                        ph = __fadd_rn(ph, p);
+                        ph = __fadd_rn(ph, e);
+                    }
+#pragma unroll
+                    for (int f = NS; f < FE; ++f) ph = fmaf(a[f], d[m][f], ph);
+#if REDUCE
+                    ph -= rintf(ph);
+#endif
+                    __sincosf((float)SIGN * 6.28318530717958647692f * ph, &sn, &cs);
+                    const unsigned c_hi = tf32_unit(cs) & TF32_MASK, s_hi = tf32_unit(sn) & TF32_MASK;
+                    // the low parts go in unrounded: truncated to tf32 they keep ~2^-22 of x
+                    const unsigned c_lo = __float_as_uint(cs - __uint_as_float(c_hi));
+                    const unsigned s_lo = __float_as_uint(sn - __uint_as_float(s_hi));
+                    mma_tf32(tlo[m], af, c_lo, s_lo);
+                    mma_tf32(tlo[m], afl, c_hi, s_hi);
+                    mma_tf32(tac[m], af, c_hi, s_hi);
+#else
+                    float th = ref;
+#pragma unroll
+                    for (int f = 0; f < FE; ++f) th = fmaf(a[f], d[m][f], th);
+#if REDUCE
+                    // th - 2*pi*rint(th / 2*pi), 2*pi in two parts (Cody-Waite)
+                    const float r = rintf(th * 0.159154943f);
+                    th = fmaf(r, -6.28318548f, th);
+                    th = fmaf(r, 1.74845553e-7f, th);
+#endif
+                    __sincosf(th, &sn, &cs);
+                    mma_tf32(tac[m], af, tf32_unit(cs), tf32_unit(sn));
+#endif
+                }
+            }
+#pragma unroll
+            for (int m = 0; m < MT; ++m)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+#if MODE == 0
+                    acc[m][j] += tac[m][j] + tlo[m][j];
+#else
+                    acc[m][j] += tac[m][j];
+#endif
+                }
         }
     }
 

@@ -8,7 +8,7 @@ D=.devcarry/cuda
 O=${OUT:-/tmp/horecon-gpu-out}
 mkdir -p "$O" /tmp/ptx
 STAGES=${1:-tests,memcheck,bench,peers,sass}
-# also: fftops (cuFFT Toeplitz/Cartesian tests + memcheck), fftperf (bench_toeplitz, bench_kim), ncu, ncufast, demo, python
+# also: fftops (cuFFT Toeplitz/Cartesian tests + memcheck), fftperf (bench_toeplitz, bench_kim), ncu (FFMA kernel), ncutcA / ncutcF (tensor-core kernel), demo, python
 if [[ $STAGES == *python* ]]; then
   # the Python binding's tests on the GPU machine (AUTO = CUDA there)
   { HORECON_LIB=$PWD/$D/libhorecon.so timeout 200 python3 -m pytest -q -p no:cacheprovider python/tests; echo "python tests rc=$?"; } > "$O/python.log" 2>&1
@@ -59,7 +59,7 @@ if [[ $STAGES == *peers* ]]; then
 fi
 if [[ $STAGES == *memcheck* ]]; then
   { HORECON_TEST_SEED=12345 timeout 240 compute-sanitizer --tool memcheck --leak-check full ./cuda_tests --test-threads=1 \
-      cuda_sign_convention_single_voxel chunked_execution_equals_unchunked fast_mode_on_tensor_cores_and_ffma_matches_float64 cg_on_gpu_matches_cg_on_cpu several_plans_and_threads_at_once cuda_adjoint_is_the_adjoint \
+      cuda_sign_convention_single_voxel chunked_execution_equals_unchunked tensor_core_and_ffma_paths_match_float64 cg_on_gpu_matches_cg_on_cpu several_plans_and_threads_at_once cuda_adjoint_is_the_adjoint \
       fd_tv_laplace_cg_on_gpu_matches_cpu;
     echo "memcheck rc=$?"; } > "$O/memcheck.log" 2>&1
 fi
@@ -79,16 +79,19 @@ if [[ $STAGES == *sass* ]]; then
   if [ -n "$f" ]; then
     ptxas -arch=sm_90 "$f" -o /tmp/k.cubin && cuobjdump -sass /tmp/k.cubin > "$O/sass.txt" 2>&1
   fi
-  # fast mode's tensor-core kernel (E^H of bieri-512)
-  f=$(ls /tmp/ptx/phase_sum_tc_FE_10_LB_8_SIGN_m1*.ptx 2>/dev/null | tail -1)
+  # the tensor-core kernel of accurate mode (E^H of bieri-512)
+  f=$(ls /tmp/ptx/phase_sum_tc_MODE_0_FE_10_NS_0_LB_8_SIGN_m1*.ptx 2>/dev/null | tail -1)
   if [ -n "$f" ]; then
     ptxas -arch=sm_90 "$f" -o /tmp/k.cubin && cuobjdump -sass /tmp/k.cubin > "$O/sass_tc.txt" 2>&1
   fi
 fi
-if [[ $STAGES == *ncufast* ]]; then
-  # the tensor-core kernel: the last forward and the first adjoint timing rep on bieri-512 fast
-  timeout 240 ncu --kernel-name phase_sum_tc --launch-skip 4 --launch-count 2 --section SpeedOfLight \
-    --section WarpStateStats --section ComputeWorkloadAnalysis --section Occupancy --section InstructionStats \
-    --section SchedulerStats ./bench_cuda bieri-512:F > "$O/ncu_fast.txt" 2>&1
-fi
+for mode in A F; do
+  if [[ ,$STAGES, == *,ncutc$mode,* ]]; then
+    # the tensor-core kernel: the last forward and the first adjoint timing rep on bieri-512
+    # (A accurate, F fast)
+    timeout 240 ncu --kernel-name phase_sum_tc --launch-skip 4 --launch-count 2 --section SpeedOfLight \
+      --section WarpStateStats --section ComputeWorkloadAnalysis --section Occupancy --section InstructionStats \
+      --section SchedulerStats ./bench_cuda bieri-512:$mode > "$O/ncu_tc_$mode.txt" 2>&1
+  fi
+done
 ls -la "$O"

@@ -34,16 +34,24 @@ const FD: &str = include_str!("../../../kernels/fd.cu");
 
 /// Threads per phase-sum block.
 const THREADS: usize = 64;
-/// Threads per block and 8-point outer tiles per warp of fast mode's
+/// Threads per block and 8-point outer tiles per warp of the float32 modes'
 /// tensor-core phase sum (kernels/phase_sum_tc.cu).
 const TC_THREADS: usize = 256;
 const TC_TILES: usize = 4;
 /// Inner points per shared-memory tile of the tensor path (fewer, longer tiles
 /// amortise each tile's loads and two barriers).
 const TC_TILE: usize = 256;
-/// Fast mode puts coil groups of at least this many coils on the tensor cores:
-/// the mma costs one slot per pair whatever the group, FFMA 4 per coil.
+/// Accurate mode restarts the tensor-core sums (which truncate) every this
+/// many inner points; fast mode once per tile. (bieri-512, H200: 64 → E error
+/// 3.64e-6, 128 → 3.67e-6 and 2.4 % faster.)
+const TC_SEGMENT_ACCURATE: usize = 128;
+/// Coil groups of at least this many coils go on the tensor cores: the mma
+/// costs one slot per pair (three in accurate mode) whatever the group, FFMA 4
+/// per coil.
 const TC_MIN_COILS: usize = 3;
+/// More phase terms than this stay on FFMA (registers and shared memory per
+/// point grow with the terms).
+const TC_MAX_TERMS: usize = 64;
 /// Coils per kernel pass (more coils run in groups).
 const MAX_COIL_GROUP: usize = 8;
 /// Threads per block and blocks of the O(N) kernels.
@@ -394,10 +402,12 @@ impl Side {
     ) -> Result<Side> {
         let double = precision == Precision::Double;
         let real = if double { 8 } else { 4 };
-        // Fast mode: the coil sums on the tensor cores (tf32 mma, sm_80+) unless
+        // Float32 modes: the coil sums on the tensor cores (tf32 mma, sm_80+) unless
         // HORECON_CUDA_TENSOR=0; =1 also takes groups under TC_MIN_COILS coils.
-        let tensor = precision == Precision::Fast
+        let fast = precision == Precision::Fast;
+        let tensor = !double
             && device.capability.0 >= 8
+            && terms <= TC_MAX_TERMS
             && setting("HORECON_CUDA_TENSOR").map_or(coil_group >= TC_MIN_COILS, |v| v != 0);
         // Outer points per thread: 4 in float32 (measured best on bieri-512:
         // the coil weights and features read from shared memory serve 4 pairs).
@@ -479,16 +489,16 @@ impl Side {
                 estimate = probe.run(split);
             }
         }
-        if let Some(n) = setting("HORECON_CUDA_SPLIT").filter(|_| !tensor) {
+        if let Some(n) = setting("HORECON_CUDA_SPLIT").filter(|_| !(tensor && fast)) {
             split = n.min(rows.len());
             estimate = probe.run(split);
         }
         let fe = rows.len();
         let fa = (fe + split + 1).div_ceil(4) * 4;
         // Shared memory per inner point: its a-record and its coil weights (the
-        // tensor path keeps 8 A-fragment entries of 16 bytes).
+        // tensor path keeps 8 A-fragment entries of 16 bytes, twice in accurate mode).
         let shared_per_point = if tensor {
-            fa * real + 8 * 16
+            fa * real + 8 * 16 * if fast { 1 } else { 2 }
         } else {
             (fa + 2 * coil_group) * real
         };
@@ -499,7 +509,21 @@ impl Side {
             .unwrap_or(if tensor { TC_TILE } else { 64 })
             .min(shared / shared_per_point)
             .max(1);
-        let tile = if tensor { tile.div_ceil(4) * 4 } else { tile };
+        // The tensor path's sums restart every `segment` inner points (a multiple of 4).
+        let segment = if tensor && !fast {
+            knob("HORECON_CUDA_SEGMENT")
+                .unwrap_or(TC_SEGMENT_ACCURATE)
+                .min(tile)
+                .div_ceil(4)
+                * 4
+        } else {
+            tile.div_ceil(4) * 4
+        };
+        let tile = if tensor {
+            (tile / segment).max(1) * segment
+        } else {
+            tile
+        };
         // Reduce the float32 phase before sin/cos (two instructions per pair)
         // unless the unreduced phase is within the mode's budget.
         let budget = match precision {
@@ -535,12 +559,15 @@ impl Side {
                 "phase_sum_tc",
                 PHASE_SUM_TC,
                 &[
+                    ("MODE", mode_code(precision)),
                     ("FE", fe as i64),
+                    ("NS", split as i64),
                     ("LB", coil_group as i64),
                     ("SIGN", sign),
                     ("THREADS", threads as i64),
                     ("MT", mt as i64),
                     ("TILE", tile as i64),
+                    ("SEG", segment as i64),
                     ("UNROLL", unroll as i64),
                     ("REDUCE", reduce as i64),
                     ("MINB", min_blocks as i64),
@@ -632,7 +659,10 @@ impl Side {
                 estimate.rms_unreduced,
                 estimate.max_abs,
                 if tensor {
-                    format!("tensor cores (tf32), MT {mt}")
+                    format!(
+                        "tensor cores ({}), MT {mt} segment {segment}",
+                        if fast { "1xTF32" } else { "3xTF32" }
+                    )
                 } else {
                     format!("FFMA, R {r} two-level {two_level}")
                 }
