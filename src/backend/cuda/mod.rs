@@ -15,8 +15,9 @@
 //! (outer blocks per launch), `HORECON_CUDA_SPLITS` (inner splits),
 //! `HORECON_CUDA_COIL_GROUP` (coils per pass, ≤ 8), and the kernel shape
 //! `HORECON_CUDA_R`, `_THREADS`, `_TILE`, `_UNROLL`, `_MINB`, `_TWO_LEVEL`,
-//! `_REDUCE`, `_SPLIT`; fast mode's tensor-core path `HORECON_CUDA_TENSOR`
-//! (0 off, 1 also for groups under 3 coils) and `_MT`;
+//! `_REDUCE`, `_SPLIT`; the float32 modes' tensor-core path
+//! `HORECON_CUDA_TENSOR` (0 off, 1 also for groups under 3 coils), `_MT`,
+//! `_SEGMENT`;
 //! `HORECON_CUDA_DUMP_PTX=dir` writes the compiled PTX.
 
 pub mod cartesian;

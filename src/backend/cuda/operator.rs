@@ -6,7 +6,9 @@
 //! Each direction is one [`Side`]: out_l(o) = Σ_i w_l(i)·exp(±i2π Σ_f a_f(i)·v_f(o))
 //! with the outer points sorted into compact blocks (Morton order of the
 //! dominant features) so that each block's float64 reference phase leaves
-//! only small float32 differences per pair (kernels/phase_sum.cu).
+//! only small float32 differences per pair (kernels/phase_sum.cu; in float32
+//! modes with 3+ coils per group the coil sums run on the tensor cores,
+//! kernels/phase_sum_tc.cu).
 
 use super::context::{driver_error, Device};
 use super::memory::{knob, setting, DeviceBuffer, Stream};
