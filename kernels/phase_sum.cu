@@ -15,9 +15,7 @@
 // folded into ref and skipped (FE <= FF terms per pair).
 //
 // When the differences still reach many cycles (scattered points), the first NS
-// terms are computed split (accurate mode): a = a_hi + a_lo, dv = dv_hi + dv_lo,
-// p = a_hi*dv_hi rounded with its exact error e = fma(a_hi, dv_hi, -p), then
-// frac(p) + e + a_hi*dv_lo + a_lo*dv_hi, so the float32 phase stays near [-1, 1].
+// terms are computed split (accurate mode; kernels/phase_pair.cu).
 //
 // Compile-time constants (NVRTC -D): FE effective terms, NS split terms, LB coils per group, MODE
 // (0 accurate, 1 fast, 2 double), SIGN (+1/-1), THREADS, R outer points per thread,
@@ -28,15 +26,9 @@
 #if MODE == 2
 typedef double REAL;
 typedef double2 REAL2;
-#define MUL_RN __dmul_rn
-#define ADD_RN __dadd_rn
-#define SUB_RN __dsub_rn
 #else
 typedef float REAL;
 typedef float2 REAL2;
-#define MUL_RN __fmul_rn
-#define ADD_RN __fadd_rn
-#define SUB_RN __fsub_rn
 #endif
 
 #define BLK (THREADS * R)
@@ -147,20 +139,7 @@ phase_sum(const REAL* __restrict__ dv,          // [FE + NS][ostride], permuted 
             REAL cs[R], sn[R];  // cos and SIGN*sin
 #pragma unroll
             for (int r = 0; r < R; ++r) {
-                REAL ph = ref;
-#pragma unroll
-                for (int f = 0; f < NS; ++f) {
-                    const REAL alo = rec[FE + f];
-                    REAL p = MUL_RN(a[f], d[r][f]);
-                    REAL e = fma(a[f], d[r][f], -p);
-                    e = fma(a[f], dl[r][f], e);
-                    e = fma(alo, d[r][f], e);
-                    p = SUB_RN(p, rint(p));
-                    ph = ADD_RN(ph, p);
-                    ph = ADD_RN(ph, e);
-                }
-#pragma unroll
-                for (int f = NS; f < FE; ++f) ph = fma(a[f], d[r][f], ph);
+                REAL ph = pair_phase<NS, FE>(ref, a, rec + FE, d[r], dl[r]);
 #if REDUCE
                 ph -= rint(ph);  // exact; without it (|ph| <= a few cycles) MUFU reduces
 #endif

@@ -189,20 +189,7 @@ phase_sum_tc(const float* __restrict__ dv,           // [FE + NS][ostride], perm
                     float sn, cs;
 #if MODE == 0
                     // phase_sum.cu's accurate phase (cycles)
-                    float ph = ref;
-#pragma unroll
-                    for (int f = 0; f < NS; ++f) {
-                        const float alo = rec[FE + f];
-                        float p = __fmul_rn(a[f], d[m][f]);
-                        float e = fmaf(a[f], d[m][f], -p);
-                        e = fmaf(a[f], dl[m][f], e);
-                        e = fmaf(alo, d[m][f], e);
-                        p = __fsub_rn(p, rintf(p));
-                        ph = __fadd_rn(ph, p);
-                        ph = __fadd_rn(ph, e);
-                    }
-#pragma unroll
-                    for (int f = NS; f < FE; ++f) ph = fmaf(a[f], d[m][f], ph);
+                    float ph = pair_phase<NS, FE>(ref, a, rec + FE, d[m], dl[m]);
 #if REDUCE
                     ph -= rintf(ph);
 #endif

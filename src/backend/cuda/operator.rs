@@ -23,8 +23,17 @@ use std::cell::{RefCell, RefMut};
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
-const PHASE_SUM: &str = include_str!("../../../kernels/phase_sum.cu");
-const PHASE_SUM_TC: &str = include_str!("../../../kernels/phase_sum_tc.cu");
+/// The two phase-sum kernels, each after the pair phase they share.
+const PHASE_SUM: &str = concat!(
+    include_str!("../../../kernels/phase_pair.cu"),
+    "\n",
+    include_str!("../../../kernels/phase_sum.cu")
+);
+const PHASE_SUM_TC: &str = concat!(
+    include_str!("../../../kernels/phase_pair.cu"),
+    "\n",
+    include_str!("../../../kernels/phase_sum_tc.cu")
+);
 /// util.cu and the FFT operators' kernels (fft_ops.cu) form one NVRTC module
 /// per precision mode: compiled once, when the first CUDA operator is built.
 pub(super) const UTIL: &str = concat!(
