@@ -35,3 +35,12 @@ __device__ __forceinline__ T pair_phase(T ref, const T* a, const T* a_lo, const 
     for (int f = NSPLIT; f < NTERMS; ++f) ph = fma(a[f], d[f], ph);
     return ph;
 }
+
+// The block's reference phase of inner point i, frac(sum_f inner_full[f][i] * vref[f])
+// in float64 (cycles, in [-1/2, 1/2]): once per inner point and tile.
+__device__ __forceinline__ double reference_phase(const double* __restrict__ inner_full,
+                                                  const double* __restrict__ vref, int FF, int I, int i) {
+    double ref = 0.0;
+    for (int f = 0; f < FF; ++f) ref = fma(inner_full[(long long)f * I + i], vref[f], ref);
+    return ref - rint(ref);
+}

@@ -96,9 +96,7 @@ phase_sum(const REAL* __restrict__ dv,          // [FE + NS][ostride], permuted 
             const int i = i0 + k;
             REAL* rec = s_a + k * FA;
             if (i < i_end) {
-                double ref = 0.0;
-                for (int f = 0; f < FF; ++f) ref = fma(inner_full[(long long)f * I + i], vr[f], ref);
-                ref -= rint(ref);
+                const double ref = reference_phase(inner_full, vr, FF, I, i);
 #pragma unroll
                 for (int f = 0; f < NA; ++f) rec[f] = inner_eff[(long long)f * I + i];
                 rec[NA] = (REAL)ref;

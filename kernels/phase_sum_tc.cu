@@ -126,9 +126,7 @@ phase_sum_tc(const float* __restrict__ dv,           // [FE + NS][ostride], perm
 #pragma unroll
             for (int f = 0; f < FA; ++f) r[f] = 0.f;
             if (i < i_end) {
-                double ref = 0.0;
-                for (int f = 0; f < FF; ++f) ref = fma(inner_full[(long long)f * I + i], vr[f], ref);
-                ref -= rint(ref);
+                const double ref = reference_phase(inner_full, vr, FF, I, i);
 #if MODE == 0
 #pragma unroll
                 for (int f = 0; f < NA; ++f) r[f] = inner_eff[(long long)f * I + i];

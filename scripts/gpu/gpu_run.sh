@@ -80,7 +80,7 @@ if [[ $STAGES == *sass* ]]; then
     ptxas -arch=sm_90 "$f" -o /tmp/k.cubin && cuobjdump -sass /tmp/k.cubin > "$O/sass.txt" 2>&1
   fi
   # the tensor-core kernel of accurate mode (E^H of bieri-512)
-  f=$(ls /tmp/ptx/phase_sum_tc_MODE_0_FE_10_NS_0_LB_8_SIGN_m1*.ptx 2>/dev/null | tail -1)
+  f=$(ls /tmp/ptx/phase_sum_tc_FE_10_NS_0_LB_8_MODE_0_SIGN_m1*.ptx 2>/dev/null | tail -1)
   if [ -n "$f" ]; then
     ptxas -arch=sm_90 "$f" -o /tmp/k.cubin && cuobjdump -sass /tmp/k.cubin > "$O/sass_tc.txt" 2>&1
   fi

@@ -565,47 +565,27 @@ impl Side {
         } else {
             1
         });
-        let kernel = if tensor {
-            device.function(
-                "phase_sum_tc",
-                PHASE_SUM_TC,
-                &[
-                    ("MODE", mode_code(precision)),
-                    ("FE", fe as i64),
-                    ("NS", split as i64),
-                    ("LB", coil_group as i64),
-                    ("SIGN", sign),
-                    ("THREADS", threads as i64),
-                    ("MT", mt as i64),
-                    ("TILE", tile as i64),
-                    ("SEG", segment as i64),
-                    ("UNROLL", unroll as i64),
-                    ("REDUCE", reduce as i64),
-                    ("MINB", min_blocks as i64),
-                ],
-                "phase_sum_tc",
-            )?
+        // One define list: the shared constants, then each kernel's own shape.
+        let mut defines = vec![
+            ("FE", fe as i64),
+            ("NS", split as i64),
+            ("LB", coil_group as i64),
+            ("MODE", mode_code(precision)),
+            ("SIGN", sign),
+            ("THREADS", threads as i64),
+            ("TILE", tile as i64),
+            ("UNROLL", unroll as i64),
+            ("REDUCE", reduce as i64),
+            ("MINB", min_blocks as i64),
+        ];
+        let (name, source) = if tensor {
+            defines.extend([("MT", mt as i64), ("SEG", segment as i64)]);
+            ("phase_sum_tc", PHASE_SUM_TC)
         } else {
-            device.function(
-                "phase_sum",
-                PHASE_SUM,
-                &[
-                    ("FE", fe as i64),
-                    ("NS", split as i64),
-                    ("LB", coil_group as i64),
-                    ("MODE", mode_code(precision)),
-                    ("SIGN", sign),
-                    ("THREADS", threads as i64),
-                    ("R", r as i64),
-                    ("TILE", tile as i64),
-                    ("UNROLL", unroll as i64),
-                    ("TWO_LEVEL", two_level as i64),
-                    ("REDUCE", reduce as i64),
-                    ("MINB", min_blocks as i64),
-                ],
-                "phase_sum",
-            )?
+            defines.extend([("R", r as i64), ("TWO_LEVEL", two_level as i64)]);
+            ("phase_sum", PHASE_SUM)
         };
+        let kernel = device.function(name, source, &defines, name)?;
         // Rows FE..FE+NS hold the float32 rounding residuals of the split terms.
         let residual = |x: f64| x - (x as f32) as f64;
         let dv: Vec<u8> = real_bytes(
