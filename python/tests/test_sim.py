@@ -3,7 +3,7 @@
 import numpy as np
 
 import horecon
-import horecon_sim
+import horecon.sim as horecon_sim
 
 
 def test_toolkit_is_horecon_sim():

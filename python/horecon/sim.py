@@ -1,4 +1,4 @@
-"""horecon_sim: the simulation toolkit of libhorecon for Python (``horecon_sim_*``).
+"""horecon.sim: the simulation toolkit of libhorecon for Python (``horecon_sim_*``).
 
 The same implementation the Rust demo and the MATLAB/Octave ``horecon.sim``
 package use (src/sim): Shepp-Logan phantoms with their analytic Fourier
@@ -14,7 +14,7 @@ failing status. ``horecon.sim`` is this module when both are importable.
 Library lookup: ``$HORECON_LIB`` (full path), else
 ``<repo>/target/release/libhorecon.so`` next to this file's parent folder.
 
-Run ``python3 python/horecon_sim.py`` for a self-check.
+Run ``python3 -m horecon.sim`` (with python/ on the path) for a self-check.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def _library_path() -> str:
     env = os.environ.get("HORECON_LIB")
     if env:
         return env
-    return str(Path(__file__).resolve().parent.parent / "target" / "release" / "libhorecon.so")
+    return str(Path(__file__).resolve().parents[2] / "target" / "release" / "libhorecon.so")
 
 
 _lib = ctypes.CDLL(_library_path())

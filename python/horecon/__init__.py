@@ -62,7 +62,7 @@ raised inside a CG progress callback stops the solve and is re-raised from
 Library lookup
 --------------
 ``$HORECON_LIB`` (full path) first, then ``<repo>/target/release/libhorecon.so``
-next to this file's parent folder, then ``ctypes.util.find_library("horecon")``.
+two folders above this file (python/horecon/), then ``ctypes.util.find_library("horecon")``.
 
 Threads
 -------
@@ -295,7 +295,7 @@ def _candidates():
     out = []
     env = os.environ.get("HORECON_LIB")
     out.append(("$HORECON_LIB", env if env else None))
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]
     for name in _library_names():
         out.append(("repository build", str(repo / "target" / "release" / name)))
     found = ctypes.util.find_library("horecon")
@@ -1020,11 +1020,11 @@ def _enum(name, value, table):
 
 
 # The simulation toolkit (phantoms, trajectories, coils, field models, noise,
-# metrics) as ``horecon.sim``: python/horecon_sim.py over the same library,
+# metrics) as ``horecon.sim``: python/horecon/sim.py over the same library,
 # imported on first use.
 def __getattr__(name):
     if name == "sim":
-        import horecon_sim
+        import importlib
 
-        return horecon_sim
+        return importlib.import_module(".sim", __name__)
     raise AttributeError(f"module 'horecon' has no attribute {name!r}")
