@@ -21,6 +21,7 @@ pub mod error;
 pub mod ffi;
 pub mod model;
 pub mod op;
+pub mod options;
 pub mod plan;
 // The toolkit reaches C only through src/ffi/sim.rs: cbindgen skips the module.
 /// cbindgen:ignore
