@@ -1021,10 +1021,10 @@ def _enum(name, value, table):
 
 # The simulation toolkit (phantoms, trajectories, coils, field models, noise,
 # metrics) as ``horecon.sim``: python/horecon/sim.py over the same library,
-# imported on first use.
+# imported on first use; likewise the batch runner ``horecon.batch``.
 def __getattr__(name):
-    if name == "sim":
+    if name in ("sim", "batch"):
         import importlib
 
-        return importlib.import_module(".sim", __name__)
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'horecon' has no attribute {name!r}")
