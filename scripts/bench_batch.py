@@ -33,7 +33,8 @@ sys.path.insert(0, str(ROOT / "python"))
 
 def find_cases():
     env = os.environ.get("HORECON_SHARED")
-    for c in ([Path(env) / "bench", Path(env)] if env else []) + [ROOT.parent / "shared" / "bench"]:
+    places = [ROOT / "shared" / "bench", ROOT.parent / "shared" / "bench"]
+    for c in ([Path(env) / "bench", Path(env)] if env else []) + places:
         if (c / "cases.py").is_file():
             sys.path.insert(0, str(c))
             return

@@ -35,13 +35,6 @@ fn gpu_rng(test: &str) -> Option<Rng> {
     gpu(test).then(|| Rng::fresh(test))
 }
 
-/// A random image and data of `problem`'s sizes (drawn in that order).
-fn random_inputs(rng: &mut Rng, problem: &Problem) -> (Vec<Complex32>, Vec<Complex32>) {
-    let image = rng.complex(problem.voxels());
-    let data = rng.complex(problem.samples * problem.coils);
-    (image, data)
-}
-
 /// E x and Eᴴ d of `plan` against `reference` (float64): relative errors.
 fn errors(
     plan: &Plan,
@@ -87,14 +80,6 @@ fn plan_on(problem: &Problem, precision: Precision, backend: BackendKind) -> Pla
         backend,
         ..Options::default()
     })
-}
-
-fn apply(plan: &Plan, image: &[Complex32], data: &[Complex32]) -> (Vec<Complex32>, Vec<Complex32>) {
-    let mut d = vec![Complex32::default(); data.len()];
-    plan.forward(image, &mut d).expect("forward");
-    let mut x = vec![Complex32::default(); image.len()];
-    plan.adjoint(data, &mut x).expect("adjoint");
-    (d, x)
 }
 
 /// A bieri-like 2D grid problem: spiral-like linear terms reaching `cycles`

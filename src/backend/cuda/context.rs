@@ -168,3 +168,36 @@ pub fn unavailable(reason: String) -> Error {
         format!("the CUDA backend is unavailable: {reason}"),
     )
 }
+
+/// Lets `a` and `b` access each other's memory directly where the GPUs
+/// allow it (NVLink or PCIe peer-to-peer): true when they can (or are one
+/// device). Copies between them work either way; without it the driver
+/// stages them through the host.
+pub fn enable_peer_access(a: &Device, b: &Device) -> Result<bool> {
+    if a.ordinal == b.ordinal {
+        return Ok(true);
+    }
+    let mut can = 0;
+    // SAFETY: two valid device handles and a local out-parameter.
+    unsafe { sys::cuDeviceCanAccessPeer(&mut can, a.ctx.cu_device(), b.ctx.cu_device()) }
+        .result()
+        .map_err(|e| driver_error("asking for peer access between GPUs", e))?;
+    if can == 0 {
+        return Ok(false);
+    }
+    for (from, to) in [(a, b), (b, a)] {
+        from.bind()?;
+        // SAFETY: `to`'s primary context is alive (held by its Device).
+        match unsafe { sys::cuCtxEnablePeerAccess(to.ctx.cu_ctx(), 0) } {
+            sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {
+            }
+            e => {
+                return Err(driver_error(
+                    "enabling peer access between GPUs",
+                    result::DriverError(e),
+                ))
+            }
+        }
+    }
+    Ok(true)
+}

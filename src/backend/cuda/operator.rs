@@ -9,7 +9,7 @@
 //! the phase sum writes partial sums per chunk of outer blocks, the epilogue
 //! adds them to the output (E: ·W, Eᴴ: ·conj(S_c) summed over the coils).
 
-use super::context::{driver_error, Device};
+use super::context::Device;
 use super::launch::{launch_over, Args};
 use super::memory::{knob, DeviceBuffer, Stream};
 use super::phase_sum::Side;
@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::model::{Features, Sizes};
 use crate::op::{CgReport, EncodingOperator, Precision};
 use crate::solver::CgProblem;
-use cudarc::driver::{result, sys, CudaFunction};
+use cudarc::driver::{sys, CudaFunction};
 use num_complex::Complex32;
 use std::sync::{Arc, Mutex};
 
@@ -218,8 +218,120 @@ impl CudaOperator {
         Ok(())
     }
 
+    /// out (N) = Eᴴ d on the device.
+    pub(super) fn adjoint_dev(
+        &self,
+        d: &DeviceBuffer,
+        out: &DeviceBuffer,
+        stream: Stream,
+    ) -> Result<()> {
+        self.sweep(
+            &self.adjoint,
+            &self.k.prep_adjoint,
+            || Args::default().ptr(d.ptr),
+            &self.k.finish_adjoint,
+            |args, g| args.ptr(self.sens_ptr()).i32(i32::from(g > 0)),
+            out,
+            stream,
+        )
+    }
+
+    /// Seconds of the fastest of `reps` device-resident applications
+    /// (forward or adjoint on the operator's own buffers; no host transfers).
+    pub fn time_resident(&self, forward: bool, reps: usize) -> Result<f64> {
+        time_resident(self, forward, reps)
+    }
+
+    /// A description of the kernels (for benchmarks and reports).
+    pub fn describe(&self) -> String {
+        format!(
+            "{} (sm_{}{}, {} SMs), coil group {} x {}; forward: {}; adjoint: {}",
+            self.device.name,
+            self.device.capability.0,
+            self.device.capability.1,
+            self.device.multiprocessors,
+            self.coil_group,
+            self.groups,
+            self.forward.as_ref().map_or("none".into(), Side::describe),
+            self.adjoint.describe()
+        )
+    }
+}
+
+/// An exact operator held on the device (one GPU, or split over several,
+/// [`super::CudaMulti`]): what its host calls need beyond [`DeviceNormal`].
+pub(super) trait DeviceExact: DeviceNormal {
+    /// The device of its vectors, the whole sizes and the O(N) kernels.
+    fn core(&self) -> &CudaCore;
+    /// Its whole-size workspace for one call (or one solve).
+    fn lock(&self) -> Result<WorkGuard<'_>>;
     /// out (M×L) = W·E x on the device.
-    pub(super) fn forward_dev(
+    fn forward_dev(
+        &self,
+        x: &DeviceBuffer,
+        out: &DeviceBuffer,
+        weights: Option<&DeviceBuffer>,
+        stream: Stream,
+    ) -> Result<()>;
+    /// The devices it runs on (its parts' in order).
+    fn devices(&self) -> Vec<usize>;
+}
+
+/// The host calls of an exact device operator: one upload, the device
+/// work, one download; CG entirely on the device.
+impl<T: DeviceExact + Send + Sync> EncodingOperator for T {
+    fn forward(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
+        let w = self.lock()?;
+        let run = |s| self.forward_dev(&w.image, &w.data, None, s);
+        self.core().call(&w, image, &w.image, run, &w.data, data)
+    }
+
+    fn adjoint(&self, data: &[Complex32], image: &mut [Complex32]) -> Result<()> {
+        let w = self.lock()?;
+        let run = |s| self.adjoint_dev(&w.data, &w.image_out, s);
+        self.core()
+            .call(&w, data, &w.data, run, &w.image_out, image)
+    }
+
+    fn normal(
+        &self,
+        image: &[Complex32],
+        out: &mut [Complex32],
+        weights: Option<&[f32]>,
+    ) -> Result<()> {
+        let w = self.lock()?;
+        let run = |s| {
+            let weights = w.stage_weights(weights, s)?;
+            self.normal_dev(&w.image, &w.image_out, weights.device(), &w.data, s)?;
+            Ok(weights)
+        };
+        self.core()
+            .call(&w, image, &w.image, run, &w.image_out, out)
+    }
+
+    fn solve(&self, problem: &CgProblem<'_>, image: &mut [Complex32]) -> Result<CgReport> {
+        let w = self.lock()?;
+        solve_on(self.core(), self, &w, problem, image)
+    }
+
+    fn backend_name(&self) -> String {
+        let devices: Vec<String> = self.devices().iter().map(|d| d.to_string()).collect();
+        format!("cuda:{}", devices.join("+"))
+    }
+}
+
+impl DeviceExact for CudaOperator {
+    fn core(&self) -> &CudaCore {
+        &self.core
+    }
+
+    fn lock(&self) -> Result<WorkGuard<'_>> {
+        let key = self as *const CudaOperator as usize;
+        WorkGuard::lock(&self.work, key, &self.device, self.sizes)
+    }
+
+    /// out (M×L) = W·E x on the device.
+    fn forward_dev(
         &self,
         x: &DeviceBuffer,
         out: &DeviceBuffer,
@@ -241,108 +353,29 @@ impl CudaOperator {
         )
     }
 
-    /// out (N) = Eᴴ d on the device.
-    pub(super) fn adjoint_dev(
-        &self,
-        d: &DeviceBuffer,
-        out: &DeviceBuffer,
-        stream: Stream,
-    ) -> Result<()> {
-        self.sweep(
-            &self.adjoint,
-            &self.k.prep_adjoint,
-            || Args::default().ptr(d.ptr),
-            &self.k.finish_adjoint,
-            |args, g| args.ptr(self.sens_ptr()).i32(i32::from(g > 0)),
-            out,
-            stream,
-        )
-    }
-
-    pub(super) fn lock(&self) -> Result<WorkGuard<'_>> {
-        let key = self as *const CudaOperator as usize;
-        WorkGuard::lock(&self.work, key, &self.device, self.sizes)
-    }
-
-    /// Seconds of the fastest of `reps` device-resident applications
-    /// (forward or adjoint on the operator's own buffers; no host transfers).
-    pub fn time_resident(&self, forward: bool, reps: usize) -> Result<f64> {
-        let w = self.lock()?;
-        let s = Stream(w.stream.cu_stream());
-        w.image.zero(s)?;
-        w.data.zero(s)?;
-        let mut best = f64::INFINITY;
-        for _ in 0..reps.max(1) {
-            // SAFETY: synchronising our own stream.
-            unsafe { result::stream::synchronize(s.0) }.map_err(|e| driver_error("timing", e))?;
-            let t = std::time::Instant::now();
-            if forward {
-                self.forward_dev(&w.image, &w.data, None, s)?;
-            } else {
-                self.adjoint_dev(&w.data, &w.image_out, s)?;
-            }
-            // SAFETY: as above.
-            unsafe { result::stream::synchronize(s.0) }.map_err(|e| driver_error("timing", e))?;
-            best = best.min(t.elapsed().as_secs_f64());
-        }
-        Ok(best)
-    }
-
-    /// A description of the kernels (for benchmarks and reports).
-    pub fn describe(&self) -> String {
-        format!(
-            "{} (sm_{}{}, {} SMs), coil group {} x {}; forward: {}; adjoint: {}",
-            self.device.name,
-            self.device.capability.0,
-            self.device.capability.1,
-            self.device.multiprocessors,
-            self.coil_group,
-            self.groups,
-            self.forward.as_ref().map_or("none".into(), Side::describe),
-            self.adjoint.describe()
-        )
+    fn devices(&self) -> Vec<usize> {
+        vec![self.device.ordinal]
     }
 }
 
-impl EncodingOperator for CudaOperator {
-    fn forward(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
-        let w = self.lock()?;
-        let s = Stream(w.stream.cu_stream());
-        self.upload(&w, image, &w.image, s)?;
-        self.forward_dev(&w.image, &w.data, None, s)?;
-        self.download(&w, &w.data, data, s)
+/// Seconds of the fastest of `reps` device-resident applications of `op`
+/// (forward or adjoint on its whole-size buffers; no host transfers).
+pub(super) fn time_resident(op: &impl DeviceExact, forward: bool, reps: usize) -> Result<f64> {
+    let w = op.lock()?;
+    let s = Stream(w.stream.cu_stream());
+    w.image.zero(s)?;
+    w.data.zero(s)?;
+    let mut best = f64::INFINITY;
+    for _ in 0..reps.max(1) {
+        s.synchronize("timing")?;
+        let t = std::time::Instant::now();
+        if forward {
+            op.forward_dev(&w.image, &w.data, None, s)?;
+        } else {
+            op.adjoint_dev(&w.data, &w.image_out, s)?;
+        }
+        s.synchronize("timing")?;
+        best = best.min(t.elapsed().as_secs_f64());
     }
-
-    fn adjoint(&self, data: &[Complex32], image: &mut [Complex32]) -> Result<()> {
-        let w = self.lock()?;
-        let s = Stream(w.stream.cu_stream());
-        self.upload(&w, data, &w.data, s)?;
-        self.adjoint_dev(&w.data, &w.image_out, s)?;
-        self.download(&w, &w.image_out, image, s)
-    }
-
-    fn normal(
-        &self,
-        image: &[Complex32],
-        out: &mut [Complex32],
-        weights: Option<&[f32]>,
-    ) -> Result<()> {
-        let w = self.lock()?;
-        let s = Stream(w.stream.cu_stream());
-        self.upload(&w, image, &w.image, s)?;
-        let weights = w.stage_weights(weights, s)?;
-        self.forward_dev(&w.image, &w.data, weights.device(), s)?;
-        self.adjoint_dev(&w.data, &w.image_out, s)?;
-        // (the download synchronises the stream before the staged weights are dropped)
-        self.download(&w, &w.image_out, out, s)
-    }
-
-    fn solve(&self, problem: &CgProblem<'_>, image: &mut [Complex32]) -> Result<CgReport> {
-        let w = self.lock()?;
-        solve_on(self, self, &w, problem, image)
-    }
-
-    fn backend_name(&self) -> String {
-        format!("cuda:{}", self.device.ordinal)
-    }
+    Ok(best)
 }

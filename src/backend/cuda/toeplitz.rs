@@ -22,7 +22,7 @@ use super::context::{driver_error, Device};
 use super::fft::{coil_batch, complex_bytes, to_pairs, Direction, FftOps, FftPlan};
 use super::launch::{launch_over, Args};
 use super::memory::{DeviceBuffer, Stream};
-use super::operator::CudaOperator;
+use super::operator::{CudaOperator, DeviceExact};
 use super::space::{solve_on, DeviceNormal};
 use super::work::take;
 use crate::error::Result;

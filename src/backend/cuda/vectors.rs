@@ -127,6 +127,30 @@ impl CudaCore {
     }
 }
 
+impl CudaCore {
+    /// One host call on the workspace `w`: `input` uploaded into `into`,
+    /// `apply` queued on the stream, `from` downloaded into `output`. What
+    /// `apply` returns (host data of its own uploads) lives until the
+    /// download has synchronised the stream.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn call<R>(
+        &self,
+        w: &Work,
+        input: &[Complex32],
+        into: &DeviceBuffer,
+        apply: impl FnOnce(Stream) -> Result<R>,
+        from: &DeviceBuffer,
+        output: &mut [Complex32],
+    ) -> Result<()> {
+        let s = Stream(w.stream.cu_stream());
+        self.upload(w, input, into, s)?;
+        let keep = apply(s)?;
+        self.download(w, from, output, s)?;
+        drop(keep);
+        Ok(())
+    }
+}
+
 /// The coil sensitivities (N×L complex64) on `device`, or `None` (S ≡ 1).
 pub(super) fn upload_sensitivities(
     device: &Arc<Device>,
