@@ -2,10 +2,10 @@
 # Several GPUs of one host (issues 15 and 16), one GPU and all GPUs side by side in one call.
 #
 #   here (development machine):   scripts/gpu/bench_multi_gpu.sh stage [DEST]
-#       builds and stages into DEST (default .devcarry/cuda of this checkout) what scripts/gpu/stage.sh
-#       stages (libhorecon.so, every test executable, bench_cuda, demo), plus bench_multi_gpu and the
-#       Python wheels of dask + distributed for the GPU machine's Python ($PYVER, default 3.12; it has
-#       no network), for the batch runner.
+#       builds and stages into DEST (default .devcarry/cuda of this checkout; about 20 MB): libhorecon.so,
+#       the multi_gpu and cuda test executables, bench_multi_gpu, and the Python wheels of dask +
+#       distributed for the GPU machine's Python ($PYVER, default 3.12; it has no network), for the
+#       batch runner.
 #   there (GPU machine, repository root, with .devcarry/cuda): bash scripts/gpu/bench_multi_gpu.sh run
 #       logs into $OUT (default /tmp/horecon-gpu-out):
 #       info.txt        nvidia-smi, topology (nvidia-smi topo -m)
@@ -24,9 +24,18 @@ if [ "$MODE" = stage ]; then
   set -e
   DEST=${2:-$ROOT/.devcarry/cuda}
   cd "$ROOT"
-  bash scripts/gpu/stage.sh "$DEST"
-  cargo build --release --example bench_multi_gpu
+  mkdir -p "$DEST"
+  cargo build --release --lib --example bench_multi_gpu
+  cargo test --release --no-run --message-format=json --test multi_gpu --test cuda 2>/dev/null | python3 -c '
+import sys, json
+for line in sys.stdin:
+    try: m = json.loads(line)
+    except ValueError: continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and "test" in m["target"]["kind"]:
+        print(m["target"]["name"], m["executable"])
+' | while read -r name exe; do strip -o "$DEST/${name}_tests" "$exe"; done
   strip -o "$DEST/bench_multi_gpu" target/release/examples/bench_multi_gpu
+  strip -o "$DEST/libhorecon.so" target/release/libhorecon.so
   rm -rf "$DEST/wheels"
   python3 -m pip download -q --only-binary=:all: --python-version "${PYVER:-3.12}" \
     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
