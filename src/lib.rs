@@ -20,6 +20,8 @@ pub mod backend;
 pub mod error;
 pub mod ffi;
 pub mod model;
+/// cbindgen:ignore
+pub mod nufft;
 pub mod op;
 pub mod plan;
 // The toolkit reaches C only through src/ffi/sim.rs: cbindgen skips the module.
