@@ -74,6 +74,17 @@ pub const ERROR_VOXELS: usize = 2048;
 /// Times on which ε is measured.
 pub const ERROR_TIMES: usize = 257;
 
+/// The NUFFT that computes the kernels T (type 1, sign −1, points 2π·κ_j,
+/// modes 2n per doubled axis) for a precision mode: (tolerance, float64
+/// arithmetic). Both backends use it, so their kernels agree to it.
+pub fn kernel_nufft_tolerance(precision: crate::op::Precision) -> (f64, bool) {
+    match precision {
+        crate::op::Precision::Accurate => (1e-7, true),
+        crate::op::Precision::Fast => (1e-4, false),
+        crate::op::Precision::Double => (1e-12, true),
+    }
+}
+
 /// What a backend needs to build the Toeplitz normal operator of a model.
 #[derive(Clone, Debug)]
 pub struct ToeplitzSpec {
