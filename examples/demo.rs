@@ -167,8 +167,16 @@ fn write_montage(
     let b0_peak = b0_hz.iter().fold(0.0f64, |a, v| a.max(v.abs()));
     // one scale for all differences: the largest error of the full model (a), so that
     // the partial models' larger errors saturate rather than hide (a)'s structure
-    let difference_top = differences[0].iter().fold(0.0f64, |a, &v| a.max(v)).max(1e-12);
-    let method = |label: &str| label.split_once(' ').map_or(label, |(_, rest)| rest).to_string();
+    let difference_top = differences[0]
+        .iter()
+        .fold(0.0f64, |a, &v| a.max(v))
+        .max(1e-12);
+    let method = |label: &str| {
+        label
+            .split_once(' ')
+            .map_or(label, |(_, rest)| rest)
+            .to_string()
+    };
     let mut top = vec![figure::Panel {
         title: vec!["truth".into(), "(phantom, voxel average)".into()],
         values: &truth,
@@ -182,12 +190,7 @@ fn write_montage(
             label: "Hz".into(),
         }),
     }];
-    for ((r, image), difference) in result
-        .reconstructions
-        .iter()
-        .zip(&images)
-        .zip(&differences)
-    {
+    for ((r, image), difference) in result.reconstructions.iter().zip(&images).zip(&differences) {
         let tag = &r.label[..3];
         top.push(figure::Panel {
             title: vec![

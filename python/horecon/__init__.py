@@ -1029,12 +1029,13 @@ def _enum(name, value, table):
     return table[key]
 
 
-# The simulation toolkit (phantoms, trajectories, coils, field models, noise,
-# metrics) as ``horecon.sim``: python/horecon/sim.py over the same library,
-# imported on first use.
+# The package's modules, imported on first use: ``horecon.sim`` (the simulation
+# toolkit: phantoms, trajectories, coils, field models, noise, metrics),
+# ``horecon.io`` (ISMRMRD, NIfTI), ``horecon.plot`` and any other python/horecon/*.py.
 def __getattr__(name):
-    if name == "sim":
-        import importlib
+    import importlib
+    import importlib.util
 
-        return importlib.import_module(".sim", __name__)
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'horecon' has no attribute {name!r}")
