@@ -215,7 +215,7 @@ fn write_montage(
             settings.snr
         ),
         format!(
-            "CG, {} iterations, on {}; data simulated on a {}× finer grid",
+            "CG, {} iterations, on {}; data simulated on a {}× finer grid; the differences share (a)'s scale (larger ones saturate)",
             settings.iterations, result.backend, settings.refinement
         ),
     ];

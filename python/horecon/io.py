@@ -55,21 +55,18 @@ __all__ = [
 MODELS = ("k", "solid_harmonics")
 UNITS = ("rad/m", "1/m", "normalized")
 SOLID_HARMONIC_TERMS = (1, 4, 9, 16)
-# acquisition flag bits (ISMRMRD: bit b is 1 << (b - 1))
-_FLAG_BITS = {
-    "noise": 19,  # ACQ_IS_NOISE_MEASUREMENT
-}
-_SKIPPED_BITS = {
-    20: "parallel calibration",  # ACQ_IS_PARALLEL_CALIBRATION (21 = calibration and imaging: kept)
-    22: "navigation",
-    23: "phase correction",
-    24: "HP feedback",
-    25: "RT feedback",
-    27: "surface coil correction",
-    28: "phase stabilisation reference",
-    29: "phase stabilisation",
-    30: "dummy scan",
-}
+# acquisitions that are not imaging data (ismrmrd's flag constants); ACQ_IS_PARALLEL_CALIBRATION_AND_IMAGING stays
+_SKIPPED_FLAGS = (
+    "ACQ_IS_PARALLEL_CALIBRATION",
+    "ACQ_IS_NAVIGATION_DATA",
+    "ACQ_IS_PHASECORR_DATA",
+    "ACQ_IS_HPFEEDBACK_DATA",
+    "ACQ_IS_RTFEEDBACK_DATA",
+    "ACQ_IS_SURFACECOILCORRECTIONSCAN_DATA",
+    "ACQ_IS_PHASE_STABILIZATION_REFERENCE",
+    "ACQ_IS_PHASE_STABILIZATION",
+    "ACQ_IS_DUMMYSCAN_DATA",
+)
 # encoding counters that must agree across the imaging acquisitions of one reconstruction
 _COUNTERS = ("slice", "contrast", "repetition", "phase", "set")
 _NUMBER_OF_SAMPLES_MAX = 65535  # ISMRMRD's number_of_samples is uint16
@@ -220,6 +217,7 @@ def _space(path, encoding, name):
 
 
 def _flagged(flags, bit):
+    """ISMRMRD's flag ``bit`` (1-based, as ismrmrd's ACQ_* constants) set in each of ``flags``."""
     return (flags & np.uint64(1 << (bit - 1))) != 0
 
 
@@ -316,11 +314,12 @@ def _scan_from(path, header, records, model, units, select):
     for field in needed:
         if field not in head_fields:
             raise IsmrmrdError(f"{path}: the acquisition header has no '{field}' field")
+    ismrmrd = _require("ismrmrd")
     flags = head["flags"].astype(np.uint64)
-    noise_mask = _flagged(flags, _FLAG_BITS["noise"])
+    noise_mask = _flagged(flags, ismrmrd.ACQ_IS_NOISE_MEASUREMENT)
     skipped = np.zeros(len(records), dtype=bool)
-    for bit in _SKIPPED_BITS:
-        skipped |= _flagged(flags, bit)
+    for name in _SKIPPED_FLAGS:
+        skipped |= _flagged(flags, getattr(ismrmrd, name))
     imaging = np.flatnonzero(~noise_mask & ~skipped)
     for counter, value in (select or {}).items():
         if counter not in _COUNTERS + ("average", "kspace_encode_step_1", "kspace_encode_step_2", "segment"):

@@ -99,6 +99,7 @@ def test_round_trip_matches_the_direct_reconstruction(scan_files, tmp_path):
     print(summary)
     assert "20x20x1 image" in summary and "12 iterations" in summary and "on cpu" in summary
     assert "relative residual" in summary and str(out) in summary
+    assert "CG: " in result.stderr and "it" in result.stderr  # the tqdm bar (cleared at the end)
     recon_image = np.asanyarray(nib.load(out).dataobj)[:, :, 0]
     # the same problem solved directly, from the arrays written (coefficients as float32, as
     # stored); in double precision, since CG amplifies float32 rounding differences (~1e-4 here)

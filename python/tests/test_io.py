@@ -60,31 +60,42 @@ def test_k_space_round_trip(tmp_path, rng, nz, noise):
             scan.noise_covariance()
 
 
-def test_solid_harmonics_round_trip_and_plan(tmp_path, rng):
-    # 16 field-camera terms as trajectory dimensions; the plan built from the file gives the
-    # same operator as one built from the arrays that were written (physical positions)
+@pytest.mark.parametrize("nz", [1, 3])
+def test_solid_harmonics_round_trip_and_plan(tmp_path, rng, nz):
+    # 16 field-camera terms as trajectory dimensions (a 2D spiral, a 3D stack of spirals) on an
+    # oblique, off-centre grid, with a noise scan; the plan built from the file gives the same
+    # operator as one built from the arrays that were written (physical positions)
     n, fov = 12, 0.2
-    k, t = sim.spiral(n, fov, 1.0, 1e-5, 2e-3)
+    if nz == 1:
+        k, t = sim.spiral(n, fov, 1.0, 1e-5, 2e-3)
+        fovs = (fov, fov, 0.005)
+    else:
+        k, t = sim.stack_of_spirals(n, nz, fov, 0.03, 1.0, 1e-5, 2e-3)
+        fovs = (fov, fov, 0.03)
     coefficients = sim.field_coefficients(k, 1e-5)
     position = np.array([0.01, -0.02, 0.03])
     rotation = np.linalg.qr(rng.standard_normal((3, 3)))[0]
     if np.linalg.det(rotation) < 0:
         rotation[:, 2] *= -1
-    image = rng.complex(n, n)
+    shape = (n, n) if nz == 1 else (n, n, nz)
+    image = rng.complex(*shape)
     geometry = dict(position=position, read_dir=rotation[:, 0], phase_dir=rotation[:, 1], slice_dir=rotation[:, 2])
     # simulate with float32-rounded coefficients (what the file keeps)
     stored = coefficients.astype(np.float32).astype(np.float64)
-    logical = hio.Scan.logical_positions(_geometry_only((n, n, 1), (fov, fov, 0.005)))
+    logical = hio.Scan.logical_positions(_geometry_only((n, n, nz), fovs))
     positions = position + logical @ rotation.T
-    with horecon.Plan((n, n), nsamples=k.shape[0], precision="double") as plan:
+    with horecon.Plan(shape, nsamples=k.shape[0], precision="double") as plan:
         plan.set_positions(positions)
         plan.set_solid_harmonics(stored)
         d = plan.forward(image)
+    noise = rng.complex(30, 1).astype(np.complex64)
     hio.write_ismrmrd(
-        tmp_path / "ho.h5", d, coefficients, t, fov=(fov, fov, 0.005), matrix=(n, n, 1),
-        model="solid_harmonics", **geometry,
+        tmp_path / "ho.h5", d, coefficients, t, fov=fovs, matrix=(n, n, nz),
+        model="solid_harmonics", noise=noise, **geometry,
     )
     scan = hio.read_ismrmrd(tmp_path / "ho.h5")
+    np.testing.assert_array_equal(scan.noise, noise)
+    assert scan.shape == shape and scan.readouts.size == nz
     assert scan.model == "solid_harmonics" and scan.trajectory.shape == (k.shape[0], 16)
     np.testing.assert_array_equal(scan.trajectory, stored)
     np.testing.assert_allclose(scan.positions(), positions, atol=1e-7)
@@ -159,10 +170,11 @@ def _write_radial_with_ismrmrd_api(path, rng, *, coils=2, spokes=6, samples=32, 
                 acq.idx.slice = s
                 dset.append_acquisition(acq)
                 written.append((s, data, traj.astype(np.float32)))
-        if noise:  # a navigator in between: skipped
-            nav = ismrmrd.Acquisition.from_array(rng.complex(coils, 8).astype(np.complex64), np.zeros((8, dims), np.float32))
-            nav.set_flag(ismrmrd.ACQ_IS_NAVIGATION_DATA)
-            dset.append_acquisition(nav)
+        if noise:  # a navigator, a phase-correction and a dummy scan after them: skipped
+            for flag in (ismrmrd.ACQ_IS_NAVIGATION_DATA, ismrmrd.ACQ_IS_PHASECORR_DATA, ismrmrd.ACQ_IS_DUMMYSCAN_DATA):
+                nav = ismrmrd.Acquisition.from_array(rng.complex(coils, 8).astype(np.complex64), np.zeros((8, dims), np.float32))
+                nav.set_flag(flag)
+                dset.append_acquisition(nav)
     return written
 
 
