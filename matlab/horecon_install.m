@@ -131,15 +131,15 @@ delete(p);
 if abs(double(d) - exp(1i)) > 1e-5
   error('horecon:install', 'self-test: one voxel gave %s, expected exp(+1i) (sign convention)', num2str(d));
 end
-% forward and adjoint against the model's direct sum, on a random 2-coil problem
-state = rand('state'); %#ok<RAND>
-rand('state', 2011); %#ok<RAND>
-nx = 6; ny = 5; M = 40; L = 2;
-P = [reshape(repmat((0:nx - 1)' - 3, 1, ny), [], 1), reshape(repmat((0:ny - 1) - 2, nx, 1), [], 1), zeros(nx * ny, 1)] * 0.01;
-k = (rand(M, 2) - 0.5) * 300;
-S = complex(rand(nx * ny, L), rand(nx * ny, L));
-x = complex(rand(nx * ny, 1), rand(nx * ny, 1));
-rand('state', state); %#ok<RAND>
+% forward and adjoint against the model's direct sum, on a 2-coil problem with scattered
+% values (deterministic, and the user's random number generator is left alone)
+nx = 6; ny = 5; M = 40; L = 2; N = nx * ny;
+P = [reshape(repmat((0:nx - 1)' - 3, 1, ny), [], 1), reshape(repmat((0:ny - 1) - 2, nx, 1), [], 1), zeros(N, 1)] * 0.01;
+j = (1:M)';
+k = 150 * [sin(1.3 * j), cos(2.1 * j)];
+n = (1:N)';
+S = [complex(1 + 0.3 * sin(n), cos(0.7 * n)), complex(cos(1.1 * n), 1 - 0.2 * sin(3 * n))];
+x = complex(sin(0.9 * n), cos(1.7 * n));
 E = exp(1i * (k * P(:, 1:2)'));                 % M x N
 reference = [E * (S(:, 1) .* x), E * (S(:, 2) .* x)];
 p = horecon.Plan([nx ny 1], L, M);
