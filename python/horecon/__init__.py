@@ -61,8 +61,10 @@ raised inside a CG progress callback stops the solve and is re-raised from
 
 Library lookup
 --------------
-``$HORECON_LIB`` (full path) first, then ``<repo>/target/release/libhorecon.so``
-two folders above this file (python/horecon/), then ``ctypes.util.find_library("horecon")``.
+``$HORECON_LIB`` (full path) first, then ``libhorecon.so`` in this package's folder
+(where ``pip install`` puts it), then ``<repo>/target/release/libhorecon.so`` two
+folders above this file (a checkout: python/horecon/), then
+``ctypes.util.find_library("horecon")``. :func:`library_path` says which one loaded.
 
 Threads
 -------
@@ -295,7 +297,10 @@ def _candidates():
     out = []
     env = os.environ.get("HORECON_LIB")
     out.append(("$HORECON_LIB", env if env else None))
-    repo = Path(__file__).resolve().parents[2]
+    package = Path(__file__).resolve().parent
+    for name in _library_names():
+        out.append(("installed package", str(package / name)))
+    repo = package.parents[1]
     for name in _library_names():
         out.append(("repository build", str(repo / "target" / "release" / name)))
     found = ctypes.util.find_library("horecon")
@@ -329,7 +334,12 @@ def _load():
                 _LIB, _LIB_PATH = lib, path
                 return lib
             tried.append(f"{what}: {path} does not exist")
-        hint = "" if env else " Build it with `cargo build --release` or set HORECON_LIB."
+        hint = (
+            ""
+            if env
+            else " Install the package (`pip install .` in the repository), build the library"
+            " (`cargo build --release`) or set HORECON_LIB."
+        )
         raise OSError("horecon: could not load libhorecon; tried:\n  " + "\n  ".join(tried) + "\n" + hint)
 
 
@@ -1019,12 +1029,13 @@ def _enum(name, value, table):
     return table[key]
 
 
-# The simulation toolkit (phantoms, trajectories, coils, field models, noise,
-# metrics) as ``horecon.sim``: python/horecon/sim.py over the same library,
-# imported on first use.
+# The package's modules, imported on first use: ``horecon.sim`` (the simulation
+# toolkit: phantoms, trajectories, coils, field models, noise, metrics),
+# ``horecon.io`` (ISMRMRD, NIfTI), ``horecon.plot`` and any other python/horecon/*.py.
 def __getattr__(name):
-    if name == "sim":
-        import importlib
+    import importlib
+    import importlib.util
 
-        return importlib.import_module(".sim", __name__)
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'horecon' has no attribute {name!r}")

@@ -11,19 +11,19 @@ Fortran-ordered (MODEL.md, first index fastest) float64 / complex64 arrays to
 the library and raises :class:`SimError` with the library's message on any
 failing status. ``horecon.sim`` is this module when both are importable.
 
-Library lookup: ``$HORECON_LIB`` (full path), else
-``<repo>/target/release/libhorecon.so`` next to this file's parent folder.
+The library is the one the package loads (:func:`horecon.library_path`).
 
-Run ``python3 -m horecon.sim`` (with python/ on the path) for a self-check.
+Run ``python3 -m horecon.sim`` for a self-check.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
-from pathlib import Path
 
 import numpy as np
+
+from . import _load
 
 __all__ = [
     "SimError", "shepp_logan", "shepp_logan_kspace", "shepp_logan_band_limited",
@@ -50,14 +50,9 @@ class SimError(RuntimeError):
         super().__init__(f"{self.name}: {message}")
 
 
-def _library_path() -> str:
-    env = os.environ.get("HORECON_LIB")
-    if env:
-        return env
-    return str(Path(__file__).resolve().parents[2] / "target" / "release" / "libhorecon.so")
-
-
-_lib = ctypes.CDLL(_library_path())
+# the library the package loaded (horecon.library_path(): $HORECON_LIB, the installed
+# package, the repository build)
+_lib = _load()
 _D = ctypes.POINTER(ctypes.c_double)
 _F = ctypes.POINTER(ctypes.c_float)
 _I64 = ctypes.POINTER(ctypes.c_int64)
