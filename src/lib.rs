@@ -23,6 +23,7 @@ pub mod model;
 /// cbindgen:ignore
 pub mod nufft;
 pub mod op;
+pub mod options;
 pub mod plan;
 // The toolkit reaches C only through src/ffi/sim.rs: cbindgen skips the module.
 /// cbindgen:ignore

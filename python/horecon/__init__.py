@@ -1031,7 +1031,7 @@ def _enum(name, value, table):
 
 # The package's modules, imported on first use: ``horecon.sim`` (the simulation
 # toolkit: phantoms, trajectories, coils, field models, noise, metrics),
-# ``horecon.io`` (ISMRMRD, NIfTI), ``horecon.plot`` and any other python/horecon/*.py.
+# ``horecon.io`` (ISMRMRD, NIfTI), ``horecon.plot``, ``horecon.batch`` and any other python/horecon/*.py.
 def __getattr__(name):
     import importlib
     import importlib.util

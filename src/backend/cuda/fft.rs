@@ -219,13 +219,13 @@ pub struct FftOps {
 
 impl FftOps {
     pub fn new(device: &Arc<Device>, precision: Precision) -> Result<FftOps> {
-        // Compiled with util.cu as one module (`operator::UTIL`), usually
+        // Compiled with util.cu as one module (`vectors::UTIL`), usually
         // already loaded by the plan's exact operator.
         let f = |name: &str| {
             device.function(
                 "util",
-                super::operator::UTIL,
-                &[("MODE", super::operator::mode_code(precision))],
+                super::vectors::UTIL,
+                &[("MODE", super::launch::mode_code(precision))],
                 name,
             )
         };

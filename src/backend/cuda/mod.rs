@@ -22,15 +22,26 @@
 
 pub mod cartesian;
 pub mod context;
+mod fd;
 pub mod fft;
+mod launch;
+mod layout;
 pub mod memory;
 pub mod operator;
+mod phase_sum;
+mod probe;
+mod space;
 pub mod toeplitz;
+mod vectors;
+mod work;
 
 use crate::error::Result;
 use crate::model::{Features, Sizes};
 use crate::op::{EncodingOperator, Precision};
+use context::{unavailable, Device};
 pub use operator::CudaOperator;
+use std::sync::Arc;
+pub use vectors::CudaCore;
 
 /// Ok when device `ordinal` can be used, else the reason.
 pub fn usable(ordinal: usize) -> std::result::Result<(), String> {
@@ -49,7 +60,7 @@ pub fn build(
     precision: Precision,
     ordinal: usize,
 ) -> Result<Box<dyn EncodingOperator>> {
-    let device = context::device(ordinal).map_err(operator::unavailable)?;
+    let device = context::device(ordinal).map_err(unavailable)?;
     Ok(Box::new(CudaOperator::new(
         device, features, sizes, precision,
     )?))
@@ -63,8 +74,7 @@ pub fn build_cartesian(
     precision: Precision,
     ordinal: usize,
 ) -> Result<Box<dyn EncodingOperator>> {
-    let device = context::device(ordinal).map_err(operator::unavailable)?;
-    fft::available().map_err(operator::unavailable)?;
+    let device = fft_device(ordinal)?;
     Ok(Box::new(cartesian::CudaCartesian::new(
         device,
         sizes,
@@ -83,9 +93,15 @@ pub fn build_toeplitz(
     precision: Precision,
     ordinal: usize,
 ) -> Result<Box<dyn EncodingOperator>> {
-    let device = context::device(ordinal).map_err(operator::unavailable)?;
-    fft::available().map_err(operator::unavailable)?;
+    let device = fft_device(ordinal)?;
     Ok(Box::new(toeplitz::CudaToeplitz::new(
         device, features, spec, sizes, precision,
     )?))
+}
+
+/// Device `ordinal` for an FFT-based operator (cuFFT must load too).
+fn fft_device(ordinal: usize) -> Result<Arc<Device>> {
+    let device = context::device(ordinal).map_err(unavailable)?;
+    fft::available().map_err(unavailable)?;
+    Ok(device)
 }
