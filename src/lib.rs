@@ -22,6 +22,7 @@ pub mod ffi;
 pub mod model;
 pub mod op;
 pub mod plan;
+pub mod progress;
 // The toolkit reaches C only through src/ffi/sim.rs: cbindgen skips the module.
 /// cbindgen:ignore
 pub mod sim;

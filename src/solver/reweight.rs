@@ -34,6 +34,7 @@
 use super::cg::{weighted_cg, CgProblem, CgSpace, Regularizer};
 use crate::error::{Error, Result};
 use crate::op::CgReport;
+use crate::progress::Progress;
 
 /// The neighbour directions of D (`backend::cpu::fd` lists them and their
 /// order): the C API's `neighbours` option.
@@ -148,7 +149,9 @@ pub fn reweighted_cg<S: CgSpace>(
             progress: Some(&progress),
             ..*problem
         };
-        let report = weighted_cg(space, &inner, x)?;
+        let report = Progress::current()
+            .step(step, steps)
+            .enter(|| weighted_cg(space, &inner, x))?;
         total.iterations += report.iterations;
         total.converged = report.converged;
         total.rel_residual = report.rel_residual;
