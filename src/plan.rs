@@ -20,6 +20,9 @@ use crate::solver::{CgProblem, Neighbourhood, Regularizer};
 use num_complex::Complex32;
 use std::sync::{Arc, Mutex};
 
+/// The most CPU threads a plan may ask for (each is a thread of its pool).
+pub const MAX_THREADS: usize = 1024;
+
 /// Where the operators run.
 #[repr(i32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -253,6 +256,12 @@ impl Plan {
                 "num_devices must be 1 (several GPUs are not supported yet: use one device, \
                  chosen by `device`), got {}",
                 options.num_devices
+            )));
+        }
+        if options.num_threads > MAX_THREADS {
+            return Err(Error::invalid(format!(
+                "num_threads must be 0 (all cores) to {MAX_THREADS}, got {}",
+                options.num_threads
             )));
         }
         if !(0..=2).contains(&options.verbosity) {

@@ -295,14 +295,17 @@ impl ToeplitzSpec {
 }
 
 /// Lower Cholesky factor of a Hermitian positive definite L×L matrix
-/// (row-major), in place; `false` if it is not positive definite.
+/// (row-major), in place; `false` if it is not positive definite, or
+/// numerically singular (a pivot below 1e-10 of its diagonal entry).
 fn cholesky(a: &mut [Complex64], l: usize) -> bool {
     for j in 0..l {
         let mut d = a[j * l + j].re;
         for k in 0..j {
             d -= a[j * l + k].norm_sqr();
         }
-        if d <= 0.0 || !d.is_finite() {
+        // A pivot at the level of the ridge (1e-12 of the diagonal, see
+        // `Interpolator::new`) means linearly dependent segments.
+        if !(d > 1e-10 * a[j * l + j].re) || !d.is_finite() {
             return false;
         }
         let d = d.sqrt();
@@ -479,6 +482,7 @@ impl TimeSegmentation {
         let probe_times: Vec<f64> = (0..ERROR_TIMES)
             .map(|i| t_min + (t_max - t_min) * i as f64 / (ERROR_TIMES - 1) as f64)
             .collect();
+        let mut singular = None;
         let (interpolator, error) = if segments > 0 {
             let it = Interpolator::new(&histogram, t_min, t_max, segments)?;
             let e = it.error(&probe, &probe_times);
@@ -491,6 +495,7 @@ impl TimeSegmentation {
             for l in 1..=MAX_AUTO_SEGMENTS {
                 crate::progress::check(l as f64 / MAX_AUTO_SEGMENTS as f64)?;
                 let Ok(it) = Interpolator::new(&histogram, t_min, t_max, l) else {
+                    singular = Some(l);
                     break;
                 };
                 let e = it.error(&probe, &probe_times);
@@ -508,6 +513,16 @@ impl TimeSegmentation {
                 )
             })?
         };
+        if let (0, Some(l), true) = (segments, singular, error > AUTO_ERROR) {
+            return Err(toeplitz_invalid(format!(
+                "the off-resonance map has only {} distinct values (histogram bins of the \
+                 segmentation): from {l} segments on they are linearly dependent, and {} segments \
+                 reach an interpolation error of {error:.1e}, not {AUTO_ERROR:e}; use the exact \
+                 normal operator (set_toeplitz with enable = 0)",
+                histogram.centres.len(),
+                l - 1
+            )));
+        }
         if segments == 0 && error > AUTO_ERROR {
             return Err(toeplitz_invalid(format!(
                 "the off-resonance spread ({:.1} rad/s over {:.3e} s) needs more than {} time \

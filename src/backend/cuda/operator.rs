@@ -941,8 +941,13 @@ impl CudaCore {
     }
 }
 
-fn to_device_complex(values: &[Complex32]) -> Vec<[f64; 2]> {
-    values.iter().map(|c| [c.re as f64, c.im as f64]).collect()
+/// Fallible (issue 11): host staging grows with the user's sizes.
+fn to_device_complex(values: &[Complex32]) -> Result<Vec<[f64; 2]>> {
+    let mut out = crate::error::try_vec(values.len(), [0.0; 2], "device staging (double2)")?;
+    out.iter_mut()
+        .zip(values)
+        .for_each(|(o, c)| *o = [c.re as f64, c.im as f64]);
+    Ok(out)
 }
 
 fn from_device_complex(values: &[[f64; 2]], out: &mut [Complex32]) {
@@ -1068,6 +1073,9 @@ impl CudaOperator {
             .as_ref()
             .ok_or_else(|| Error::internal("forward of an adjoint-only CUDA operator"))?;
         let lb = self.coil_group;
+        // issue 11: cancellation points between chunks (lead: keep in the split).
+        let total = self.groups * side.chunks().count();
+        let mut done = 0;
         for g in 0..self.groups {
             let l0 = (g * lb) as i32;
             launch(
@@ -1107,6 +1115,10 @@ impl CudaOperator {
                         .ptr(side.rotation.as_ref().map_or(0, |r| r.ptr))
                         .ptr(out.ptr),
                 )?;
+                done += 1;
+                if total > 1 {
+                    super::checkpoint(stream, done as f64 / total as f64)?; // issue 11
+                }
             }
         }
         Ok(())
@@ -1127,6 +1139,9 @@ impl CudaOperator {
         } = self.sizes;
         let side = &self.adjoint;
         let lb = self.coil_group;
+        // issue 11: cancellation points between chunks (lead: keep in the split).
+        let total = self.groups * side.chunks().count();
+        let mut done = 0;
         for g in 0..self.groups {
             let l0 = (g * lb) as i32;
             launch(
@@ -1166,6 +1181,10 @@ impl CudaOperator {
                         .ptr(side.rotation.as_ref().map_or(0, |r| r.ptr))
                         .ptr(out.ptr),
                 )?;
+                done += 1;
+                if total > 1 {
+                    super::checkpoint(stream, done as f64 / total as f64)?; // issue 11
+                }
             }
         }
         Ok(())
@@ -1316,7 +1335,7 @@ pub(super) fn solve_on(
             return Err(e);
         }
         let report = report?;
-        let mut out = vec![[0.0f64; 2]; image.len()];
+        let mut out = crate::error::try_vec(image.len(), [0.0f64; 2], "CG solution (N)")?; // issue 11
         x.download(&mut out, s)?;
         from_device_complex(&out, image);
         Ok(report)
@@ -1446,7 +1465,7 @@ impl CgSpace for CudaSpace<'_> {
 
     fn rhs(&self, b: &mut DeviceBuffer) -> Result<()> {
         self.failed()?;
-        let host = to_device_complex(self.problem.data);
+        let host = to_device_complex(self.problem.data)?;
         self.work.data.upload(&host, self.stream)?;
         if self.weighted {
             self.op
@@ -1467,7 +1486,7 @@ impl CgSpace for CudaSpace<'_> {
     }
 
     fn set_from_host(&self, host: &[Complex32], v: &mut DeviceBuffer) -> Result<()> {
-        let h = to_device_complex(host);
+        let h = to_device_complex(host)?;
         v.upload(&h, self.stream)?;
         // SAFETY: synchronising our own stream before `h` is dropped.
         unsafe { result::stream::synchronize(self.stream.0) }
