@@ -55,6 +55,9 @@
 
 #define HORECON_CALL_GRIDDING 6
 
+// The most CPU threads a plan may ask for (each is a thread of its pool).
+#define MAX_THREADS 1024
+
 // Kernel width W in cells of the oversampled grid.
 #define KERNEL_WIDTH 6
 
