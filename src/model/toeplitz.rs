@@ -305,7 +305,7 @@ fn cholesky(a: &mut [Complex64], l: usize) -> bool {
         }
         // A pivot at the level of the ridge (1e-12 of the diagonal, see
         // `Interpolator::new`) means linearly dependent segments.
-        if !(d > 1e-10 * a[j * l + j].re) || !d.is_finite() {
+        if d.is_nan() || d <= 1e-10 * a[j * l + j].re || !d.is_finite() {
             return false;
         }
         let d = d.sqrt();

@@ -307,7 +307,8 @@ pub fn shepp_logan_band_limited(
     let dk = [2.0 * PI / grid_fov[0], 2.0 * PI / grid_fov[1]];
     let reach = [kmax / dk[0], kmax / dk[1]].map(f64::floor);
     // (2·reach + 1)² grid points, of which the disk keeps ~π/4.
-    if !(reach[0] * reach[1] <= (1u64 << 24) as f64) {
+    let points = reach[0] * reach[1];
+    if points.is_nan() || points > (1u64 << 24) as f64 {
         return Err(Error::invalid(format!(
             "kmax = {kmax} is too large for grid_fov {grid_fov:?} (more than 2^26 k-space \
              points): use kmax <= pi*n/grid_fov for an n-point grid"

@@ -92,7 +92,7 @@ fn spiral_points(n: usize, fov: f64, undersampling: f64, dwell: f64) -> Result<V
         total / speed + ramp / 2.0
     };
     let samples = (duration / dwell).ceil() + 1.0;
-    if !(samples <= (1u64 << 26) as f64) {
+    if samples.is_nan() || samples > (1u64 << 26) as f64 {
         return Err(Error::invalid(format!(
             "the spiral would have {samples} samples (at most 2^26): use a larger dwell or \
              undersampling, or a smaller n"
