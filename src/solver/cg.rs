@@ -15,6 +15,7 @@ use super::problem::{CgProblem, Regularizer};
 use super::space::CgSpace;
 use crate::error::{Error, Result, Status};
 use crate::op::CgReport;
+use crate::progress::Progress;
 
 /// y = (EᴴWE + λR) x.
 fn apply<S: CgSpace>(
@@ -42,12 +43,17 @@ pub(crate) fn weighted_cg<S: CgSpace>(
     problem: &CgProblem<'_>,
     x: &mut S::Vector,
 ) -> Result<CgReport> {
+    // Progress: the right-hand side (and a warm start's residual) is the
+    // first of max_iterations + 1 equal steps, iteration i the (i + 1)-th.
+    let progress = Progress::current();
+    let steps = problem.max_iterations + 1;
+    let first = progress.step(0, steps);
     let mut b = space.zeros()?;
-    space.rhs(&mut b)?;
+    first.enter(|| space.rhs(&mut b))?;
     let b_norm = space.dot_re(&b, &b).sqrt();
     let mut r = space.zeros()?;
     if problem.warm_start {
-        apply(space, problem, x, &mut r)?;
+        first.enter(|| apply(space, problem, x, &mut r))?;
         space.xpay(&b, -1.0, &mut r); // r = b − A x
     } else {
         let zero = space.zeros()?;
@@ -76,7 +82,8 @@ pub(crate) fn weighted_cg<S: CgSpace>(
     space.copy(&r, &mut p);
     let mut ap = space.zeros()?;
     while report.iterations < problem.max_iterations {
-        apply(space, problem, &p, &mut ap)?;
+        let step = progress.step(report.iterations + 1, steps);
+        step.enter(|| apply(space, problem, &p, &mut ap))?;
         let p_ap = space.dot_re(&p, &ap);
         if p_ap.is_nan() || p_ap <= 0.0 {
             break; // A is singular along p (or the residual vanished): no further progress possible
@@ -87,6 +94,7 @@ pub(crate) fn weighted_cg<S: CgSpace>(
         let rr_next = space.dot_re(&r, &r);
         report.iterations += 1;
         report.rel_residual = relative(rr_next);
+        step.check(1.0)?;
         if let Some(progress) = problem.progress {
             if progress(report.iterations, report.rel_residual) {
                 return Err(Error::new(

@@ -38,6 +38,7 @@ pub use super::problem::Neighbourhood;
 use super::space::CgSpace;
 use crate::error::Result;
 use crate::op::CgReport;
+use crate::progress::Progress;
 
 /// Total variation or Laplace by `reweightings` outer steps of weighted CG
 /// (module docs). `x` holds the start (with `warm_start`) and receives the
@@ -68,7 +69,9 @@ pub fn reweighted_cg<S: CgSpace>(
             progress: Some(&progress),
             ..*problem
         };
-        let report = weighted_cg(space, &inner, x)?;
+        let report = Progress::current()
+            .step(step, steps)
+            .enter(|| weighted_cg(space, &inner, x))?;
         total.iterations += report.iterations;
         total.converged = report.converged;
         total.rel_residual = report.rel_residual;

@@ -86,11 +86,12 @@ impl CudaCartesian {
         }
         let bins: Vec<u32> = cartesian.bins.iter().map(|&q| q as u32).collect();
         let theta = to_pairs(
+            m,
             cartesian
                 .phase_cycles
                 .iter()
                 .map(|&c| Complex64::from_polar(1.0, std::f64::consts::TAU * (c - c.round()))),
-        );
+        )?;
         let per_coil = n * complex_bytes(precision);
         let batch = coil_batch(&device, coils, per_coil)?;
         let sensitivities = upload_sensitivities(&device, sensitivities)?;

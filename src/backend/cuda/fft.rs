@@ -268,7 +268,14 @@ pub fn coil_batch(device: &Device, coils: usize, per_coil: usize) -> Result<usiz
     Ok(batch)
 }
 
-/// Host complex values as device double2 pairs.
-pub fn to_pairs(values: impl Iterator<Item = num_complex::Complex64>) -> Vec<[f64; 2]> {
-    values.map(|c| [c.re, c.im]).collect()
+/// `len` host complex values as device double2 pairs (fallible: issue 11).
+pub fn to_pairs(
+    len: usize,
+    values: impl Iterator<Item = num_complex::Complex64>,
+) -> crate::error::Result<Vec<[f64; 2]>> {
+    let mut out = crate::error::try_vec(len, [0.0; 2], "device staging (double2)")?;
+    out.iter_mut()
+        .zip(values)
+        .for_each(|(o, c)| *o = [c.re, c.im]);
+    Ok(out)
 }

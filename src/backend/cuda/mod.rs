@@ -50,6 +50,18 @@ pub use operator::CudaOperator;
 use std::sync::Arc;
 pub use vectors::CudaCore;
 
+/// Cancellation point between chunks of device work (issue 11): waits for
+/// the work queued on `stream` (so that a cancel takes effect before the next
+/// chunk is queued and the fraction reported is work done), then reports
+/// `fraction` of the current step and fails with `Cancelled` once the call is
+/// cancelled. Chunk loops call it only when they have more than one chunk.
+pub(crate) fn checkpoint(stream: memory::Stream, fraction: f64) -> Result<()> {
+    // SAFETY: synchronising a live stream of this call.
+    unsafe { cudarc::driver::result::stream::synchronize(stream.0) }
+        .map_err(|e| context::driver_error("waiting for a chunk", e))?;
+    crate::progress::check(fraction)
+}
+
 /// Ok when device `ordinal` can be used, else the reason.
 pub fn usable(ordinal: usize) -> std::result::Result<(), String> {
     context::device(ordinal).map(|_| ())

@@ -178,6 +178,9 @@ impl CudaOperator {
     ) -> Result<()> {
         let coils = self.sizes.coils;
         let lb = self.coil_group;
+        // Cancellation points between chunks (issue 11), only when there are several.
+        let total = self.groups * side.chunks().count();
+        let mut done = 0;
         for g in 0..self.groups {
             let l0 = (g * lb) as i32;
             launch_over(
@@ -213,6 +216,10 @@ impl CudaOperator {
                         .ptr(side.rotation.as_ref().map_or(0, |r| r.ptr))
                         .ptr(out.ptr),
                 )?;
+                done += 1;
+                if total > 1 {
+                    super::checkpoint(stream, done as f64 / total as f64)?;
+                }
             }
         }
         Ok(())

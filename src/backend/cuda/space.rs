@@ -66,7 +66,7 @@ pub(super) fn solve_on(
             return Err(e);
         }
         let report = report?;
-        let mut out = vec![[0.0f64; 2]; image.len()];
+        let mut out = crate::error::try_vec(image.len(), [0.0f64; 2], "CG solution (N)")?;
         x.download(&mut out, s)?;
         from_device_complex(&out, image);
         Ok(report)
@@ -126,7 +126,7 @@ impl CgSpace for CudaSpace<'_> {
 
     fn rhs(&self, b: &mut DeviceBuffer) -> Result<()> {
         self.failed()?;
-        let host = to_device_complex(self.problem.data);
+        let host = to_device_complex(self.problem.data)?;
         self.work.data.upload(&host, self.stream)?;
         if self.weighted {
             self.op
@@ -147,7 +147,7 @@ impl CgSpace for CudaSpace<'_> {
     }
 
     fn set_from_host(&self, host: &[Complex32], v: &mut DeviceBuffer) -> Result<()> {
-        let h = to_device_complex(host);
+        let h = to_device_complex(host)?;
         v.upload(&h, self.stream)?;
         // SAFETY: synchronising our own stream before `h` is dropped.
         unsafe { result::stream::synchronize(self.stream.0) }
@@ -228,8 +228,13 @@ impl CgSpace for CudaSpace<'_> {
     }
 }
 
-fn to_device_complex(values: &[Complex32]) -> Vec<[f64; 2]> {
-    values.iter().map(|c| [c.re as f64, c.im as f64]).collect()
+/// Fallible (issue 11): host staging grows with the user's sizes.
+fn to_device_complex(values: &[Complex32]) -> Result<Vec<[f64; 2]>> {
+    let mut out = crate::error::try_vec(values.len(), [0.0; 2], "device staging (double2)")?;
+    out.iter_mut()
+        .zip(values)
+        .for_each(|(o, c)| *o = [c.re as f64, c.im as f64]);
+    Ok(out)
 }
 
 fn from_device_complex(values: &[[f64; 2]], out: &mut [Complex32]) {

@@ -109,7 +109,7 @@ impl CudaToeplitz {
                         .iter()
                         .map(move |&d| Complex64::from_polar(1.0, d * tau))
                 });
-                let host = to_pairs(values);
+                let host = to_pairs(s.segments * n, values)?;
                 debug_assert_eq!(host.len(), s.segments * n);
                 Some(DeviceBuffer::from_host(
                     &device,
@@ -219,7 +219,8 @@ impl CudaToeplitz {
             .as_ref()
             .ok_or_else(|| crate::error::Error::internal("Toeplitz offsets operator missing"))?;
         let m = spec.samples;
-        let data = to_pairs(spec.kernel_weights(weights)?.into_iter());
+        let weights64 = spec.kernel_weights(weights)?;
+        let data = to_pairs(weights64.len(), weights64.into_iter())?;
         let column = DeviceBuffer::new::<[f64; 2]>(&device, m, "Toeplitz kernel data (M)")?;
         let direct = DeviceBuffer::new::<[f64; 2]>(&device, points, "Toeplitz kernel (2^d N)")?;
         let bytes = self.bytes();
