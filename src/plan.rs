@@ -194,10 +194,9 @@ impl Plan {
                 options.device
             )));
         }
-        if options.num_devices != 1 {
+        if options.num_devices < 1 {
             return Err(Error::invalid(format!(
-                "num_devices must be 1 (several GPUs are not supported yet: use one device, \
-                 chosen by `device`), got {}",
+                "num_devices must be >= 1, got {}",
                 options.num_devices
             )));
         }

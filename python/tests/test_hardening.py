@@ -159,8 +159,10 @@ def test_wrong_inputs_to_setters_and_cg(rng):
         plan.cg(np.ones(51, np.complex64))
     with pytest.raises(horecon.HoreconError, match="time_segments must be 0"):
         plan.set_toeplitz(True, 1000)
-    with pytest.raises(horecon.HoreconError, match="num_devices must be 1"):
-        horecon.Plan((4, 4), 1, 4, num_devices=2)
+    with pytest.raises(horecon.HoreconError, match="num_devices = 2 applies to CUDA devices"):
+        horecon.Plan((4, 4), 1, 4, backend="cpu", num_devices=2)
+    with pytest.raises(horecon.HoreconError, match="num_devices must be >= 1"):
+        horecon.Plan((4, 4), 1, 4, num_devices=0)
     with pytest.raises((TypeError, ValueError)):
         plan.cg(np.ones(50, np.complex64), max_iterations="many")
     # strided data for cg works

@@ -6,8 +6,9 @@
 #       the multi_gpu and cuda test executables, bench_multi_gpu, and the Python wheels of dask +
 #       distributed for the GPU machine's Python ($PYVER, default 3.12; it has no network), for the
 #       batch runner.
-#   there (GPU machine, repository root, with .devcarry/cuda): bash scripts/gpu/bench_multi_gpu.sh run
-#       logs into $OUT (default /tmp/horecon-gpu-out):
+#   there (GPU machine, repository root, with .devcarry/cuda): bash scripts/gpu/bench_multi_gpu.sh run [STAGES]
+#       STAGES: any of tests,bench,batch (default all three; each stays under 10 minutes, so a device
+#       call per stage fits its limit); logs into $OUT (default /tmp/horecon-gpu-out):
 #       info.txt        nvidia-smi, topology (nvidia-smi topo -m)
 #       multi_tests.log the multi-GPU tests (parts on one GPU; real devices with 2+ GPUs) and the CUDA
 #                       suite, then compute-sanitizer memcheck (leak check) on the multi-GPU tests
@@ -43,7 +44,8 @@ for line in sys.stdin:
   ls -la "$DEST" "$DEST/wheels" | tail -n 40
   exit 0
 fi
-[ "$MODE" = run ] || { echo "usage: $0 stage [DEST] | run" >&2; exit 2; }
+[ "$MODE" = run ] || { echo "usage: $0 stage [DEST] | run [tests,bench,batch]" >&2; exit 2; }
+STAGES=${2:-tests,bench,batch}
 cd "$ROOT"
 D=$ROOT/.devcarry/cuda
 O=${OUT:-/tmp/horecon-gpu-out}
@@ -57,24 +59,24 @@ chmod +x "$D"/*_tests "$D"/bench_multi_gpu 2>/dev/null
   ls -l /usr/lib/x86_64-linux-gnu/libnccl* 2>&1 | head -3
 } > "$O/info.txt" 2>&1
 GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
-{
+[[ $STAGES == *tests* ]] && {
   echo "== multi_gpu tests ($GPUS GPU(s))"
-  timeout 400 "$D/multi_gpu_tests" --test-threads=1 --nocapture; echo "multi_gpu tests rc=$?"
+  timeout 200 "$D/multi_gpu_tests" --test-threads=1 --nocapture; echo "multi_gpu tests rc=$?"
   echo "== cuda tests (one GPU; the split changes nothing there)"
-  timeout 300 "$D/cuda_tests" --test-threads=4; echo "cuda tests rc=$?"
+  timeout 150 "$D/cuda_tests" --test-threads=4; echo "cuda tests rc=$?"
   echo "== memcheck"
-  HORECON_TEST_SEED=12345 timeout 500 compute-sanitizer --tool memcheck --leak-check full "$D/multi_gpu_tests" \
+  HORECON_TEST_SEED=12345 timeout 200 compute-sanitizer --tool memcheck --leak-check full "$D/multi_gpu_tests" \
     --test-threads=1 parts_on_one_gpu_match_float64_and_one_part cg_with_parts_on_one_gpu_matches_one_part \
     one_device_paths_refuse_num_devices_and_splits_stay_consistent two_devices_match_one
   echo "memcheck rc=$?"
 } > "$O/multi_tests.log" 2>&1
-{
+[[ $STAGES == *bench* ]] && {
   echo "== devices 1..$GPUS"
-  timeout 400 "$D/bench_multi_gpu"; echo "bench rc=$?"
+  timeout 300 "$D/bench_multi_gpu"; echo "bench rc=$?"
   echo "== 2 parts on GPU 0 (the split's overhead)"
-  timeout 300 "$D/bench_multi_gpu" --test-parts; echo "bench (test parts) rc=$?"
+  timeout 240 "$D/bench_multi_gpu" --test-parts; echo "bench (test parts) rc=$?"
 } > "$O/bench.log" 2>&1
-{
+[[ $STAGES == *batch* ]] && {
   if ! python3 -c "import distributed" 2>/dev/null; then
     python3 -m pip install -q --no-index --find-links "$D/wheels" dask distributed 2>&1 | tail -3
   fi
@@ -82,7 +84,7 @@ GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
   export HORECON_LIB=$D/libhorecon.so
   for w in 1 $([ "$GPUS" -ge 2 ] && echo 2); do
     echo "== 64 bieri-256 slices, $w Dask worker(s)"
-    timeout 900 python3 scripts/bench_batch.py --case bieri-256 --slices 64 --iterations 50 --workers "$w"
+    timeout 270 python3 scripts/bench_batch.py --case bieri-256 --slices 64 --iterations 50 --workers "$w"
     echo "bench_batch workers=$w rc=$?"
   done
 } > "$O/batch.log" 2>&1

@@ -12,9 +12,8 @@
 //! the sums run there in a fixed order (results do not depend on timing),
 //! and every copy between parts is a device-to-device copy
 //! (`DeviceBuffer::copy_range_from`, direct where peer access is possible;
-//! NCCL is not used). The parts run
-//! concurrently, each on its own stream; the host waits for them before the
-//! sum.
+//! NCCL is not used). The parts run concurrently, each on its own stream
+//! and host thread; the host waits for them before the sum.
 //!
 //! For tests, `HORECON_CUDA_TEST_PARTS=P` places P parts on one GPU with the
 //! same copies and sums ([`super::placement`]).
@@ -29,6 +28,7 @@ use super::work::{Work, WorkGuard};
 use crate::error::{Error, Result};
 use crate::model::{Features, Sizes};
 use crate::op::Precision;
+use crate::progress::Progress;
 use std::sync::{Arc, Mutex};
 
 /// Bytes of one device complex value (double2).
@@ -142,27 +142,49 @@ impl CudaMulti {
         self.parts.iter().map(|p| p.op.lock()).collect()
     }
 
-    /// Runs `each(part, its workspace, its stream)` on every part (queued
-    /// on the parts' own streams, concurrently), waits for all of them, and
-    /// leaves the first device current. `stream` is the caller's stream on
-    /// the first device: the inputs it is producing are waited for first.
+    /// Runs `each(part, its workspace, its stream)` on every part and waits
+    /// for it, the parts concurrently (one host thread each, so that the
+    /// chunk loops' cancellation points, which wait for their stream, do not
+    /// serialise the GPUs), and leaves the first device current. `stream` is
+    /// the caller's stream on the first device: the inputs it is producing
+    /// are waited for first. The first failing part's error is returned.
     fn on_parts(
         &self,
         works: &[WorkGuard<'_>],
         stream: Stream,
-        each: impl Fn(&Part, &Work, Stream) -> Result<()>,
+        each: impl Fn(&Part, &Work, Stream) -> Result<()> + Sync,
     ) -> Result<()> {
         self.core.device.bind()?;
         stream.synchronize("waiting for the inputs of the GPU parts")?;
-        for (part, w) in self.parts.iter().zip(works) {
-            part.op.device.bind()?;
-            each(part, w, Stream(w.stream.cu_stream()))?;
-        }
-        for (part, w) in self.parts.iter().zip(works) {
-            part.op.device.bind()?;
-            Stream(w.stream.cu_stream()).synchronize("running the GPU parts")?;
-        }
-        self.core.device.bind()
+        // the call's progress span, for the parts' cancellation points
+        let span = Progress::current();
+        let outcomes: Vec<Result<()>> = std::thread::scope(|scope| {
+            let threads: Vec<_> = self
+                .parts
+                .iter()
+                .zip(works)
+                .map(|(part, w)| {
+                    let (w, span, each): (&Work, _, _) = (w, &span, &each);
+                    scope.spawn(move || {
+                        span.enter(|| {
+                            part.op.device.bind()?;
+                            let ps = Stream(w.stream.cu_stream());
+                            each(part, w, ps)?;
+                            ps.synchronize("running the GPU parts")
+                        })
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .map(|t| {
+                    t.join()
+                        .unwrap_or_else(|_| Err(Error::internal("a GPU part's thread panicked")))
+                })
+                .collect()
+        });
+        self.core.device.bind()?;
+        outcomes.into_iter().collect()
     }
 
     /// A part's inputs on its stream: the image `x` (first device) into its
