@@ -24,6 +24,8 @@ pub mod cartesian;
 pub mod context;
 pub mod fft;
 pub mod memory;
+pub mod module_cache;
+pub mod nufft;
 pub mod operator;
 pub mod toeplitz;
 
