@@ -3,8 +3,7 @@
 //
 // Defines: DOUBLE (0/1: float or double arithmetic), DIM (1..3 spread axes:
 // the transform's axes with a fine grid of more than one point, in order),
-// WIDTH (w, fine cells the kernel spans), BIN0..BIN2 (fine cells per bin and
-// axis; 1 beyond DIM).
+// WIDTH (w, fine cells the kernel spans). Bin sizes are in the geometry.
 //
 // Conventions (src/nufft/mod.rs): a point x (radians, any finite value) lies
 // at g = (x/2π mod 1)·n_f in fine cells; its kernel covers the w cells
@@ -27,7 +26,7 @@ typedef float2 complex_t;
 #endif
 
 // The plan's sizes, passed by value to every kernel (src/backend/cuda/nufft/kernels.rs
-// mirrors it field by field: 96 bytes).
+// mirrors it field by field: 104 bytes).
 struct Geometry {
     long long points;       // M
     long long modes_total;  // Π n_a
@@ -36,9 +35,10 @@ struct Geometry {
     int fine[3];            // n_f per spread axis (1 beyond DIM)
     int modes[3];           // n per spread axis (1 beyond DIM)
     int nbins[3];           // bins per axis (1 beyond DIM)
+    int bins[3];            // fine cells per bin and axis (1 beyond DIM)
+    int modes_offset[3];    // where axis a's 1/ψ̂ starts in the deconvolution array
     int transforms;         // transforms in this launch
     int subproblems;        // subproblems (bins split into at most MAX_SUBPROBLEM points)
-    int modes_offset[3];    // where axis a's 1/ψ̂ starts in the deconvolution array
     int reserved;
 };
 
@@ -46,10 +46,8 @@ struct Geometry {
 // down to s ≥ bin origin − ⌊w/2⌋ and up to below origin + bin + ⌈w/2⌉.
 #define PAD (WIDTH / 2)
 
-__device__ __forceinline__ int bin_size(int a) { return a == 0 ? BIN0 : (a == 1 ? BIN1 : BIN2); }
-
 // Tile (padded bin) cells along axis a.
-__device__ __forceinline__ int tile_size(int a) { return a < DIM ? bin_size(a) + WIDTH : 1; }
+__device__ __forceinline__ int tile_size(const Geometry& g, int a) { return a < DIM ? g.bins[a] + WIDTH : 1; }
 
 // x (radians) → g ∈ [0, n_f) fine cells, in float64.
 __device__ __forceinline__ double fold_to_fine(double x, int nf) {
@@ -82,7 +80,7 @@ __device__ __forceinline__ void tile_origin(const Geometry& g, int bin, int* ori
 #pragma unroll
     for (int a = 0; a < 3; a++) {
         if (a < DIM) {
-            origin[a] = (rest % g.nbins[a]) * bin_size(a) - PAD;
+            origin[a] = (rest % g.nbins[a]) * g.bins[a] - PAD;
             rest /= g.nbins[a];
         } else {
             origin[a] = 0;
@@ -92,10 +90,10 @@ __device__ __forceinline__ void tile_origin(const Geometry& g, int bin, int* ori
 
 // The fine-grid index of tile cell `cell` (tile of origin `origin`).
 __device__ __forceinline__ long long tile_to_fine(const Geometry& g, const int* origin, int cell) {
-    const int c0 = cell % tile_size(0);
-    const int r = cell / tile_size(0);
-    const int c1 = r % tile_size(1);
-    const int c2 = r / tile_size(1);
+    const int c0 = cell % tile_size(g, 0);
+    const int r = cell / tile_size(g, 0);
+    const int c1 = r % tile_size(g, 1);
+    const int c2 = r / tile_size(g, 1);
     long long f = wrap(origin[0] + c0, g.fine[0]);
     if (DIM > 1) f += (long long)g.fine[0] * wrap(origin[1] + c1, g.fine[1]);
     if (DIM > 2) f += (long long)g.fine[0] * g.fine[1] * wrap(origin[2] + c2, g.fine[2]);

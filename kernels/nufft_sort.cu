@@ -10,7 +10,7 @@ __device__ __forceinline__ int point_bin(const Geometry& g, const double* __rest
 #pragma unroll
     for (int a = 0; a < DIM; a++) {
         pos[a] = fold_to_fine(x[(long long)a * g.points + j], g.fine[a]);
-        int b = (int)(pos[a] / (double)bin_size(a));
+        int b = (int)(pos[a] / (double)g.bins[a]);
         if (b >= g.nbins[a]) b = g.nbins[a] - 1;
         bin += b * stride;
         stride *= g.nbins[a];

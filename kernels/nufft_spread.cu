@@ -13,6 +13,15 @@
 // blockIdx.y is the transform of the launch; c is transforms × M, fine
 // transforms × Π n_f.
 
+// The outer two loops of a 3D footprint are unrolled for w ≤ 8 only (wider
+// kernels would take NVRTC minutes to compile; their per-point kernel
+// values then come from local memory, a small share of the w³ work).
+#if WIDTH <= 8
+#define UNROLL_OUTER _Pragma("unroll")
+#else
+#define UNROLL_OUTER _Pragma("unroll 1")
+#endif
+
 // Calls visit(index, weight) for the w^DIM cells of a footprint whose
 // first cell along axis a is l[a] in a box of extents (n0, n1, ·) and
 // weights k[a][·].
@@ -29,9 +38,9 @@ __device__ __forceinline__ void footprint(const int* l, int n0, int n1, const re
         for (int i = 0; i < WIDTH; i++) visit(row + i, k[1][j] * k[0][i]);
     }
 #else
-#pragma unroll
+    UNROLL_OUTER
     for (int m = 0; m < WIDTH; m++) {
-#pragma unroll
+        UNROLL_OUTER
         for (int j = 0; j < WIDTH; j++) {
             const int row = ((l[2] + m) * n1 + l[1] + j) * n0 + l[0];
             const real kmj = k[2][m] * k[1][j];
@@ -70,8 +79,8 @@ extern "C" __global__ void __launch_bounds__(SM_THREADS)
     DYNAMIC_SHARED(complex_t, tile);
     const int sp = blockIdx.x;
     const long long t = blockIdx.y;
-    const int n0 = tile_size(0), n1 = tile_size(1);
-    const int total = n0 * n1 * tile_size(2);
+    const int n0 = tile_size(g, 0), n1 = tile_size(g, 1);
+    const int total = n0 * n1 * tile_size(g, 2);
     for (int i = threadIdx.x; i < total; i += blockDim.x) {
         tile[i].x = 0;
         tile[i].y = 0;
@@ -106,8 +115,8 @@ extern "C" __global__ void __launch_bounds__(SM_THREADS)
     DYNAMIC_SHARED(complex_t, tile);
     const int sp = blockIdx.x;
     const long long t = blockIdx.y;
-    const int n0 = tile_size(0), n1 = tile_size(1);
-    const int total = n0 * n1 * tile_size(2);
+    const int n0 = tile_size(g, 0), n1 = tile_size(g, 1);
+    const int total = n0 * n1 * tile_size(g, 2);
     int origin[3];
     tile_origin(g, sub_bin[sp], origin);
     const complex_t* ft = fine + t * g.fine_total;
@@ -160,9 +169,9 @@ __device__ __forceinline__ void footprint_fine(const int (*index)[WIDTH], const 
         for (int i = 0; i < WIDTH; i++) visit(index[1][j] + index[0][i], k[1][j] * k[0][i]);
     }
 #else
-#pragma unroll
+    UNROLL_OUTER
     for (int m = 0; m < WIDTH; m++) {
-#pragma unroll
+        UNROLL_OUTER
         for (int j = 0; j < WIDTH; j++) {
             const int row = index[2][m] + index[1][j];
             const real kmj = k[2][m] * k[1][j];

@@ -27,11 +27,9 @@ bad = 0
 base = ["--gpu-architecture=sm_90", "-std=c++17", "--ptxas-options=-v"]
 for double, dim, w in itertools.product([0, 1], [1, 2, 3], [2, 4, 7, 13, 16]):
     if double == 0 and w > 8: continue
-    bins = {1: (1024, 1, 1), 2: (32, 32, 1), 3: (16, 16, 8)}[dim]
     label = f"nufft_d{double}_dim{dim}_w{w}"
     if flt not in label: continue
-    opts = base + [f"-DDOUBLE={double}", f"-DDIM={dim}", f"-DWIDTH={w}", f"-DBIN0={bins[0]}",
-                   f"-DBIN1={bins[1]}", f"-DBIN2={bins[2]}", "-DSM_THREADS=256"]
+    opts = base + [f"-DDOUBLE={double}", f"-DDIM={dim}", f"-DWIDTH={w}", "-DSM_THREADS=256"]
     bad += compile(NUFFT, opts, label) != 0
 for double, mode in [(0, 1), (1, 0), (1, 2)]:
     if flt and flt not in "toeplitz": continue

@@ -1,8 +1,8 @@
 //! The NUFFT's device kernels (kernels/nufft_*.cu, one NVRTC module per
-//! precision, dimension, width and bin shape) and how they are launched:
+//! precision, dimension and kernel width) and how they are launched:
 //! every kernel takes the plan's [`Geometry`] by value first.
 
-use super::layout::{Layout, SM_THREADS};
+use super::layout::{Layout, SHARED_BUDGET, SM_THREADS};
 use crate::backend::cuda::context::{driver_error, Device};
 use crate::backend::cuda::memory::Stream;
 use crate::error::Result;
@@ -25,7 +25,7 @@ pub const THREADS: u32 = 256;
 /// Blocks of the grid-stride kernels at most.
 const MAX_BLOCKS: usize = 4096;
 
-/// kernels/nufft_common.cu's `struct Geometry`, field by field (96 bytes).
+/// kernels/nufft_common.cu's `struct Geometry`, field by field (104 bytes).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Geometry {
@@ -36,13 +36,14 @@ pub struct Geometry {
     pub fine: [i32; 3],
     pub modes: [i32; 3],
     pub nbins: [i32; 3],
+    pub bins: [i32; 3],
+    pub modes_offset: [i32; 3],
     pub transforms: i32,
     pub subproblems: i32,
-    pub modes_offset: [i32; 3],
     pub reserved: i32,
 }
 
-const _: () = assert!(std::mem::size_of::<Geometry>() == 96);
+const _: () = assert!(std::mem::size_of::<Geometry>() == 104);
 
 /// The kernels of one plan's module.
 pub struct Kernels {
@@ -62,9 +63,6 @@ impl Kernels {
             ("DOUBLE", i64::from(double)),
             ("DIM", layout.dim as i64),
             ("WIDTH", layout.width as i64),
-            ("BIN0", layout.bins[0] as i64),
-            ("BIN1", layout.bins[1] as i64),
-            ("BIN2", layout.bins[2] as i64),
             ("SM_THREADS", SM_THREADS as i64),
         ];
         let f = |name: &str| device.function("nufft", SOURCE, &defines, name);
@@ -79,14 +77,16 @@ impl Kernels {
             fine_from_modes: f("nufft_fine_from_modes")?,
         };
         if layout.tiles_fit {
+            // The same for every plan of the module (a smaller value set by one
+            // plan would fail another's launch).
+            let limit = shared_limit(device)?;
             for k in [&kernels.spread_tiles, &kernels.interp_tiles] {
-                // SAFETY: a loaded function; the size is within the device's opt-in limit
-                // (SHARED_BUDGET ≤ 99 KB on every CUDA GPU since Volta).
+                // SAFETY: a loaded function; the size is the device's own opt-in limit or less.
                 unsafe {
                     result::function::set_function_attribute(
                         k.cu_function(),
                         sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        layout.shared_bytes() as i32,
+                        limit as i32,
                     )
                 }
                 .map_err(|e| driver_error("reserving shared memory for the NUFFT tiles", e))?;
@@ -94,6 +94,16 @@ impl Kernels {
         }
         Ok(kernels)
     }
+}
+
+/// Dynamic shared memory a tile kernel may use on `device`: [`SHARED_BUDGET`]
+/// or the device's opt-in limit if lower.
+pub fn shared_limit(device: &Device) -> Result<usize> {
+    let optin = device
+        .ctx
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        .map_err(|e| driver_error("querying the shared memory limit", e))?;
+    Ok(SHARED_BUDGET.min(optin.max(0) as usize))
 }
 
 /// kernels/nufft_toeplitz.cu for a NUFFT precision and a Toeplitz grid mode.

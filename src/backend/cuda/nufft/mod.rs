@@ -168,7 +168,8 @@ impl CudaNufft {
                 ),
             ));
         }
-        let layout = Layout::new(spec)?;
+        let mut layout = Layout::new(spec)?;
+        layout.tiles_fit &= layout.shared_bytes() <= kernels::shared_limit(&device)?;
         let double = spec.double;
         let kernels = Kernels::new(&device, &layout, double)?;
         device.bind()?;
@@ -210,6 +211,7 @@ impl CudaNufft {
             geometry.fine[a] = layout.fine[a] as i32;
             geometry.modes[a] = layout.modes[a] as i32;
             geometry.nbins[a] = layout.nbins[a] as i32;
+            geometry.bins[a] = layout.bins[a] as i32;
         }
         let sorted = sort(&device, &layout, &kernels, geometry, points, npoints, double, s)?;
         geometry.subproblems = sorted.subproblems as i32;
