@@ -72,6 +72,15 @@ __device__ __forceinline__ void add_complex(complex_t* target, complex_t v) {
     atomicAdd(&target->y, v.y);
 }
 
+// The same into global memory: one vector atomic for float2 on sm_90 and later.
+__device__ __forceinline__ void add_complex_global(complex_t* target, complex_t v) {
+#if !DOUBLE && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    atomicAdd(target, v);
+#else
+    add_complex(target, v);
+#endif
+}
+
 extern "C" __global__ void __launch_bounds__(SM_THREADS)
     nufft_spread_sm(Geometry g, const int* __restrict__ sub_bin, const int* __restrict__ sub_first,
                     const int* __restrict__ sub_count, const int* __restrict__ perm, const int* __restrict__ start,
@@ -104,7 +113,7 @@ extern "C" __global__ void __launch_bounds__(SM_THREADS)
     complex_t* ft = fine + t * g.fine_total;
     for (int cell = threadIdx.x; cell < total; cell += blockDim.x) {
         const complex_t v = tile[cell];
-        if (v.x != (real)0 || v.y != (real)0) add_complex(&ft[tile_to_fine(g, origin, cell)], v);
+        if (v.x != (real)0 || v.y != (real)0) add_complex_global(&ft[tile_to_fine(g, origin, cell)], v);
     }
 }
 
@@ -195,7 +204,7 @@ extern "C" __global__ void nufft_spread_gm(Geometry g, const int* __restrict__ p
         point_kernel(g, start, offset, p, s, k);
         int index[3][WIDTH];
         footprint_indices(g, s, index);
-        footprint_fine(index, k, [&](int f, real w) { add_complex(&ft[f], cmul_real(v, w)); });
+        footprint_fine(index, k, [&](int f, real w) { add_complex_global(&ft[f], cmul_real(v, w)); });
     }
 }
 

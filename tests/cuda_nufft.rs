@@ -146,6 +146,7 @@ fn types_1_and_2_match_float64_direct_sums() {
     }
     let mut rng = Rng::fresh(test);
     let mut worst = 0.0f64;
+    let mut failures = Vec::new();
     for (case, sizes) in SIZES.iter().enumerate() {
         for (double, tol) in [(false, 1e-1), (false, 1e-3), (false, 1e-6), (true, 1e-4), (true, 1e-9), (true, 1e-12)] {
             let m = rng.int(1, 700);
@@ -164,11 +165,14 @@ fn types_1_and_2_match_float64_direct_sums() {
                     if clustered { " clustered" } else { "" },
                     if double { "f64" } else { "f32" }
                 );
-                assert!(e <= tol, "{sizes:?} {kind:?} tol {tol:e} double {double}: error {e:e}");
+                if e > tol {
+                    failures.push(format!("{sizes:?} {kind:?} tol {tol:e} double {double}: error {e:e}"));
+                }
             }
         }
     }
     eprintln!("{test}: worst error / tolerance {worst:.3}");
+    assert!(failures.is_empty(), "errors above the tolerance: {failures:#?}");
 }
 
 /// Both methods (tiles, points) on larger, denser problems (the knob forces one).
@@ -180,6 +184,7 @@ fn both_spreading_methods_match_direct_sums() {
         return;
     }
     let mut rng = Rng::fresh(test);
+    let mut failures = Vec::new();
     for method in ["1", "2"] {
         std::env::set_var("HORECON_CUDA_NUFFT_METHOD", method);
         for (sizes, m, double, tol) in [
@@ -198,11 +203,14 @@ fn both_spreading_methods_match_direct_sums() {
                 let (out, reference) = run_and_reference(&s, &x, m, &input);
                 let e = rel(&out, &reference);
                 eprintln!("method {method} {sizes:?} M={m} {kind:?} tol {tol:e}: error {e:.2e}");
-                assert!(e <= tol, "method {method} {sizes:?} {kind:?}: {e:e} > {tol:e}");
+                if e > tol {
+                    failures.push(format!("method {method} {sizes:?} {kind:?}: {e:e} > {tol:e}"));
+                }
             }
         }
     }
     std::env::remove_var("HORECON_CUDA_NUFFT_METHOD");
+    assert!(failures.is_empty(), "errors above the tolerance: {failures:#?}");
 }
 
 #[test]
@@ -242,6 +250,7 @@ fn batched_equals_one_by_one_and_chunked() {
         return;
     }
     let mut rng = Rng::fresh(test);
+    let mut failures = Vec::new();
     for (kind, sizes, double) in [
         (NufftType::One, &[30i64, 20][..], false),
         (NufftType::Two, &[30, 20][..], false),
@@ -268,8 +277,11 @@ fn batched_equals_one_by_one_and_chunked() {
         eprintln!("{kind:?} {sizes:?} M={m} x{t}: batched vs one by one {e1:.1e}, chunked vs batched {e2:.1e}, vs direct {e3:.1e}");
         let rounding = if double { 1e-13 } else { 2e-6 };
         assert!(e1 <= rounding && e2 <= rounding, "{kind:?} {sizes:?}: {e1:e} {e2:e}");
-        assert!(e3 <= tol);
+        if e3 > tol {
+            failures.push(format!("{kind:?} {sizes:?}: vs direct {e3:e} > {tol:e}"));
+        }
     }
+    assert!(failures.is_empty(), "errors above the tolerance: {failures:#?}");
 }
 
 /// execute_device on device buffers ≡ the host interface.

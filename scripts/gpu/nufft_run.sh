@@ -27,7 +27,12 @@ if [[ $STAGES == *tests* ]]; then
     timeout 100 ./toeplitz_tests; echo "toeplitz tests (AUTO = CUDA) rc=$?"; } > "$O/tests.log" 2>&1
 fi
 if [[ $STAGES == *bench* ]]; then
-  { timeout 200 ./bench_cuda_nufft ${BENCH_CASES:-}; echo "bench rc=$?"; } > "$O/bench.log" 2>&1
+  # BENCH_CONFIGS: space-separated runs of the benchmark, each a comma-separated list of
+  # environment settings ("-" = defaults)
+  { for cfg in ${BENCH_CONFIGS:--}; do
+      echo "== ${cfg}"
+      c=${cfg/#-/X=0}; env ${c//,/ } timeout 200 ./bench_cuda_nufft ${BENCH_CASES:-}; echo "bench rc=$?"
+    done; } > "$O/bench.log" 2>&1
 fi
 if [[ $STAGES == *peer* ]]; then
   wait $BUILD

@@ -93,6 +93,8 @@ pub struct CudaNufft {
     stream: Arc<CudaStream>,
     /// Transforms per chunk.
     chunk: usize,
+    /// Threads per block of the tile kernels (`HORECON_CUDA_NUFFT_THREADS`, 32..=256).
+    tile_threads: u32,
     work: Mutex<Workspace>,
     io: Mutex<Option<HostIo>>,
 }
@@ -246,6 +248,8 @@ impl CudaNufft {
             deconvolution,
             stream,
             chunk,
+            tile_threads: knob("HORECON_CUDA_NUFFT_THREADS")
+                .map_or(SM_THREADS, |t| (t / 32 * 32).clamp(32, SM_THREADS)) as u32,
             work: Mutex::new(Workspace {
                 fine,
                 plans: vec![plan],
@@ -373,7 +377,7 @@ impl CudaNufft {
                     &self.kernels.interp_tiles
                 },
                 (s.subproblems as u32, b as u32),
-                SM_THREADS as u32,
+                self.tile_threads,
                 self.layout.shared_bytes(),
                 stream,
                 &[
