@@ -32,9 +32,25 @@ fn gpu(test: &str) -> bool {
     true
 }
 
-fn spec(kind: NufftType, sizes: &[i64], sign: i32, tol: f64, transforms: i32, double: bool) -> NufftSpec {
+fn spec(
+    kind: NufftType,
+    sizes: &[i64],
+    sign: i32,
+    tol: f64,
+    transforms: i32,
+    double: bool,
+) -> NufftSpec {
     let modes = Modes::new(sizes.len() as i32, sizes).unwrap();
-    NufftSpec::new(kind, modes, sign, tol, transforms, double, Some(Upsampling::Two)).unwrap()
+    NufftSpec::new(
+        kind,
+        modes,
+        sign,
+        tol,
+        transforms,
+        double,
+        Some(Upsampling::Two),
+    )
+    .unwrap()
 }
 
 /// Points (npoints × ndims, first index fastest): uniform in [−3π, 3π), or
@@ -62,7 +78,9 @@ fn points(rng: &mut Rng, ndims: usize, m: usize, clustered: bool) -> Vec<f64> {
 }
 
 fn c64(v: &[Complex32]) -> Vec<Complex64> {
-    v.iter().map(|c| Complex64::new(c.re as f64, c.im as f64)).collect()
+    v.iter()
+        .map(|c| Complex64::new(c.re as f64, c.im as f64))
+        .collect()
 }
 
 fn rel(a: &[Complex64], b: &[Complex64]) -> f64 {
@@ -82,7 +100,10 @@ fn run_and_reference(
     let exec = build(spec, x, m, 0).expect("CUDA NUFFT plan");
     let n = spec.modes.total();
     let t = spec.transforms;
-    let (mut nonuniform, mut grid) = (vec![Complex64::default(); t * m], vec![Complex64::default(); t * n]);
+    let (mut nonuniform, mut grid) = (
+        vec![Complex64::default(); t * m],
+        vec![Complex64::default(); t * n],
+    );
     let mut reference = Vec::new();
     match spec.kind {
         NufftType::One => {
@@ -99,10 +120,17 @@ fn run_and_reference(
         }
     }
     if spec.double {
-        exec.execute_c64(&mut nonuniform, &mut grid).expect("execute");
+        exec.execute_c64(&mut nonuniform, &mut grid)
+            .expect("execute");
     } else {
-        let mut a: Vec<Complex32> = nonuniform.iter().map(|c| Complex32::new(c.re as f32, c.im as f32)).collect();
-        let mut b: Vec<Complex32> = grid.iter().map(|c| Complex32::new(c.re as f32, c.im as f32)).collect();
+        let mut a: Vec<Complex32> = nonuniform
+            .iter()
+            .map(|c| Complex32::new(c.re as f32, c.im as f32))
+            .collect();
+        let mut b: Vec<Complex32> = grid
+            .iter()
+            .map(|c| Complex32::new(c.re as f32, c.im as f32))
+            .collect();
         exec.execute(&mut a, &mut b).expect("execute");
         nonuniform = c64(&a);
         grid = c64(&b);
@@ -117,7 +145,9 @@ fn run_and_reference(
 fn random_input(rng: &mut Rng, len: usize, double: bool) -> Vec<Complex64> {
     let v = c64(&rng.complex(len));
     if double {
-        v.iter().map(|c| c + Complex64::new(1e-9 * rng.normal(), 1e-9 * rng.normal())).collect()
+        v.iter()
+            .map(|c| c + Complex64::new(1e-9 * rng.normal(), 1e-9 * rng.normal()))
+            .collect()
     } else {
         v
     }
@@ -148,14 +178,25 @@ fn types_1_and_2_match_float64_direct_sums() {
     let mut worst = 0.0f64;
     let mut failures = Vec::new();
     for (case, sizes) in SIZES.iter().enumerate() {
-        for (double, tol) in [(false, 1e-1), (false, 1e-3), (false, 1e-6), (true, 1e-4), (true, 1e-9), (true, 1e-12)] {
+        for (double, tol) in [
+            (false, 1e-1),
+            (false, 1e-3),
+            (false, 1e-6),
+            (true, 1e-4),
+            (true, 1e-9),
+            (true, 1e-12),
+        ] {
             let m = rng.int(1, 700);
             let clustered = case % 2 == 1;
             let x = points(&mut rng, sizes.len(), m, clustered);
             for kind in [NufftType::One, NufftType::Two] {
                 let sign = if rng.uniform() < 0.5 { 1 } else { -1 };
                 let s = spec(kind, sizes, sign, tol, 1, double);
-                let len = if kind == NufftType::One { m } else { s.modes.total() };
+                let len = if kind == NufftType::One {
+                    m
+                } else {
+                    s.modes.total()
+                };
                 let input = random_input(&mut rng, len, double);
                 let (out, reference) = run_and_reference(&s, &x, m, &input);
                 let e = rel(&out, &reference);
@@ -166,13 +207,18 @@ fn types_1_and_2_match_float64_direct_sums() {
                     if double { "f64" } else { "f32" }
                 );
                 if e > tol {
-                    failures.push(format!("{sizes:?} {kind:?} tol {tol:e} double {double}: error {e:e}"));
+                    failures.push(format!(
+                        "{sizes:?} {kind:?} tol {tol:e} double {double}: error {e:e}"
+                    ));
                 }
             }
         }
     }
     eprintln!("{test}: worst error / tolerance {worst:.3}");
-    assert!(failures.is_empty(), "errors above the tolerance: {failures:#?}");
+    assert!(
+        failures.is_empty(),
+        "errors above the tolerance: {failures:#?}"
+    );
 }
 
 /// Both methods (tiles, points) on larger, denser problems (the knob forces one).
@@ -198,19 +244,28 @@ fn both_spreading_methods_match_direct_sums() {
             let x = points(&mut rng, sizes.len(), m, clustered);
             for kind in [NufftType::One, NufftType::Two] {
                 let s = spec(kind, sizes, -1, tol, 2, double);
-                let len = 2 * if kind == NufftType::One { m } else { s.modes.total() };
+                let len = 2 * if kind == NufftType::One {
+                    m
+                } else {
+                    s.modes.total()
+                };
                 let input = random_input(&mut rng, len, double);
                 let (out, reference) = run_and_reference(&s, &x, m, &input);
                 let e = rel(&out, &reference);
                 eprintln!("method {method} {sizes:?} M={m} {kind:?} tol {tol:e}: error {e:.2e}");
                 if e > tol {
-                    failures.push(format!("method {method} {sizes:?} {kind:?}: {e:e} > {tol:e}"));
+                    failures.push(format!(
+                        "method {method} {sizes:?} {kind:?}: {e:e} > {tol:e}"
+                    ));
                 }
             }
         }
     }
     std::env::remove_var("HORECON_CUDA_NUFFT_METHOD");
-    assert!(failures.is_empty(), "errors above the tolerance: {failures:#?}");
+    assert!(
+        failures.is_empty(),
+        "errors above the tolerance: {failures:#?}"
+    );
 }
 
 #[test]
@@ -221,7 +276,11 @@ fn type_2_is_the_adjoint_of_type_1() {
         return;
     }
     let mut rng = Rng::fresh(test);
-    for (sizes, double, tol) in [(&[50i64][..], false, 1e-6), (&[16, 21][..], true, 1e-12), (&[8, 9, 10][..], false, 1e-4)] {
+    for (sizes, double, tol) in [
+        (&[50i64][..], false, 1e-6),
+        (&[16, 21][..], true, 1e-12),
+        (&[8, 9, 10][..], false, 1e-4),
+    ] {
         let m = rng.int(50, 600);
         let x = points(&mut rng, sizes.len(), m, false);
         let sign = if rng.uniform() < 0.5 { 1 } else { -1 };
@@ -262,7 +321,11 @@ fn batched_equals_one_by_one_and_chunked() {
         let x = points(&mut rng, sizes.len(), m, true);
         let tol = if double { 1e-10 } else { 1e-5 };
         let s = spec(kind, sizes, 1, tol, t as i32, double);
-        let per = if kind == NufftType::One { m } else { s.modes.total() };
+        let per = if kind == NufftType::One {
+            m
+        } else {
+            s.modes.total()
+        };
         let input = random_input(&mut rng, t * per, double);
         let (batched, _) = run_and_reference(&s, &x, m, &input);
         let single = spec(kind, sizes, 1, tol, 1, double);
@@ -273,15 +336,25 @@ fn batched_equals_one_by_one_and_chunked() {
         std::env::set_var("HORECON_CUDA_NUFFT_CHUNK", "2");
         let (chunked, reference) = run_and_reference(&s, &x, m, &input);
         std::env::remove_var("HORECON_CUDA_NUFFT_CHUNK");
-        let (e1, e2, e3) = (rel(&batched, &one_by_one), rel(&chunked, &batched), rel(&batched, &reference));
+        let (e1, e2, e3) = (
+            rel(&batched, &one_by_one),
+            rel(&chunked, &batched),
+            rel(&batched, &reference),
+        );
         eprintln!("{kind:?} {sizes:?} M={m} x{t}: batched vs one by one {e1:.1e}, chunked vs batched {e2:.1e}, vs direct {e3:.1e}");
         let rounding = if double { 1e-13 } else { 2e-6 };
-        assert!(e1 <= rounding && e2 <= rounding, "{kind:?} {sizes:?}: {e1:e} {e2:e}");
+        assert!(
+            e1 <= rounding && e2 <= rounding,
+            "{kind:?} {sizes:?}: {e1:e} {e2:e}"
+        );
         if e3 > tol {
             failures.push(format!("{kind:?} {sizes:?}: vs direct {e3:e} > {tol:e}"));
         }
     }
-    assert!(failures.is_empty(), "errors above the tolerance: {failures:#?}");
+    assert!(
+        failures.is_empty(),
+        "errors above the tolerance: {failures:#?}"
+    );
 }
 
 /// execute_device on device buffers ≡ the host interface.
@@ -298,7 +371,14 @@ fn device_interface_equals_host_interface() {
         let sizes = [24i64, 18, 5];
         let m = 700;
         let x = points(&mut rng, 3, m, false);
-        let s = spec(kind, &sizes, -1, if double { 1e-9 } else { 1e-4 }, 3, double);
+        let s = spec(
+            kind,
+            &sizes,
+            -1,
+            if double { 1e-9 } else { 1e-4 },
+            3,
+            double,
+        );
         let n = s.modes.total();
         let plan = CudaNufft::new(&s, &x, m, 0).expect("plan");
         let per = if kind == NufftType::One { m } else { n };
@@ -316,8 +396,13 @@ fn device_interface_equals_host_interface() {
             let narrow: Vec<[f32; 2]> = pairs.iter().map(|p| [p[0] as f32, p[1] as f32]).collect();
             a.upload(&narrow, stream).unwrap();
         }
-        let (nonuniform, grid) = if kind == NufftType::One { (a.ptr, b.ptr) } else { (b.ptr, a.ptr) };
-        plan.execute_device(nonuniform, grid, stream).expect("execute_device");
+        let (nonuniform, grid) = if kind == NufftType::One {
+            (a.ptr, b.ptr)
+        } else {
+            (b.ptr, a.ptr)
+        };
+        plan.execute_device(nonuniform, grid, stream)
+            .expect("execute_device");
         let device_out: Vec<Complex64> = if double {
             let mut v = vec![[0.0f64; 2]; out_len];
             b.download(&mut v, stream).unwrap();
@@ -325,10 +410,15 @@ fn device_interface_equals_host_interface() {
         } else {
             let mut v = vec![[0.0f32; 2]; out_len];
             b.download(&mut v, stream).unwrap();
-            v.iter().map(|p| Complex64::new(p[0] as f64, p[1] as f64)).collect()
+            v.iter()
+                .map(|p| Complex64::new(p[0] as f64, p[1] as f64))
+                .collect()
         };
         let e = rel(&device_out, &host);
-        eprintln!("{kind:?} double {double}: device vs host {e:.1e} ({})", plan.describe());
+        eprintln!(
+            "{kind:?} double {double}: device vs host {e:.1e} ({})",
+            plan.describe()
+        );
         assert!(e <= if double { 1e-13 } else { 2e-6 });
     }
 }
@@ -343,17 +433,32 @@ fn bad_input_and_out_of_memory_are_errors() {
     let s = spec(NufftType::One, &[16, 16], 1, 1e-6, 1, false);
     let mut x = vec![0.5; 2 * 10];
     x[13] = f64::NAN;
-    assert_eq!(build(&s, &x, 10, 0).err().map(|e| e.status), Some(Status::NotFinite));
+    assert_eq!(
+        build(&s, &x, 10, 0).err().map(|e| e.status),
+        Some(Status::NotFinite)
+    );
     x[13] = f64::INFINITY;
-    assert_eq!(build(&s, &x, 10, 0).err().map(|e| e.status), Some(Status::NotFinite));
-    assert_eq!(build(&s, &x[..15], 10, 0).err().map(|e| e.status), Some(Status::SizeMismatch));
-    assert_eq!(build(&s, &x, 10, 99).err().map(|e| e.status), Some(Status::BackendUnavailable));
+    assert_eq!(
+        build(&s, &x, 10, 0).err().map(|e| e.status),
+        Some(Status::NotFinite)
+    );
+    assert_eq!(
+        build(&s, &x[..15], 10, 0).err().map(|e| e.status),
+        Some(Status::SizeMismatch)
+    );
+    assert_eq!(
+        build(&s, &x, 10, 99).err().map(|e| e.status),
+        Some(Status::BackendUnavailable)
+    );
     // Wrong lengths at execute.
     let good = vec![0.1; 20];
     let exec = build(&s, &good, 10, 0).expect("plan");
     let mut c = vec![Complex32::default(); 9];
     let mut f = vec![Complex32::default(); 256];
-    assert_eq!(exec.execute(&mut c, &mut f).err().map(|e| e.status), Some(Status::SizeMismatch));
+    assert_eq!(
+        exec.execute(&mut c, &mut f).err().map(|e| e.status),
+        Some(Status::SizeMismatch)
+    );
     // A fine grid of 3200^3 double values (0.5 TB) cannot be allocated.
     let huge = spec(NufftType::Two, &[1600, 1600, 1600], 1, 1e-3, 1, true);
     let x3 = vec![0.3; 3 * 4];
@@ -363,7 +468,11 @@ fn bad_input_and_out_of_memory_are_errors() {
     // The device still works afterwards.
     let mut c = vec![Complex32::new(1.0, 0.0); 10];
     exec.execute(&mut c, &mut f).expect("execute after OOM");
-    assert!((f[8 + 16 * 8] - Complex32::new(10.0, 0.0)).norm() < 1e-4, "f_0 = {}", f[8 + 16 * 8]);
+    assert!(
+        (f[8 + 16 * 8] - Complex32::new(10.0, 0.0)).norm() < 1e-4,
+        "f_0 = {}",
+        f[8 + 16 * 8]
+    );
 }
 
 /// A new process with the same HORECON_CACHE_DIR loads the compiled modules
@@ -379,14 +488,21 @@ fn compiled_modules_are_cached_on_disk() {
         let x = vec![0.2; 40];
         let start = std::time::Instant::now();
         build(&s, &x, 20, 0).expect("plan in child");
-        eprintln!("child: plan built in {:.3} s", start.elapsed().as_secs_f64());
+        eprintln!(
+            "child: plan built in {:.3} s",
+            start.elapsed().as_secs_f64()
+        );
         return;
     }
     let dir = std::env::temp_dir().join(format!("horecon-cache-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let run = || {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "compiled_modules_are_cached_on_disk", "--nocapture"])
+            .args([
+                "--exact",
+                "compiled_modules_are_cached_on_disk",
+                "--nocapture",
+            ])
             .env("HORECON_NUFFT_CHILD", "1")
             .env("HORECON_CACHE_DIR", &dir)
             .output()
@@ -398,7 +514,17 @@ fn compiled_modules_are_cached_on_disk() {
     let first = run();
     let files = std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
     let second = run();
-    eprintln!("first: {}second: {}", first.lines().filter(|l| l.contains("child:")).collect::<String>(), second.lines().filter(|l| l.contains("child:")).collect::<String>());
+    eprintln!(
+        "first: {}second: {}",
+        first
+            .lines()
+            .filter(|l| l.contains("child:"))
+            .collect::<String>(),
+        second
+            .lines()
+            .filter(|l| l.contains("child:"))
+            .collect::<String>()
+    );
     let _ = std::fs::remove_dir_all(&dir);
     assert!(files >= 1, "no cache file written");
 }

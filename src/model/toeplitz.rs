@@ -432,23 +432,25 @@ impl<'a> Interpolator<'a> {
     fn error(&self, delta: &[f64], times: &[f64]) -> f64 {
         use rayon::prelude::*;
         let l = self.tau.len();
-        times.par_iter().map(|&t| {
-            let mut a = vec![Complex64::new(0.0, 0.0); l];
-            self.coefficients(t, &mut a);
-            let sum: f64 = delta
-                .iter()
-                .map(|&d| {
-                    let approx: Complex64 = a
-                        .iter()
-                        .zip(&self.tau)
-                        .map(|(a, &tau)| a * Complex64::from_polar(1.0, d * tau))
-                        .sum();
-                    (Complex64::from_polar(1.0, d * t) - approx).norm_sqr()
-                })
-                .sum();
-            (sum / delta.len() as f64).sqrt()
-        })
-        .reduce(|| 0.0, f64::max)
+        times
+            .par_iter()
+            .map(|&t| {
+                let mut a = vec![Complex64::new(0.0, 0.0); l];
+                self.coefficients(t, &mut a);
+                let sum: f64 = delta
+                    .iter()
+                    .map(|&d| {
+                        let approx: Complex64 = a
+                            .iter()
+                            .zip(&self.tau)
+                            .map(|(a, &tau)| a * Complex64::from_polar(1.0, d * tau))
+                            .sum();
+                        (Complex64::from_polar(1.0, d * t) - approx).norm_sqr()
+                    })
+                    .sum();
+                (sum / delta.len() as f64).sqrt()
+            })
+            .reduce(|| 0.0, f64::max)
     }
 }
 

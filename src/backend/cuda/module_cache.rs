@@ -87,13 +87,14 @@ fn write(dir: &PathBuf, path: &PathBuf, header: &str, cubin: &[u8]) {
     let temporary = dir.join(format!(
         ".{}.{}.tmp",
         std::process::id(),
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("module")
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("module")
     ));
     let mut contents = Vec::with_capacity(header.len() + cubin.len());
     contents.extend_from_slice(header.as_bytes());
     contents.extend_from_slice(cubin);
-    if std::fs::write(&temporary, &contents).is_ok() && std::fs::rename(&temporary, path).is_err()
-    {
+    if std::fs::write(&temporary, &contents).is_ok() && std::fs::rename(&temporary, path).is_err() {
         let _ = std::fs::remove_file(&temporary);
     }
 }
@@ -208,7 +209,10 @@ mod tests {
         assert_ne!(a.key, identity("kernel2", &opts, (9, 0), v).key);
         assert_ne!(a.key, identity("kernel", &[], (9, 0), v).key);
         assert_ne!(a.key, identity("kernel", &opts, (8, 0), v).key);
-        assert_ne!(a.key, identity("kernel", &opts, (9, 0), "driver 12080 nvrtc 12.8").key);
+        assert_ne!(
+            a.key,
+            identity("kernel", &opts, (9, 0), "driver 12080 nvrtc 12.8").key
+        );
         assert_eq!(a.key.len(), 32);
     }
 

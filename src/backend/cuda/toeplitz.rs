@@ -30,8 +30,8 @@ use super::operator::{
 };
 use crate::error::Result;
 use crate::model::toeplitz::{kernel_nufft_tolerance, ToeplitzSpec};
-use crate::nufft::{Modes, NufftSpec, NufftType, Upsampling};
 use crate::model::{Features, Sizes};
+use crate::nufft::{Modes, NufftSpec, NufftType, Upsampling};
 use crate::op::{CgReport, EncodingOperator, Precision};
 use crate::solver::CgProblem;
 use cudarc::driver::result;
@@ -209,7 +209,11 @@ impl CudaToeplitz {
                 nufft_double,
                 Some(Upsampling::Two),
             )?;
-            let x: Vec<f64> = spec.cycles.iter().map(|&k| std::f64::consts::TAU * k).collect();
+            let x: Vec<f64> = spec
+                .cycles
+                .iter()
+                .map(|&k| std::f64::consts::TAU * k)
+                .collect();
             *nufft_slot = Some(CudaNufft::new(&nufft_spec, &x, m, device.ordinal)?);
         }
         let nufft = nufft_slot
@@ -217,15 +221,26 @@ impl CudaToeplitz {
             .ok_or_else(|| crate::error::Error::internal("Toeplitz NUFFT missing"))?;
         let weights_data = spec.kernel_weights(weights)?;
         let nufft_bytes = if nufft_double { 16 } else { 8 };
-        let data = DeviceBuffer::new::<u8>(&device, pairs * m * nufft_bytes, "Toeplitz kernel weights (pairs x M)")?;
+        let data = DeviceBuffer::new::<u8>(
+            &device,
+            pairs * m * nufft_bytes,
+            "Toeplitz kernel weights (pairs x M)",
+        )?;
         let s = nufft.stream();
         if nufft_double {
             data.upload(&to_pairs(weights_data.into_iter()), s)?;
         } else {
-            let narrow: Vec<[f32; 2]> = weights_data.iter().map(|c| [c.re as f32, c.im as f32]).collect();
+            let narrow: Vec<[f32; 2]> = weights_data
+                .iter()
+                .map(|c| [c.re as f32, c.im as f32])
+                .collect();
             data.upload(&narrow, s)?;
         }
-        let modes = DeviceBuffer::new::<u8>(&device, pairs * points * nufft_bytes, "Toeplitz kernels (pairs x 2^d N)")?;
+        let modes = DeviceBuffer::new::<u8>(
+            &device,
+            pairs * points * nufft_bytes,
+            "Toeplitz kernels (pairs x 2^d N)",
+        )?;
         let bytes = self.bytes();
         let spectra = DeviceBuffer::new::<u8>(
             &device,
@@ -238,7 +253,11 @@ impl CudaToeplitz {
             pairs,
             self.precision == Precision::Double,
         )?;
-        let move_kernels = super::nufft::kernels::toeplitz_from_modes(&device, nufft_double, mode_code(self.precision))?;
+        let move_kernels = super::nufft::kernels::toeplitz_from_modes(
+            &device,
+            nufft_double,
+            mode_code(self.precision),
+        )?;
         // T_p(Δ) for every pair p, as modes Δ = −n … n − 1.
         nufft.execute_device(data.ptr, modes.ptr, s)?;
         let [n0, n1, n2] = spec.dims;

@@ -129,7 +129,12 @@ fn sync(stream: Stream, what: &str) -> Result<()> {
 }
 
 /// Uploads `values` as the arithmetic's real type (f32 or f64).
-fn upload_reals(device: &Arc<Device>, values: &[f64], double: bool, what: &str) -> Result<DeviceBuffer> {
+fn upload_reals(
+    device: &Arc<Device>,
+    values: &[f64],
+    double: bool,
+    what: &str,
+) -> Result<DeviceBuffer> {
     if double {
         DeviceBuffer::from_host(device, values, what)
     } else {
@@ -141,7 +146,12 @@ fn upload_reals(device: &Arc<Device>, values: &[f64], double: bool, what: &str) 
 impl CudaNufft {
     /// The executor of `spec` for `npoints` points on device `ordinal`
     /// ([`build`]).
-    pub fn new(spec: &NufftSpec, points: &[f64], npoints: usize, ordinal: usize) -> Result<CudaNufft> {
+    pub fn new(
+        spec: &NufftSpec,
+        points: &[f64],
+        npoints: usize,
+        ordinal: usize,
+    ) -> Result<CudaNufft> {
         let device = super::context::device(ordinal).map_err(super::operator::unavailable)?;
         super::fft::available().map_err(super::operator::unavailable)?;
         let ndims = spec.modes.ndims;
@@ -188,7 +198,10 @@ impl CudaNufft {
             *offset = factors.len() as i32;
             if a < layout.dim {
                 let psi = kernel_transform(&spec.kernel, layout.modes[a], layout.fine[a]);
-                if let Some(bad) = psi.iter().find(|v| v.is_nan() || **v <= 0.0 || v.is_infinite()) {
+                if let Some(bad) = psi
+                    .iter()
+                    .find(|v| v.is_nan() || **v <= 0.0 || v.is_infinite())
+                {
                     return Err(Error::internal(format!(
                         "the kernel's Fourier transform is {bad} at a mode"
                     )));
@@ -215,13 +228,16 @@ impl CudaNufft {
             geometry.nbins[a] = layout.nbins[a] as i32;
             geometry.bins[a] = layout.bins[a] as i32;
         }
-        let sorted = sort(&device, &layout, &kernels, geometry, points, npoints, double, s)?;
+        let sorted = sort(
+            &device, &layout, &kernels, geometry, points, npoints, double, s,
+        )?;
         geometry.subproblems = sorted.subproblems as i32;
-        let method = layout.method(npoints, sorted.busy_bins);
+        let method = layout.method(npoints, sorted.busy_bins, spec.kind == NufftType::One);
 
         let per_transform = layout.fine_total() * layout.complex_bytes;
         let (free, _) = device.memory()?;
-        let mut chunk = ((free / 3) / (2 * per_transform).max(1)).clamp(1, spec.transforms.min(65535));
+        let mut chunk =
+            ((free / 3) / (2 * per_transform).max(1)).clamp(1, spec.transforms.min(65535));
         if let Some(cap) = knob("HORECON_CUDA_NUFFT_CHUNK") {
             chunk = chunk.min(cap);
         }
@@ -249,7 +265,8 @@ impl CudaNufft {
             stream,
             chunk,
             tile_threads: knob("HORECON_CUDA_NUFFT_THREADS")
-                .map_or(SM_THREADS, |t| (t / 32 * 32).clamp(32, SM_THREADS)) as u32,
+                .map_or(SM_THREADS, |t| (t / 32 * 32).clamp(32, SM_THREADS))
+                as u32,
             work: Mutex::new(Workspace {
                 fine,
                 plans: vec![plan],
@@ -298,7 +315,11 @@ impl CudaNufft {
         let mut work = self.work.lock().unwrap_or_else(|e| e.into_inner());
         self.device.bind()?;
         let cb = self.layout.complex_bytes;
-        let (m, n, f) = (self.points, self.layout.modes_total(), self.layout.fine_total());
+        let (m, n, f) = (
+            self.points,
+            self.layout.modes_total(),
+            self.layout.fine_total(),
+        );
         let direction = if self.spec.sign < 0 {
             Direction::Forward
         } else {
@@ -399,7 +420,11 @@ impl CudaNufft {
                     &self.kernels.interp_points
                 },
                 (
-                    if self.points == 0 { 0 } else { blocks(self.points) },
+                    if self.points == 0 {
+                        0
+                    } else {
+                        blocks(self.points)
+                    },
                     b as u32,
                 ),
                 THREADS,
@@ -426,7 +451,9 @@ impl CudaNufft {
         let s = self.stream();
         let cb = self.layout.complex_bytes;
         let fill = |buf: &DeviceBuffer, len: usize| -> Result<()> {
-            let values: Vec<f64> = (0..2 * len).map(|i| ((i * 7919) % 1000) as f64 * 1e-3 - 0.5).collect();
+            let values: Vec<f64> = (0..2 * len)
+                .map(|i| ((i * 7919) % 1000) as f64 * 1e-3 - 0.5)
+                .collect();
             if cb == 16 {
                 buf.upload(&values, s)
             } else {
@@ -473,7 +500,8 @@ impl CudaNufft {
                 )?,
             });
         }
-        slot.as_ref().ok_or_else(|| Error::internal("NUFFT host buffers missing"))
+        slot.as_ref()
+            .ok_or_else(|| Error::internal("NUFFT host buffers missing"))
     }
 
     fn execute_host<T: HostComplex>(&self, nonuniform: &mut [T], grid: &mut [T]) -> Result<()> {
@@ -497,7 +525,10 @@ impl CudaNufft {
         };
         if self.spec.double {
             let mut staged = try_vec(input.len(), Complex64::default(), "NUFFT input (host copy)")?;
-            staged.iter_mut().zip(input).for_each(|(d, v)| *d = v.to_c64());
+            staged
+                .iter_mut()
+                .zip(input)
+                .for_each(|(d, v)| *d = v.to_c64());
             device_in.upload(&staged, s)?;
             self.execute_device(io.nonuniform.ptr, io.grid.ptr, s)?;
             let mut result = try_vec(out_len, Complex64::default(), "NUFFT output (host copy)")?;
@@ -506,7 +537,9 @@ impl CudaNufft {
                 NufftType::One => grid,
                 NufftType::Two => nonuniform,
             };
-            out.iter_mut().zip(&result).for_each(|(d, v)| *d = T::from_c64(*v));
+            out.iter_mut()
+                .zip(&result)
+                .for_each(|(d, v)| *d = T::from_c64(*v));
         } else {
             let mut staged = try_vec(input.len(), Complex32::default(), "NUFFT input (host copy)")?;
             staged
@@ -589,7 +622,11 @@ fn sort(
     let real_bytes = if double { 8 } else { 4 };
     let perm = DeviceBuffer::new::<i32>(device, m, "NUFFT sorted order (M)")?;
     let start = DeviceBuffer::new::<i32>(device, dim * m, "NUFFT footprint starts (M x d)")?;
-    let offset = DeviceBuffer::new::<u8>(device, dim * m * real_bytes, "NUFFT footprint offsets (M x d)")?;
+    let offset = DeviceBuffer::new::<u8>(
+        device,
+        dim * m * real_bytes,
+        "NUFFT footprint offsets (M x d)",
+    )?;
     launch(
         &kernels.bin_scatter,
         point_blocks,
