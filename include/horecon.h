@@ -19,18 +19,6 @@
 #define HORECON_VERSION_STRING "0.1.0"
 
 
-// Threads per block of the one-thread-per-item kernels.
-#define THREADS 256
-
-// Shared memory a tile may take (bytes): up to three blocks per Hopper SM.
-#define SHARED_BUDGET (64 * 1024)
-
-// Threads per block of the tile (SM) kernels.
-#define SM_THREADS 256
-
-// Points per subproblem at most (one block each).
-#define MAX_SUBPROBLEM 1024
-
 #define HORECON_BACKEND_AUTO 0
 
 #define HORECON_BACKEND_CPU 1

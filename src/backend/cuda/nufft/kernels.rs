@@ -21,7 +21,7 @@ const SOURCE: &str = concat!(
 const TOEPLITZ: &str = include_str!("../../../../kernels/nufft_toeplitz.cu");
 
 /// Threads per block of the one-thread-per-item kernels.
-pub const THREADS: u32 = 256;
+pub(crate) const THREADS: u32 = 256;
 /// Blocks of the grid-stride kernels at most.
 const MAX_BLOCKS: usize = 4096;
 

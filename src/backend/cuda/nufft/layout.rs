@@ -16,11 +16,11 @@ use crate::error::Result;
 use crate::nufft::NufftSpec;
 
 /// Shared memory a tile may take (bytes): up to three blocks per Hopper SM.
-pub const SHARED_BUDGET: usize = 64 * 1024;
+pub(crate) const SHARED_BUDGET: usize = 64 * 1024;
 /// Threads per block of the tile (SM) kernels.
-pub const SM_THREADS: usize = 256;
+pub(crate) const SM_THREADS: usize = 256;
 /// Points per subproblem at most (one block each).
-pub const MAX_SUBPROBLEM: usize = 1024;
+pub(crate) const MAX_SUBPROBLEM: usize = 1024;
 
 /// Spreading or interpolation by subproblems in shared-memory tiles, or one
 /// thread per sorted point straight on the fine grid (cuFINUFFT's "SM" and
