@@ -20,14 +20,15 @@
 //! //! operator's. Grids are float32 complex in accurate and fast modes and
 //! float64 in double mode; images stay float64 on the device.
 
-use super::cartesian::take;
 use super::context::{driver_error, Device};
 use super::fft::{coil_batch, complex_bytes, to_pairs, Direction, FftOps, FftPlan};
+use super::launch::mode_code;
+use super::launch::{launch_over, Args};
 use super::memory::{DeviceBuffer, Stream};
 use super::nufft::CudaNufft;
-use super::operator::{
-    launch, mode_code, solve_on, util_grid, Args, CudaOperator, DeviceNormal, UTIL_THREADS,
-};
+use super::operator::CudaOperator;
+use super::space::{solve_on, DeviceNormal};
+use super::work::take;
 use crate::error::Result;
 use crate::model::toeplitz::{kernel_nufft_tolerance, ToeplitzSpec};
 use crate::model::{Features, Sizes};
@@ -113,7 +114,7 @@ impl CudaToeplitz {
                         .iter()
                         .map(move |&d| Complex64::from_polar(1.0, d * tau))
                 });
-                let host = to_pairs(values);
+                let host = to_pairs(s.segments * n, values)?;
                 debug_assert_eq!(host.len(), s.segments * n);
                 Some(DeviceBuffer::from_host(
                     &device,
@@ -228,7 +229,7 @@ impl CudaToeplitz {
         )?;
         let s = nufft.stream();
         if nufft_double {
-            data.upload(&to_pairs(weights_data.into_iter()), s)?;
+            data.upload(&to_pairs(weights_data.len(), weights_data.into_iter())?, s)?;
         } else {
             let narrow: Vec<[f32; 2]> = weights_data
                 .iter()
@@ -262,10 +263,9 @@ impl CudaToeplitz {
         nufft.execute_device(data.ptr, modes.ptr, s)?;
         let [n0, n1, n2] = spec.dims;
         let [g0, g1, g2] = spec.kernel_dims;
-        launch(
+        launch_over(
             &move_kernels,
-            util_grid(points * pairs),
-            UTIL_THREADS,
+            points * pairs,
             s,
             Args::default()
                 .ptr(modes.ptr)
@@ -322,10 +322,9 @@ impl CudaToeplitz {
         let kernel = |p: usize| kernels.spectra.ptr + (p * points * bytes) as u64;
         for c0 in (0..coils).step_by(b) {
             for lp in 0..segments {
-                launch(
+                launch_over(
                     &self.ops.pad_coils,
-                    util_grid(points * b),
-                    UTIL_THREADS,
+                    points * b,
                     s,
                     Args::default()
                         .ptr(x.ptr)
@@ -349,10 +348,9 @@ impl CudaToeplitz {
                 let target = e.sum.as_ref().map_or(grids(0), |v| v.ptr);
                 for lp in 0..segments {
                     let (p, conjugate) = spec.pair_index(l, lp);
-                    launch(
+                    launch_over(
                         &self.ops.kernel_multiply,
-                        util_grid(points * b),
-                        UTIL_THREADS,
+                        points * b,
                         s,
                         Args::default()
                             .ptr(kernel(p))
@@ -365,10 +363,9 @@ impl CudaToeplitz {
                     )?;
                 }
                 e.plan.exec(target, Direction::Inverse, s)?;
-                launch(
+                launch_over(
                     &self.ops.crop_accumulate,
-                    util_grid(n),
-                    UTIL_THREADS,
+                    n,
                     s,
                     Args::default()
                         .ptr(target)

@@ -152,8 +152,8 @@ impl CudaNufft {
         npoints: usize,
         ordinal: usize,
     ) -> Result<CudaNufft> {
-        let device = super::context::device(ordinal).map_err(super::operator::unavailable)?;
-        super::fft::available().map_err(super::operator::unavailable)?;
+        let device = super::context::device(ordinal).map_err(super::context::unavailable)?;
+        super::fft::available().map_err(super::context::unavailable)?;
         let ndims = spec.modes.ndims;
         if npoints > i32::MAX as usize {
             return Err(Error::invalid(format!(
