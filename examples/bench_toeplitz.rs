@@ -11,8 +11,13 @@
 //! HORECON_BENCH_EXACT=estimate times one exact Eᴴ W d and one exact normal
 //! instead of the exact CG and reports Eᴴ W d + iterations × normal.
 //! Defaults: n = 256, 8 coils, 50 iterations.
+//! Off-resonance: HORECON_BENCH_OFFRES_HZ = peak |ω|/2π of
+//! `sim::field::off_resonance_map` (default 0: none; Toeplitz then uses
+//! automatic time segmentation), HORECON_BENCH_DWELL = the spiral's dwell
+//! time in seconds (default 4e-6; the readout lasts M × dwell).
 
 use horecon::sim::coils::coil_sensitivities;
+use horecon::sim::field::off_resonance_map;
 use horecon::sim::trajectory::{density_weights_2d, spiral};
 use horecon::{BackendKind, CgOptions, Complex32, Options, Plan, Precision, Regularizer};
 use std::time::Instant;
@@ -47,8 +52,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(Precision::Accurate);
+    let env = |name: &str, default: f64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(default)
+    };
+    let offres_hz = env("HORECON_BENCH_OFFRES_HZ", 0.0);
+    let dwell = env("HORECON_BENCH_DWELL", 4e-6);
     let fov = 0.22;
-    let trajectory = spiral(n as i64, fov, 1.0, 4e-6, 0.0)?;
+    let trajectory = spiral(n as i64, fov, 1.0, dwell, 0.0)?;
     let m = trajectory.samples();
     let weights = density_weights_2d(&trajectory.k)?;
     let options = Options {
@@ -61,6 +74,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         plan.set_grid_positions([fov, fov, 1.0], [0.0; 3])?;
         plan.set_trajectory(2, &trajectory.k)?;
         let positions = plan.model().positions.clone().unwrap_or_default();
+        if offres_hz > 0.0 {
+            let omega = off_resonance_map(&positions, [fov, fov, 1.0], [0.0; 3], offres_hz)?;
+            plan.set_off_resonance(Some((&omega, &trajectory.times)))?;
+        }
         plan.set_sensitivities(Some(&coil_sensitivities(
             &positions,
             coils,
@@ -70,9 +87,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Ok(plan)
     };
     let exact = make_plan()?;
+    if offres_hz > 0.0 {
+        let positions = exact.model().positions.clone().unwrap_or_default();
+        let omega = off_resonance_map(&positions, [fov, fov, 1.0], [0.0; 3], offres_hz)?;
+        let t = Instant::now();
+        let segmentation =
+            horecon::model::toeplitz::TimeSegmentation::new(&omega, &trajectory.times, 0)?;
+        if let Some(s) = segmentation {
+            eprintln!(
+                "  time segmentation: L = {} segments, interpolation error {:.1e} ({:.3} s on the host)",
+                s.segments,
+                s.error,
+                t.elapsed().as_secs_f64()
+            );
+        }
+    }
     eprintln!(
-        "bench_toeplitz: {n}x{n}, {coils} coils, M = {m} spiral samples, {iterations} CG \
-         iterations, {precision:?}, backend {}",
+        "bench_toeplitz: {n}x{n}, {coils} coils, M = {m} spiral samples (dwell {dwell:e} s), \
+         off-resonance up to {offres_hz} Hz, {iterations} CG iterations, {precision:?}, backend {}",
         exact.operator()?.backend_name()
     );
     // Data of a smooth random image (exact forward; not timed).
@@ -104,9 +136,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         plan.operator()?;
         let start = Instant::now();
         plan.set_toeplitz(true, 0)?;
+        plan.normal_operator()?;
+        let setup = start.elapsed().as_secs_f64();
         let mut x = vec![Complex32::default(); n * n];
         let info = plan.cg(&data, &cg, &mut x)?;
         let seconds = start.elapsed().as_secs_f64();
+        eprintln!("  Toeplitz operator built (segmentation, exact operator) in {setup:.3} s");
         eprintln!(
             "  Toeplitz: {seconds:.3} s ({} iterations, relative residual {:.2e}; kernels included; \
              CG's own clock {:.3} s)",

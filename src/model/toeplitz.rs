@@ -441,25 +441,27 @@ impl<'a> Interpolator<'a> {
 
     /// max over `times` of the rms over `delta` of the interpolation error.
     fn error(&self, delta: &[f64], times: &[f64]) -> f64 {
+        use rayon::prelude::*;
         let l = self.tau.len();
-        let mut a = vec![Complex64::new(0.0, 0.0); l];
-        let mut worst: f64 = 0.0;
-        for &t in times {
-            self.coefficients(t, &mut a);
-            let sum: f64 = delta
-                .iter()
-                .map(|&d| {
-                    let approx: Complex64 = a
-                        .iter()
-                        .zip(&self.tau)
-                        .map(|(a, &tau)| a * Complex64::from_polar(1.0, d * tau))
-                        .sum();
-                    (Complex64::from_polar(1.0, d * t) - approx).norm_sqr()
-                })
-                .sum();
-            worst = worst.max((sum / delta.len() as f64).sqrt());
-        }
-        worst
+        times
+            .par_iter()
+            .map(|&t| {
+                let mut a = vec![Complex64::new(0.0, 0.0); l];
+                self.coefficients(t, &mut a);
+                let sum: f64 = delta
+                    .iter()
+                    .map(|&d| {
+                        let approx: Complex64 = a
+                            .iter()
+                            .zip(&self.tau)
+                            .map(|(a, &tau)| a * Complex64::from_polar(1.0, d * tau))
+                            .sum();
+                        (Complex64::from_polar(1.0, d * t) - approx).norm_sqr()
+                    })
+                    .sum();
+                (sum / delta.len() as f64).sqrt()
+            })
+            .reduce(|| 0.0, f64::max)
     }
 }
 
@@ -545,10 +547,16 @@ impl TimeSegmentation {
         }
         let l = interpolator.tau.len();
         let m = times.len();
+        // a(t_j) for every sample (in parallel, M×L), then stored L×M.
+        let mut rows = try_vec(l * m, Complex64::new(0.0, 0.0), "segment coefficients")?;
+        {
+            use rayon::prelude::*;
+            rows.par_chunks_mut(l)
+                .zip(times.par_iter())
+                .for_each(|(a, &t)| interpolator.coefficients(t, a));
+        }
         let mut coefficients = try_vec(l * m, Complex64::new(0.0, 0.0), "segment coefficients")?;
-        let mut a = vec![Complex64::new(0.0, 0.0); l];
-        for (j, &t) in times.iter().enumerate() {
-            interpolator.coefficients(t, &mut a);
+        for (j, a) in rows.chunks_exact(l).enumerate() {
             for (i, v) in a.iter().enumerate() {
                 coefficients[i * m + j] = *v;
             }

@@ -6,7 +6,6 @@
 
 use crate::error::{Error, Result, Status};
 use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaModule};
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions};
 use once_cell::sync::Lazy;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -111,10 +110,7 @@ impl Device {
         name: &str,
     ) -> Result<CudaFunction> {
         let mut key = label.to_string();
-        let mut options = vec![format!(
-            "--gpu-architecture=compute_{}{}",
-            self.capability.0, self.capability.1
-        )];
+        let mut options = Vec::with_capacity(defines.len());
         for (k, v) in defines {
             key.push_str(&format!(" {k}={v}"));
             options.push(format!("-D{k}={v}"));
@@ -124,18 +120,13 @@ impl Device {
             match modules.get(&key) {
                 Some(m) => m.clone(),
                 None => {
-                    let opts = CompileOptions {
-                        options,
-                        name: Some(format!("{label}.cu")),
-                        ..Default::default()
-                    };
-                    let ptx = compile_ptx_with_opts(source, opts).map_err(|e| {
-                        let detail = match &e {
-                            CompileError::CompileError { log, .. } => {
-                                log.to_string_lossy().into_owned()
-                            }
-                            other => format!("{other:?}"),
-                        };
+                    let ptx = super::module_cache::compile(
+                        source,
+                        &format!("{label}.cu"),
+                        &options,
+                        self.capability,
+                    )
+                    .map_err(|detail| {
                         Error::new(
                             Status::Backend,
                             format!("NVRTC could not compile kernels/{label}.cu ({key}): {detail}"),
