@@ -41,6 +41,20 @@
 
 #define HORECON_REG_LAPLACE 4
 
+#define HORECON_PRECONDITIONER_NONE 0
+
+#define HORECON_PRECONDITIONER_DIAGONAL 1
+
+#define HORECON_PRECONDITIONER_CIRCULANT 2
+
+#define HORECON_STOP_TOLERANCE 1
+
+#define HORECON_STOP_MAX_ITERATIONS 2
+
+#define HORECON_STOP_DISCREPANCY 3
+
+#define HORECON_STOP_BREAKDOWN 4
+
 // Kernel width W in cells of the oversampled grid.
 #define KERNEL_WIDTH 6
 
@@ -127,6 +141,22 @@ typedef struct horecon_cg_options {
   // caller built against the struct without it (its smaller struct_size)
   // gets 6.
   int32_t neighbours;
+  // HORECON_PRECONDITIONER_NONE (0, default), _DIAGONAL (1: 1/diag(EᴴWE + λR)
+  // = 1/((Σ_j w_j)·Σ_c|S_c|² + λR_nn)) or _CIRCULANT (2: T. Chan's circulant
+  // of the Toeplitz kernel scaled by (Σ_c|S_c|²)^½; needs horecon_set_toeplitz).
+  // Fields from here on were added at the end of the struct: callers built
+  // against an older struct (its smaller struct_size) get the defaults, and
+  // only callers passing the current struct_size get horecon_cg_info's
+  // newer fields written.
+  int32_t preconditioner;
+  // τ of the discrepancy rule: stop at the first iterate with
+  // ‖W^{1/2}(Eρ − d)‖ ≤ τ·σ·sqrt(L·Σ_j w_j) (Σ_j w_j = M without weights);
+  // 0 = off (default); typical 1.0–1.1. Not with TV / Laplace.
+  double discrepancy_tau;
+  // σ of the discrepancy rule: the noise standard deviation per complex
+  // sample, E|n|² = σ² (1 for whitened data, sqrt(trace(Ψ)/L) for data with
+  // noise covariance Ψ from horecon_noise_covariance). Default 1.
+  double noise_sigma;
 } horecon_cg_options;
 
 // Status of every call: `HORECON_OK` (0) or an error code.
@@ -139,12 +169,21 @@ typedef struct horecon_c32 {
   float im;
 } horecon_c32;
 
-// What `horecon_cg` did.
+// What `horecon_cg` did. The fields after `seconds` were added at the end
+// of the struct and are written only when the call's options carry the
+// current struct_size (a caller compiled against this header; NULL options
+// or an older struct get only the first four fields written).
 typedef struct horecon_cg_info {
   int32_t iterations;
+  // 1 when stopped by the tolerance or the discrepancy rule.
   int32_t converged;
   double rel_residual;
   double seconds;
+  // HORECON_STOP_TOLERANCE (1), _MAX_ITERATIONS (2), _DISCREPANCY (3) or
+  // _BREAKDOWN (4: pᴴAp ≤ 0, no further progress possible).
+  int32_t stop_reason;
+  // ‖W^{1/2}(Eρ − d)‖ of the result with the discrepancy rule on, else −1.
+  double data_residual;
 } horecon_cg_info;
 
 #define HORECON_OK 0

@@ -4,6 +4,7 @@
 //! The Rust face of the C API; `ffi` is a thin, checked layer over it.
 
 mod gridding;
+mod precondition;
 mod stone;
 
 use crate::backend;
@@ -11,8 +12,8 @@ use crate::error::{Error, Result};
 use crate::model::cartesian::Cartesian;
 use crate::model::toeplitz::ToeplitzSpec;
 use crate::model::{check_finite_c32, check_finite_f32, Model, Sizes};
-use crate::op::{CgReport, EncodingOperator, Precision};
-use crate::solver::{CgProblem, Neighbourhood, Regularizer};
+use crate::op::{CgReport, EncodingOperator, Precision, StopReason};
+use crate::solver::{CgProblem, Neighbourhood, PreconditionerKind, Regularizer};
 use num_complex::Complex32;
 use std::sync::{Arc, Mutex};
 
@@ -99,6 +100,13 @@ pub struct CgOptions<'a> {
     pub warm_start: bool,
     /// (iteration, relative residual) → true to stop.
     pub progress: Option<&'a (dyn Fn(usize, f64) -> bool + Sync)>,
+    /// Diagonal or circulant preconditioning ([`crate::solver::precondition`]).
+    pub preconditioner: PreconditionerKind,
+    /// τ of the discrepancy rule (stop when ‖W^{1/2}(Eρ − d)‖ ≤ τ·σ·sqrt(L·Σ_j w_j));
+    /// 0 = off.
+    pub discrepancy_tau: f64,
+    /// σ: the noise standard deviation per complex sample (E|n|² = σ²); 1 for whitened data.
+    pub noise_sigma: f64,
 }
 
 impl Default for CgOptions<'_> {
@@ -116,6 +124,9 @@ impl Default for CgOptions<'_> {
             neighbourhood: Neighbourhood::Axes,
             warm_start: false,
             progress: None,
+            preconditioner: PreconditionerKind::None,
+            discrepancy_tau: 0.0,
+            noise_sigma: 1.0,
         }
     }
 }
@@ -127,6 +138,10 @@ pub struct CgInfo {
     pub converged: bool,
     pub rel_residual: f64,
     pub seconds: f64,
+    /// Why the solve stopped.
+    pub stop_reason: StopReason,
+    /// ‖W^{1/2}(Eρ − d)‖ of the result when the discrepancy rule was on.
+    pub data_residual: Option<f64>,
 }
 
 /// A reconstruction plan. Setters need `&mut self`; the operators take
@@ -623,6 +638,9 @@ impl Plan {
         }
         check_regularizer_options(options, s)?;
         let op = self.normal_operator()?;
+        let preconditioner = self.preconditioner(op.as_ref(), options)?;
+        let residual = |x: &[num_complex::Complex64]| self.data_residual(op.as_ref(), data, options, x);
+        let discrepancy = self.discrepancy(data, options, &residual)?;
         let verbosity = self.options.verbosity;
         let user = options.progress;
         let progress = move |iteration: usize, rel: f64| {
@@ -645,6 +663,8 @@ impl Plan {
             tolerance: options.tolerance,
             warm_start: options.warm_start,
             progress: Some(&progress),
+            preconditioner: preconditioner.as_ref(),
+            discrepancy,
         };
         let start = std::time::Instant::now();
         let mut solution = crate::error::try_copy(image, "image")?;
@@ -655,6 +675,8 @@ impl Plan {
             converged: report.converged,
             rel_residual: report.rel_residual,
             seconds: start.elapsed().as_secs_f64(),
+            stop_reason: report.stop,
+            data_residual: report.data_residual,
         };
         if verbosity >= 1 {
             eprintln!(

@@ -2,7 +2,9 @@
 //! table): one conjugate gradient serves the CPU and the GPU.
 
 mod cg;
+pub mod precondition;
 pub mod reweight;
 
-pub use cg::{cg, CgProblem, CgSpace, Regularizer};
+pub use cg::{cg, CgProblem, CgSpace, Discrepancy, Regularizer};
+pub use precondition::{Preconditioner, PreconditionerKind};
 pub use reweight::{reweighted_cg, Neighbourhood, Penalty};

@@ -18,7 +18,7 @@ use crate::model::{Features, Sizes};
 use crate::op::{CgReport, EncodingOperator, Precision};
 use crate::solver::{cg, CgProblem, CgSpace, Penalty};
 use cudarc::driver::{result, sys, CudaFunction, CudaStream};
-use num_complex::Complex32;
+use num_complex::{Complex32, Complex64};
 use std::cell::{RefCell, RefMut};
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
@@ -1577,6 +1577,28 @@ impl CgSpace for CudaSpace<'_> {
 
     fn backend(&self) -> &'static str {
         "the GPU"
+    }
+
+    fn voxels(&self) -> usize {
+        self.op.sizes.voxels
+    }
+
+    fn to_host(&self, v: &DeviceBuffer, out: &mut [Complex64]) -> Result<()> {
+        self.failed()?;
+        let mut pairs = vec![[0.0f64; 2]; out.len()];
+        v.download(&mut pairs, self.stream)?;
+        for (o, p) in out.iter_mut().zip(&pairs) {
+            *o = Complex64::new(p[0], p[1]);
+        }
+        Ok(())
+    }
+
+    fn set_from_host64(&self, host: &[Complex64], v: &mut DeviceBuffer) -> Result<()> {
+        let pairs: Vec<[f64; 2]> = host.iter().map(|c| [c.re, c.im]).collect();
+        v.upload(&pairs, self.stream)?;
+        // SAFETY: synchronising our own stream before `pairs` is dropped.
+        unsafe { result::stream::synchronize(self.stream.0) }
+            .map_err(|e| driver_error("uploading a CG vector", e))
     }
 }
 
