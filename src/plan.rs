@@ -3,6 +3,7 @@
 //!
 //! The Rust face of the C API; `ffi` is a thin, checked layer over it.
 
+mod calib;
 mod gridding;
 mod precondition;
 mod stone;

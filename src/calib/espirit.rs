@@ -5,7 +5,8 @@
 //!    L coils is a row, columns (o, c) with o the offset in the patch.
 //! 2. **SVD with a threshold**: the right singular vectors V_∥ with
 //!    σ_i ≥ threshold·σ_1 span the signal subspace (from the eigen-decomposition
-//!    of AᴴA by faer); P = V_∥V_∥ᴴ.
+//!    of AᴴA by faer); the patches (rows of A) lie in conj(span V_∥), whose
+//!    projector is P = conj(V_∥V_∥ᴴ).
 //! 3. **Image space**: averaging the patch projection over all shifts,
 //!    W = (1/k^d) Σ_x R_xᴴ P R_x, is a convolution in k-space,
 //!    (Wy)_a(u) = Σ_{b,δ} K_ab(δ) y_b(u + δ), K_ab(δ) = (1/k^d) Σ_o P[(o,a),(o+δ,b)],
@@ -242,7 +243,9 @@ fn projector(vectors: MatRef<'_, Complex32>, rank: usize) -> Result<Mat<Complex3
     Ok(p.to_owned())
 }
 
-/// K_ab(δ) = (1/k^d) Σ_o P[(o,a),(o+δ,b)] for a ≤ b.
+/// K_ab(δ) = (1/k^d) Σ_o P[(o,a),(o+δ,b)] for a ≤ b, with P the projector
+/// onto the span of the patches themselves: the rows of A are patches, so
+/// that span is conj(span V_∥) and the projector conj(V_∥V_∥ᴴ).
 fn image_kernel(p: &Mat<Complex32>, kernel: [usize; 3], coils: usize) -> Result<ImageKernel> {
     let patch: usize = kernel.iter().product();
     let widths = kernel.map(|k| 2 * k - 1);
@@ -267,7 +270,7 @@ fn image_kernel(p: &Mat<Complex32>, kernel: [usize; 3], coils: usize) -> Result<
                     let oj = split(o2);
                     let d = [0, 1, 2].map(|x| oj[x] + kernel[x] - 1 - oi[x]);
                     let index = d[0] + widths[0] * (d[1] + widths[1] * d[2]);
-                    out[index] += p[(o + patch * a, o2 + patch * b)] * scale;
+                    out[index] += p[(o + patch * a, o2 + patch * b)].conj() * scale;
                 }
             }
         });
