@@ -640,7 +640,8 @@ impl Plan {
         check_regularizer_options(options, s)?;
         let op = self.normal_operator()?;
         let preconditioner = self.preconditioner(op.as_ref(), options)?;
-        let residual = |x: &[num_complex::Complex64]| self.data_residual(op.as_ref(), data, options, x);
+        let residual =
+            |x: &[num_complex::Complex64]| self.data_residual(op.as_ref(), data, options, x);
         let discrepancy = self.discrepancy(data, options, &residual)?;
         let verbosity = self.options.verbosity;
         let user = options.progress;

@@ -114,7 +114,11 @@ fn map_nrmse(maps: &[Complex32], truth: &[Complex32], coils: usize, mask: &[bool
 }
 
 fn object_mask(scene: &Scene, positions: &[f64]) -> Vec<bool> {
-    scene.object(positions).iter().map(|v| v.re > 0.05).collect()
+    scene
+        .object(positions)
+        .iter()
+        .map(|v| v.re > 0.05)
+        .collect()
 }
 
 #[test]
@@ -154,7 +158,8 @@ fn espirit_maps_match_the_truth_and_reconstruct_as_well() {
 
     // Reconstructions: data from the true maps (on a finer grid), recon with
     // the normalised true maps and with the ESPIRiT maps (phase aligned).
-    let (_, fine) = sim::refined_grid([n, n, 1], [FOV, FOV, FOV / n as f64], scene.center, 2).unwrap();
+    let (_, fine) =
+        sim::refined_grid([n, n, 1], [FOV, FOV, FOV / n as f64], scene.center, 2).unwrap();
     let mut fine_plan = Plan::new(cpu(), (4 * n * n) as i64, 1, 1, coils as i64, m as i64).unwrap();
     fine_plan.set_positions(&fine).unwrap();
     fine_plan.set_trajectory(2, &spiral.k).unwrap();
@@ -254,7 +259,11 @@ fn espirit_3d_and_walsh_maps_match_the_truth() {
         .map(|&v| v > 0.05)
         .collect();
     let error = map_nrmse(&result.maps, &truth, coils, &mask);
-    eprintln!("3D ESPIRiT {n:?}: rank {}, map NRMSE {:.2} %", result.rank, 100.0 * error);
+    eprintln!(
+        "3D ESPIRiT {n:?}: rank {}, map NRMSE {:.2} %",
+        result.rank,
+        100.0 * error
+    );
     assert!(error <= 0.05, "3D map NRMSE {error}");
 
     let images: Vec<Complex32> = grid
@@ -285,7 +294,13 @@ fn b0_map_matches_the_truth_within_2_hz() {
     let plan = grid_plan(80, 1, 1, scene.center);
     let p = positions(&plan);
     let result = plan
-        .b0_map(&grid, &kspace, scene.coils, &echo_times, &B0Options::default())
+        .b0_map(
+            &grid,
+            &kspace,
+            scene.coils,
+            &echo_times,
+            &B0Options::default(),
+        )
         .unwrap();
     let truth = scene.omega(&p, max_hz);
     let mask = object_mask(&scene, &p);
@@ -298,7 +313,9 @@ fn b0_map_matches_the_truth_within_2_hz() {
         .sqrt()
         / std::f64::consts::TAU;
     let peak = truth.iter().fold(0.0f64, |a, &b| a.max(b.abs())) / std::f64::consts::TAU;
-    eprintln!("B0: RMS error inside the object {rms_hz:.3} Hz (peak {peak:.0} Hz, 3 echoes, SNR 50)");
+    eprintln!(
+        "B0: RMS error inside the object {rms_hz:.3} Hz (peak {peak:.0} Hz, 3 echoes, SNR 50)"
+    );
     assert!(rms_hz <= 2.0, "RMS {rms_hz} Hz");
 }
 
@@ -388,7 +405,8 @@ fn delays_are_recovered_within_a_quarter_microsecond() {
     let coefficients = sim::field_coefficients(&spiral.k, 2, dwell, 1.0, rng.next_u64()).unwrap();
     let mut plan = grid_plan(n, scene.coils, m, scene.center);
     let p = positions(&plan);
-    plan.set_sensitivities(Some(&scene.sensitivities(&p))).unwrap();
+    plan.set_sensitivities(Some(&scene.sensitivities(&p)))
+        .unwrap();
     plan.set_solid_harmonics(16, &coefficients).unwrap();
     let mut data = vec![Complex32::default(); m * scene.coils];
     plan.forward(&scene.object(&p), &mut data).unwrap();

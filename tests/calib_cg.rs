@@ -30,7 +30,8 @@ fn radial_problem(
         ..Options::default()
     };
     let mut plan = Plan::new(options, n as i64, n as i64, 1, coils as i64, m as i64).unwrap();
-    plan.set_grid_positions([FOV, FOV, 0.005], [0.0; 3]).unwrap();
+    plan.set_grid_positions([FOV, FOV, 0.005], [0.0; 3])
+        .unwrap();
     let p = plan.model().positions.clone().unwrap();
     plan.set_trajectory(2, &radial.k).unwrap();
     let s = sim::coil_sensitivities(&p, coils, radius, [0.0; 3]).unwrap();
@@ -52,7 +53,12 @@ fn radial_problem(
     (plan, truth, data)
 }
 
-fn iterations_to(plan: &Plan, data: &[Complex32], kind: PreconditionerKind, tolerance: f64) -> (usize, f64) {
+fn iterations_to(
+    plan: &Plan,
+    data: &[Complex32],
+    kind: PreconditionerKind,
+    tolerance: f64,
+) -> (usize, f64) {
     let mut x = vec![Complex32::default(); plan.sizes().voxels];
     let info = plan
         .cg(
@@ -121,9 +127,10 @@ fn the_discrepancy_rule_stops_near_the_lowest_image_error() {
         sim::nrmse(&x, &truth).unwrap()
     };
     let errors: Vec<f64> = (1..=25).map(error_after).collect();
-    let best = 1 + (0..errors.len())
-        .min_by(|&a, &b| errors[a].total_cmp(&errors[b]))
-        .unwrap();
+    let best = 1
+        + (0..errors.len())
+            .min_by(|&a, &b| errors[a].total_cmp(&errors[b]))
+            .unwrap();
     let mut x = vec![Complex32::default(); n];
     let info = plan
         .cg(

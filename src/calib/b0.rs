@@ -118,8 +118,16 @@ fn laplacian(x: &[f64], y: &mut [f64], dims: [usize; 3]) {
             if dims[a] == 1 {
                 continue;
             }
-            let lo = if index[a] > 0 { v - strides[a] } else { v + strides[a] };
-            let hi = if index[a] + 1 < dims[a] { v + strides[a] } else { v - strides[a] };
+            let lo = if index[a] > 0 {
+                v - strides[a]
+            } else {
+                v + strides[a]
+            };
+            let hi = if index[a] + 1 < dims[a] {
+                v + strides[a]
+            } else {
+                v - strides[a]
+            };
             s += x[lo] + x[hi] - 2.0 * x[v];
         }
         *out = s;
@@ -168,7 +176,9 @@ fn smooth_fit(
         .sum::<f64>()
         .sqrt()
         .max(f64::MIN_POSITIVE);
-    let inverse: Vec<f64> = (0..n).map(|v| 1.0 / (weights[v] + diag_reg).max(1e-300)).collect();
+    let inverse: Vec<f64> = (0..n)
+        .map(|v| 1.0 / (weights[v] + diag_reg).max(1e-300))
+        .collect();
     let mut z: Vec<f64> = r.iter().zip(&inverse).map(|(r, d)| r * d).collect();
     let mut p = z.clone();
     let mut rz: f64 = r.iter().zip(&z).map(|(a, b)| a * b).sum();

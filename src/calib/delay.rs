@@ -316,7 +316,13 @@ mod tests {
     #[test]
     fn resampling_is_exact_for_cubics_and_restarts_per_readout() {
         let times: Vec<f64> = (0..20)
-            .map(|j| if j < 10 { j as f64 * 1e-5 } else { (j - 10) as f64 * 1e-5 })
+            .map(|j| {
+                if j < 10 {
+                    j as f64 * 1e-5
+                } else {
+                    (j - 10) as f64 * 1e-5
+                }
+            })
             .collect();
         let f = |t: f64| 2.0 + 3e5 * t - 1e9 * t * t;
         let values: Vec<f64> = times.iter().map(|&t| f(t)).collect();

@@ -166,7 +166,11 @@ pub fn espirit(
         .enumerate()
         .for_each(|(column, out)| {
             let (o, c) = (column % patch, column / patch);
-            let o = [o % kernel[0], (o / kernel[0]) % kernel[1], o / (kernel[0] * kernel[1])];
+            let o = [
+                o % kernel[0],
+                (o / kernel[0]) % kernel[1],
+                o / (kernel[0] * kernel[1]),
+            ];
             for (row, v) in out.iter_mut().enumerate() {
                 let x = [
                     row % positions[0],
@@ -251,9 +255,19 @@ fn image_kernel(p: &Mat<Complex32>, kernel: [usize; 3], coils: usize) -> Result<
     let widths = kernel.map(|k| 2 * k - 1);
     let offsets: usize = widths.iter().product();
     let pairs = coils * (coils + 1) / 2;
-    let mut values = try_vec(pairs * offsets, Complex32::default(), "ESPIRiT image kernel")?;
+    let mut values = try_vec(
+        pairs * offsets,
+        Complex32::default(),
+        "ESPIRiT image kernel",
+    )?;
     let scale = 1.0 / patch as f32;
-    let split = |o: usize| [o % kernel[0], (o / kernel[0]) % kernel[1], o / (kernel[0] * kernel[1])];
+    let split = |o: usize| {
+        [
+            o % kernel[0],
+            (o / kernel[0]) % kernel[1],
+            o / (kernel[0] * kernel[1]),
+        ]
+    };
     values
         .par_chunks_mut(offsets)
         .enumerate()
@@ -378,7 +392,8 @@ fn evaluate(
                 // y: hy[δx, y] = Σ_δy hz[δx, δy]·ey[δy, y].
                 for y in 0..ny {
                     for dx in 0..w0 {
-                        hy[dx + w0 * y] = (0..w1).map(|dy| hz[dx + w0 * dy] * ey[dy * ny + y]).sum();
+                        hy[dx + w0 * y] =
+                            (0..w1).map(|dy| hz[dx + w0 * dy] * ey[dy * ny + y]).sum();
                     }
                 }
                 // x: G[x, y] = Σ_δx hy[δx, y]·ex[δx, x].

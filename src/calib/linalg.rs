@@ -76,7 +76,9 @@ pub fn dominant_eigenpair(g: &[Complex32], v: &mut [Complex32], w: &mut [Complex
             if w_norm == 0.0 {
                 return 0.0;
             }
-            v.iter_mut().zip(w.iter()).for_each(|(a, b)| *a = b / w_norm);
+            v.iter_mut()
+                .zip(w.iter())
+                .for_each(|(a, b)| *a = b / w_norm);
             if residual <= POWER_TOLERANCE * lambda.abs() {
                 return lambda;
             }
@@ -142,10 +144,17 @@ mod tests {
             let mut v = vec![Complex32::new(1.0, 0.0); l];
             let mut w = vec![Complex32::default(); l];
             let lambda = dominant_eigenpair(&g, &mut v, &mut w);
-            assert!((lambda - values[0]).abs() <= 1e-3 * values[0], "{lambda} vs {}", values[0]);
+            assert!(
+                (lambda - values[0]).abs() <= 1e-3 * values[0],
+                "{lambda} vs {}",
+                values[0]
+            );
             // Same vector up to a phase: |⟨v, u⟩| = 1.
             let overlap: Complex32 = (0..l).map(|i| v[i].conj() * vectors[(i, 0)]).sum();
-            assert!((overlap.norm() - 1.0).abs() < 1e-3, "l {l}: overlap {overlap}");
+            assert!(
+                (overlap.norm() - 1.0).abs() < 1e-3,
+                "l {l}: overlap {overlap}"
+            );
         }
     }
 }

@@ -94,7 +94,8 @@ impl ReferenceGrid {
             for (v, m) in image.iter_mut().enumerate() {
                 let [p0, p1, p2] = index(v);
                 let y = kspace[c * n + v];
-                *m = Complex64::new(y.re as f64, y.im as f64) * pre[0][p0] * pre[1][p1] * pre[2][p2];
+                *m =
+                    Complex64::new(y.re as f64, y.im as f64) * pre[0][p0] * pre[1][p1] * pre[2][p2];
             }
             fft.process(image, Direction::Forward);
             for (v, m) in image.iter_mut().enumerate() {
@@ -223,16 +224,26 @@ mod tests {
                 .collect();
             let mut y = vec![Complex32::default(); n];
             for (p, yp) in y.iter_mut().enumerate() {
-                let idx = [p % dims[0], (p / dims[0]) % dims[1], p / (dims[0] * dims[1])];
+                let idx = [
+                    p % dims[0],
+                    (p / dims[0]) % dims[1],
+                    p / (dims[0] * dims[1]),
+                ];
                 let mut s = Complex64::new(0.0, 0.0);
                 for (v, mv) in m.iter().enumerate() {
-                    let phase: f64 = (0..3).map(|a| grid.k(a, idx[a]) * positions[a * n + v]).sum();
+                    let phase: f64 = (0..3)
+                        .map(|a| grid.k(a, idx[a]) * positions[a * n + v])
+                        .sum();
                     s += mv * Complex64::from_polar(1.0, phase);
                 }
                 *yp = Complex32::new(s.re as f32, s.im as f32);
             }
             let back = grid.images(&y, 1).unwrap();
-            let err = back.iter().zip(&m).map(|(a, b)| (a - b).norm()).fold(0.0, f64::max);
+            let err = back
+                .iter()
+                .zip(&m)
+                .map(|(a, b)| (a - b).norm())
+                .fold(0.0, f64::max);
             assert!(err < 1e-5, "{dims:?}: {err}");
         }
     }

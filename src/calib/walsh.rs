@@ -60,7 +60,9 @@ pub fn walsh(
     target: &Target<'_>,
 ) -> Result<Vec<Complex32>> {
     if !(1..=64).contains(&window) {
-        return Err(Error::invalid(format!("window must be 1..64, got {window}")));
+        return Err(Error::invalid(format!(
+            "window must be 1..64, got {window}"
+        )));
     }
     check_reference_array("images", images, grid, coils, "reference nx*ny*nz x ncoils")?;
     let n = grid.voxels();

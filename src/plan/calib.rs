@@ -35,10 +35,16 @@ impl Plan {
     }
 
     /// Walsh maps (N×L) at the plan's positions from coil images (N_ref×L).
-    pub fn walsh(&self, grid: &ReferenceGrid, images: &[Complex32], window: usize) -> Result<Vec<Complex32>> {
+    pub fn walsh(
+        &self,
+        grid: &ReferenceGrid,
+        images: &[Complex32],
+        window: usize,
+    ) -> Result<Vec<Complex32>> {
         let coils = self.sizes().coils;
         let target = Target::of(self)?;
-        self.pool.install(|| walsh(grid, images, coils, window, &target))
+        self.pool
+            .install(|| walsh(grid, images, coils, window, &target))
     }
 
     /// ω (N, rad/s) at the plan's positions from multi-echo reference k-space

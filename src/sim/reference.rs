@@ -152,11 +152,19 @@ pub fn add_correlated_noise(
 
 /// The covariance `shape` scaled so that the mean noise power per coil is
 /// (rms(|values|)/snr)²: the covariance that gives `values` the SNR `snr`.
-pub fn covariance_for_snr(values: &[Complex32], shape: &[Complex64], coils: usize, snr: f64) -> Result<Vec<Complex64>> {
+pub fn covariance_for_snr(
+    values: &[Complex32],
+    shape: &[Complex64],
+    coils: usize,
+    snr: f64,
+) -> Result<Vec<Complex64>> {
     if !(snr.is_finite() && snr > 0.0) {
-        return Err(Error::invalid(format!("snr must be finite and > 0, got {snr}")));
+        return Err(Error::invalid(format!(
+            "snr must be finite and > 0, got {snr}"
+        )));
     }
-    let power = values.iter().map(|v| v.norm_sqr() as f64).sum::<f64>() / values.len().max(1) as f64;
+    let power =
+        values.iter().map(|v| v.norm_sqr() as f64).sum::<f64>() / values.len().max(1) as f64;
     let trace: f64 = (0..coils).map(|a| shape[a + coils * a].re).sum::<f64>() / coils as f64;
     let scale = power / (snr * snr) / trace;
     Ok(shape.iter().map(|v| v * scale).collect())

@@ -159,7 +159,11 @@ impl Preconditioner {
         }
         let mut symbol = try_vec(voxels, 0.0f64, "circulant symbol (N)")?;
         for (v, s) in symbol.iter_mut().enumerate() {
-            let m = [v % dims[0], (v / dims[0]) % dims[1], v / (dims[0] * dims[1])];
+            let m = [
+                v % dims[0],
+                (v / dims[0]) % dims[1],
+                v / (dims[0] * dims[1]),
+            ];
             *s = folded[v].re + regularizer(m) / mean_energy.max(f64::MIN_POSITIVE);
         }
         if floor_relative(&mut symbol) <= 0.0 {
@@ -227,7 +231,11 @@ pub fn sum_kernel_pairs(
     kernel: impl Fn(usize, usize) -> Complex64,
 ) -> Result<Vec<Complex64>> {
     let points = spec.kernel_points();
-    let mut total = try_vec(points, Complex64::new(0.0, 0.0), "Toeplitz kernel sum (2^d N)")?;
+    let mut total = try_vec(
+        points,
+        Complex64::new(0.0, 0.0),
+        "Toeplitz kernel sum (2^d N)",
+    )?;
     for (p, &(l, lp)) in spec.kernel_pairs().iter().enumerate() {
         for (v, t) in total.iter_mut().enumerate() {
             let k = kernel(p, v);

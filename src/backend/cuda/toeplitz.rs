@@ -444,7 +444,9 @@ impl EncodingOperator for CudaToeplitz {
             .ctx
             .new_stream()
             .map_err(|e| driver_error("creating a stream", e))?;
-        kernels.spectra.download(&mut raw, Stream(stream.cu_stream()))?;
+        kernels
+            .spectra
+            .download(&mut raw, Stream(stream.cu_stream()))?;
         let value = |offset: usize| -> Complex64 {
             let part = |o: usize| -> f64 {
                 if bytes == 16 {
