@@ -154,6 +154,8 @@ PRECISIONS = {
     "fast": HORECON_PRECISION_FAST,
     "double": HORECON_PRECISION_DOUBLE,
 }
+PRECONDITIONERS = {"none": 0, "diagonal": 1, "circulant": 2}
+STOP_REASONS = {1: "tolerance", 2: "max_iterations", 3: "discrepancy", 4: "breakdown"}
 REGULARIZERS = {
     "none": HORECON_REG_NONE,
     "tikhonov": HORECON_REG_TIKHONOV,
@@ -220,6 +222,9 @@ class _CgOptions(Structure):
         ("progress", _ProgressFn),
         ("progress_user", c_void_p),
         ("neighbours", c_int32),
+        ("preconditioner", c_int32),
+        ("discrepancy_tau", c_double),
+        ("noise_sigma", c_double),
     ]
 
 
@@ -229,6 +234,8 @@ class _CgInfo(Structure):
         ("converged", c_int32),
         ("rel_residual", c_double),
         ("seconds", c_double),
+        ("stop_reason", c_int32),
+        ("data_residual", c_double),
     ]
 
 
@@ -839,6 +846,9 @@ class Plan:
         sigma: float | None = None,
         fd_weights=None,
         neighbours: int | None = None,
+        preconditioner="none",
+        discrepancy_tau: float = 0.0,
+        noise_sigma: float = 1.0,
     ):
         """Conjugate gradient on (E^H W E + lambda R) rho = E^H W d.
 
@@ -879,13 +889,22 @@ class Plan:
             raised by the callback stops the solve and is re-raised. The
             callback runs on a library thread, not the caller's.
 
+        preconditioner : 'none' | 'diagonal' (1/diag(E^H W E + lambda R)) |
+            'circulant' (T. Chan's circulant of the Toeplitz kernel; needs
+            set_toeplitz) | int code.
+        discrepancy_tau, noise_sigma : the discrepancy rule: stop at the first
+            iterate with ||W^1/2 (E rho - d)|| <= tau * sigma * sqrt(L * sum(W))
+            (tau = 0: off; sigma = 1 for whitened data, see horecon.calib).
+
         Ctrl-C (KeyboardInterrupt) during the solve stops it after the current
         iteration and is then re-raised (chained to the CANCELLED error).
 
         Returns
         -------
         (image, info): the solution in the plan's image shape, and a dict with
-        iterations, converged (bool), rel_residual and seconds. Not converging
+        iterations, converged (bool), rel_residual, seconds, stop_reason
+        ("tolerance", "max_iterations", "discrepancy" or "breakdown") and
+        data_residual (with the discrepancy rule, else None). Not converging
         within max_iterations is not an error.
         """
         lib = _load()
@@ -904,6 +923,9 @@ class Plan:
             opts.sigma = float(sigma)
         if neighbours is not None:
             opts.neighbours = int(neighbours)
+        opts.preconditioner = _enum("preconditioner", preconditioner, PRECONDITIONERS)
+        opts.discrepancy_tau = float(discrepancy_tau)
+        opts.noise_sigma = float(noise_sigma)
         u = None
         if fd_weights is not None:
             axes = sum(1 for d in self.dims if d > 1)
@@ -994,6 +1016,8 @@ class Plan:
             "converged": bool(info.converged),
             "rel_residual": info.rel_residual,
             "seconds": info.seconds,
+            "stop_reason": STOP_REASONS.get(info.stop_reason, str(info.stop_reason)),
+            "data_residual": None if info.data_residual < 0 else info.data_residual,
         }
 
 
@@ -1023,8 +1047,8 @@ def _enum(name, value, table):
 # metrics) as ``horecon.sim``: python/horecon/sim.py over the same library,
 # imported on first use.
 def __getattr__(name):
-    if name == "sim":
+    if name in ("sim", "calib"):
         import importlib
 
-        return importlib.import_module(".sim", __name__)
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'horecon' has no attribute {name!r}")
