@@ -13,9 +13,8 @@
 //!    ω_meas = Σ_e Δ_e φ_e / Σ_e Δ_e², Δ_e = TE_e − TE_0.
 //! 4. **Mask**: voxels whose combined magnitude (Σ_c|m_{c,0}|²)^½ is at least
 //!    `mask_threshold` times its 99th percentile.
-//! 5. **Regularised smooth fit**, extending the map beyond the object's edge:
-//!    $$\min_\omega \sum_{\mathbf r\in\mathrm{mask}} w(\mathbf r)(\omega - \omega_{\mathrm{meas}})^2
-//!      + \mu\,\bar w\,\|\Delta\omega\|^2,$$
+//! 5. **Regularised smooth fit**, extending the map beyond the object's edge,
+//!    min over ω of Σ_mask w·(ω − ω_meas)² + μ·w̄·‖Δω‖², with
 //!    w = |z_last| (∝ the precision of ω_meas), w̄ its mean over the mask, Δ the
 //!    discrete Laplacian (voxel units, mirrored edges), μ = `smoothness`:
 //!    second differences make the map continue linearly outside the mask.
@@ -189,7 +188,7 @@ fn smooth_fit(
         }
         apply(&p, &mut ap, &mut t);
         let pap: f64 = p.iter().zip(&ap).map(|(a, b)| a * b).sum();
-        if !(pap > 0.0) {
+        if pap.is_nan() || pap <= 0.0 {
             break;
         }
         let alpha = rz / pap;
@@ -309,7 +308,7 @@ pub fn b0_map(
     let measured: Vec<f64> = numerator.iter().map(|s| s / denominator).collect();
     let masked = mask.iter().filter(|&&m| m).count().max(1);
     let mean_weight = weights.iter().sum::<f64>() / masked as f64;
-    if !(mean_weight > 0.0) {
+    if mean_weight.is_nan() || mean_weight <= 0.0 {
         return Err(Error::invalid("the mask is empty: lower mask_threshold"));
     }
     weights.iter_mut().for_each(|w| *w /= mean_weight);

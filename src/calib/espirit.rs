@@ -353,6 +353,9 @@ fn blocks(target: &Target<'_>) -> Vec<Block> {
     }
 }
 
+/// One voxel's result: its index, the largest eigenvalue and the map (L).
+type VoxelMap = (usize, f32, Vec<Complex32>);
+
 /// G(r) at every target voxel (separable contraction per block), its
 /// dominant eigenpairs, the crop and the phase fix.
 fn evaluate(
@@ -368,7 +371,7 @@ fn evaluate(
     let [w0, w1, w2] = k.widths;
     let mut maps = try_vec(n * coils, Complex32::default(), "coil maps (N x L)")?;
     let mut eigenvalues = try_vec(n, 0.0f32, "eigenvalues (N)")?;
-    let results: Vec<Result<Vec<(usize, f32, Vec<Complex32>)>>> = blocks(target)
+    let results: Vec<Result<Vec<VoxelMap>>> = blocks(target)
         .into_par_iter()
         .map(|block| {
             let [nx, ny, nz] = [0, 1, 2].map(|a| block.xs[a].len());

@@ -49,7 +49,7 @@ pub fn cartesian_reference(
     plan.set_positions(positions)?;
     let mut k = try_vec(3 * m, 0.0f64, "reference trajectory")?;
     let mut times = try_vec(m, 0.0f64, "reference times")?;
-    for e in 0..echoes {
+    for (e, &echo_time) in echo_times.iter().enumerate() {
         for p in 0..k_points {
             let index = [
                 p % grid.dims[0],
@@ -60,7 +60,7 @@ pub fn cartesian_reference(
             for a in 0..3 {
                 k[a * m + j] = grid.k(a, index[a]);
             }
-            times[j] = echo_times[e];
+            times[j] = echo_time;
         }
     }
     plan.set_trajectory(3, &k)?;

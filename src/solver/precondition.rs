@@ -71,7 +71,7 @@ fn floor_relative(values: &mut [f64]) -> f64 {
     let max = values.iter().cloned().fold(0.0f64, f64::max);
     let floor = FLOOR * max;
     for v in values.iter_mut() {
-        if !(*v > floor) {
+        if v.is_nan() || *v <= floor {
             *v = floor;
         }
     }
