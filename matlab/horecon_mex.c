@@ -884,6 +884,16 @@ static int64_t positive_count(const mxArray *a, const char *name) {
   return v;
 }
 
+/* a covariance (L x L) and values with L columns: L and the number of values */
+static void covariance_and_values(const mxArray *covariance, const mxArray *values, size_t *l, size_t *n) {
+  check_numeric(covariance, "covariance");
+  *l = mxGetM(covariance);
+  check_count(covariance, "covariance", *l * *l, "L x L");
+  check_numeric(values, "values");
+  *n = mxGetNumberOfElements(values);
+  if (*l == 0 || *n % *l) fail("horecon:sizeMismatch", "values must have L = %zu columns", *l);
+}
+
 /* horecon_mex('noiseCovariance', noise (Mn x L)) -> L x L */
 static void cmd_noise_covariance(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   size_t m, l;
@@ -902,12 +912,7 @@ static void cmd_whiten(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   size_t l, n;
   horecon_c32 *v;
   need_args(nrhs, 3, "whiten");
-  check_numeric(prhs[1], "covariance");
-  l = mxGetM(prhs[1]);
-  check_count(prhs[1], "covariance", l * l, "L x L");
-  check_numeric(prhs[2], "values");
-  n = mxGetNumberOfElements(prhs[2]);
-  if (l == 0 || n % l) fail("horecon:sizeMismatch", "values must have L = %zu columns", l);
+  covariance_and_values(prhs[1], prhs[2], &l, &n);
   v = complex_values(prhs[2], "values");
   check(horecon_whiten(complex_values(prhs[1], "covariance"), (int64_t)l, (int64_t)(n / l), v));
   plhs[0] = complex_output(n / l, l, v);
@@ -1072,12 +1077,7 @@ static void cmd_sim_correlated_noise(mxArray *plhs[], int nrhs, const mxArray *p
   double seed;
   horecon_c32 *v;
   need_args(nrhs, 4, "simCorrelatedNoise");
-  check_numeric(prhs[1], "covariance");
-  l = mxGetM(prhs[1]);
-  check_count(prhs[1], "covariance", l * l, "L x L");
-  check_numeric(prhs[2], "values");
-  n = mxGetNumberOfElements(prhs[2]);
-  if (l == 0 || n % l) fail("horecon:sizeMismatch", "values must have L = %zu columns", l);
+  covariance_and_values(prhs[1], prhs[2], &l, &n);
   seed = scalar(prhs[3], "seed");
   if (seed < 0 || seed != floor(seed)) fail("horecon:invalidArgument", "seed must be a non-negative integer");
   v = complex_values(prhs[2], "values");

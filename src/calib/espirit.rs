@@ -22,7 +22,9 @@
 //!    its phase fixed so that wᴴs(r) is real positive for the dominant coil
 //!    combination w of the calibration data (a virtual body coil).
 
-use super::linalg::{dominant_eigenpair, fix_phase, gram_lower, hermitian_eigen_descending};
+use super::linalg::{
+    coil_pair, dominant_eigenpair, fix_phase, gram_lower, hermitian_eigen_descending, pair_index,
+};
 use super::reference::{check_reference_array, ReferenceGrid};
 use super::Target;
 use crate::error::{try_vec, Error, Result};
@@ -74,11 +76,6 @@ struct ImageKernel {
     widths: [usize; 3],
     /// Per pair (a ≤ b, a fastest within b… see `pair`), `offsets` values.
     values: Vec<Complex32>,
-}
-
-/// Index of the coil pair (a, b), a ≤ b, in column order.
-fn pair(a: usize, b: usize) -> usize {
-    b * (b + 1) / 2 + a
 }
 
 fn check_options(options: &EspiritOptions) -> Result<()> {
@@ -272,12 +269,7 @@ fn image_kernel(p: &Mat<Complex32>, kernel: [usize; 3], coils: usize) -> Result<
         .par_chunks_mut(offsets)
         .enumerate()
         .for_each(|(e, out)| {
-            // The pair of column e: b with b(b+1)/2 ≤ e.
-            let mut b = 0;
-            while (b + 1) * (b + 2) / 2 <= e {
-                b += 1;
-            }
-            let a = e - b * (b + 1) / 2;
+            let (a, b) = coil_pair(e);
             for o in 0..patch {
                 let oi = split(o);
                 for o2 in 0..patch {
@@ -423,7 +415,7 @@ fn evaluate(
             for (q, &voxel) in block.voxels.iter().enumerate() {
                 for b in 0..coils {
                     for a in 0..=b {
-                        let e = pair(a, b);
+                        let e = pair_index(a, b);
                         let value = Complex32::new(g_re[e * points + q], g_im[e * points + q]);
                         matrix[a + coils * b] = value;
                         matrix[b + coils * a] = value.conj();

@@ -109,6 +109,21 @@ pub fn principal_direction(covariance: &[Complex32], l: usize) -> Vec<Complex32>
     v
 }
 
+/// The coil pair (a, b), a ≤ b, stored at index e = b(b+1)/2 + a (the
+/// upper triangle of a Hermitian L×L matrix, column by column).
+pub fn coil_pair(e: usize) -> (usize, usize) {
+    let mut b = 0;
+    while (b + 1) * (b + 2) / 2 <= e {
+        b += 1;
+    }
+    (e - b * (b + 1) / 2, b)
+}
+
+/// The index of the coil pair (a, b), a ≤ b ([`coil_pair`]'s inverse).
+pub fn pair_index(a: usize, b: usize) -> usize {
+    b * (b + 1) / 2 + a
+}
+
 /// Multiplies the coil vector `s` by the phase that makes wᴴs real and
 /// non-negative (maps' phase fixed relative to the virtual coil w).
 pub fn fix_phase(s: &mut [Complex32], w: &[Complex32]) {

@@ -10,7 +10,7 @@
 //! dominant eigenvector of Σ_r R(r)), then interpolated (trilinearly) onto
 //! the reconstruction's positions and renormalised to unit norm.
 
-use super::linalg::{dominant_eigenpair, fix_phase, principal_direction};
+use super::linalg::{coil_pair, dominant_eigenpair, fix_phase, pair_index, principal_direction};
 use super::reference::{check_reference_array, ReferenceGrid};
 use super::Target;
 use crate::error::{try_vec, Error, Result};
@@ -72,11 +72,7 @@ pub fn walsh(
         .par_chunks_mut(n)
         .enumerate()
         .for_each(|(e, out)| {
-            let mut b = 0;
-            while (b + 1) * (b + 2) / 2 <= e {
-                b += 1;
-            }
-            let a = e - b * (b + 1) / 2;
+            let (a, b) = coil_pair(e);
             for (v, o) in out.iter_mut().enumerate() {
                 *o = images[a * n + v] * images[b * n + v].conj();
             }
@@ -84,9 +80,9 @@ pub fn walsh(
         });
     let entry = |a: usize, b: usize, v: usize| {
         if a <= b {
-            correlation[(b * (b + 1) / 2 + a) * n + v]
+            correlation[pair_index(a, b) * n + v]
         } else {
-            correlation[(a * (a + 1) / 2 + b) * n + v].conj()
+            correlation[pair_index(b, a) * n + v].conj()
         }
     };
     let mut total = vec![Complex32::default(); coils * coils];

@@ -4,14 +4,7 @@ function w = b0Map(p, kspace, echoTimes, refDims, fov, center, varargin)
 %   echoTimes (E >= 2, s, increasing). Options 'MaskThreshold' 0.1, 'Smoothness' 1,
 %   'MaxIterations' 2000.
 opts = struct('MaskThreshold', 0.1, 'Smoothness', 1, 'MaxIterations', 2000);
-names = fieldnames(opts);
-for i = 1:2:numel(varargin)
-  match = find(strcmpi(names, varargin{i}));
-  if isempty(match)
-    error('horecon:invalidArgument', 'unknown option %s', num2str(varargin{i}));
-  end
-  opts.(names{match}) = varargin{i + 1};
-end
+opts = horecon.calib.options(opts, varargin);
 E = numel(echoTimes);
 L = numel(kspace) / (prod(refDims) * E);
 w = horecon_mex('b0Map', p.mexHandle(), refDims, fov, center, L, echoTimes, ...

@@ -6,18 +6,8 @@ function [maps, eigenvalues] = espirit(p, kspace, refDims, fov, center, varargin
 %   refDims, fov, center. maps: N x L with sum_c |S_c|^2 = 1, zero where the largest
 %   eigenvalue of G(r) (eig, N x 1, ~1 inside the object) is below Crop.
 opts = struct('Kernel', 6, 'Calibration', 24, 'Threshold', 0.02, 'Crop', 0.8);
-opts = parse(opts, varargin);
+opts = horecon.calib.options(opts, varargin);
 [maps, eigenvalues] = horecon_mex('espirit', p.mexHandle(), refDims, fov, center, ...
   reshape(kspace, prod(refDims), []), opts.Kernel, opts.Calibration, opts.Threshold, opts.Crop);
 end
 
-function opts = parse(opts, args)
-names = fieldnames(opts);
-for i = 1:2:numel(args)
-  match = find(strcmpi(names, args{i}));
-  if isempty(match)
-    error('horecon:invalidArgument', 'unknown option %s', num2str(args{i}));
-  end
-  opts.(names{match}) = args{i + 1};
-end
-end

@@ -7,14 +7,7 @@ function [delay, residual, curve] = estimateDelay(p, d, t, coef, varargin)
 %   'Step' 2e-6, 'Tolerance' 0.05e-6, 'Iterations' 10, 'Lambda' 0, 'Groups' 0
 %   (bit o = solid-harmonic order o; 0 = all). curve: K x 2 [delay residual].
 opts = struct('Range', 20e-6, 'Step', 2e-6, 'Tolerance', 0.05e-6, 'Iterations', 10, 'Lambda', 0, 'Groups', 0);
-names = fieldnames(opts);
-for i = 1:2:numel(varargin)
-  match = find(strcmpi(names, varargin{i}));
-  if isempty(match)
-    error('horecon:invalidArgument', 'unknown option %s', num2str(varargin{i}));
-  end
-  opts.(names{match}) = varargin{i + 1};
-end
+opts = horecon.calib.options(opts, varargin);
 [delay, residual, curve] = horecon_mex('estimateDelay', p.mexHandle(), d, t, coef, opts.Range, opts.Step, ...
                                        opts.Tolerance, opts.Iterations, opts.Lambda, opts.Groups);
 end
