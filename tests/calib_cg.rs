@@ -19,6 +19,17 @@ fn radial_problem(
     radius: f64,
     smooth: bool,
 ) -> (Plan, Vec<Complex32>, Vec<Complex32>) {
+    problem_on(BackendKind::Cpu, n, coils, spokes, radius, smooth)
+}
+
+fn problem_on(
+    backend: BackendKind,
+    n: usize,
+    coils: usize,
+    spokes: i64,
+    radius: f64,
+    smooth: bool,
+) -> (Plan, Vec<Complex32>, Vec<Complex32>) {
     let radial = if spokes > 0 {
         sim::radial(n as i64, FOV, spokes, 4e-6, 1e-3).unwrap()
     } else {
@@ -26,7 +37,7 @@ fn radial_problem(
     };
     let m = radial.samples();
     let options = Options {
-        backend: BackendKind::Cpu,
+        backend,
         ..Options::default()
     };
     let mut plan = Plan::new(options, n as i64, n as i64, 1, coils as i64, m as i64).unwrap();
@@ -157,4 +168,54 @@ fn the_discrepancy_rule_stops_near_the_lowest_image_error() {
     assert_eq!(info.stop_reason, StopReason::Discrepancy);
     let k = info.iterations as f64;
     assert!((k - best as f64).abs() <= (0.2 * best as f64).max(1.0));
+}
+
+/// On a GPU: the CUDA backend's preconditioned CG (vectors through the host
+/// for M⁻¹, the Toeplitz kernels downloaded for the circulant) and the
+/// discrepancy rule agree with the CPU's. Skipped without a CUDA device.
+#[test]
+fn cuda_preconditioners_and_discrepancy_match_the_cpu() {
+    let test = "cuda_preconditioners_and_discrepancy_match_the_cpu";
+    if horecon::backend::cuda_device_count() == 0 {
+        eprintln!("{test}: skipped: no CUDA device");
+        return;
+    }
+    let mut rng = Rng::fresh(test);
+    let seed = rng.next_u64();
+    let run = |backend: BackendKind, kind: PreconditionerKind, tau: f64| {
+        let (plan, _, mut data) = problem_on(backend, 32, 4, 36, 0.12, false);
+        let sigma = sim::add_noise(&mut data, 40.0, seed).unwrap();
+        let mut x = vec![Complex32::default(); plan.sizes().voxels];
+        let info = plan
+            .cg(
+                &data,
+                &CgOptions {
+                    max_iterations: 200,
+                    tolerance: if tau > 0.0 { 0.0 } else { 1e-4 },
+                    preconditioner: kind,
+                    discrepancy_tau: tau,
+                    noise_sigma: sigma,
+                    ..CgOptions::default()
+                },
+                &mut x,
+            )
+            .unwrap();
+        (info, x)
+    };
+    for (kind, tau) in [
+        (PreconditionerKind::Diagonal, 0.0),
+        (PreconditionerKind::Circulant, 0.0),
+        (PreconditionerKind::None, 1.0),
+    ] {
+        let (cpu, x_cpu) = run(BackendKind::Cpu, kind, tau);
+        let (gpu, x_gpu) = run(BackendKind::Cuda, kind, tau);
+        let difference = sim::nrmse(&x_gpu, &x_cpu).unwrap();
+        eprintln!(
+            "{kind:?} tau {tau}: CPU {} iterations ({:?}), CUDA {} ({:?}), image difference {difference:.1e}",
+            cpu.iterations, cpu.stop_reason, gpu.iterations, gpu.stop_reason
+        );
+        assert_eq!(cpu.stop_reason, gpu.stop_reason);
+        assert!((cpu.iterations as i64 - gpu.iterations as i64).abs() <= 1);
+        assert!(difference <= 1e-3);
+    }
 }
