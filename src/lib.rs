@@ -23,8 +23,12 @@ pub mod calib;
 pub mod error;
 pub mod ffi;
 pub mod model;
+/// cbindgen:ignore
+pub mod nufft;
 pub mod op;
+pub mod options;
 pub mod plan;
+pub mod progress;
 // The toolkit reaches C only through src/ffi/sim.rs: cbindgen skips the module.
 /// cbindgen:ignore
 pub mod sim;

@@ -8,7 +8,7 @@ use crate::model::cartesian::Cartesian;
 use crate::model::toeplitz::ToeplitzSpec;
 use crate::model::{Features, Sizes};
 use crate::op::EncodingOperator;
-use crate::plan::{BackendKind, Options};
+use crate::options::{BackendKind, Options};
 use std::sync::Arc;
 
 /// The backend a plan with these options runs on (never `Auto`).

@@ -160,3 +160,11 @@ impl Device {
             .map_err(|e| driver_error(&format!("finding kernel {name}"), e))
     }
 }
+
+/// The status for a failed device lookup.
+pub fn unavailable(reason: String) -> Error {
+    Error::new(
+        Status::BackendUnavailable,
+        format!("the CUDA backend is unavailable: {reason}"),
+    )
+}

@@ -22,15 +22,38 @@
 
 pub mod cartesian;
 pub mod context;
+mod fd;
 pub mod fft;
+mod launch;
+mod layout;
 pub mod memory;
 pub mod operator;
+mod phase_sum;
+mod probe;
+mod space;
 pub mod toeplitz;
+mod vectors;
+mod work;
 
 use crate::error::Result;
 use crate::model::{Features, Sizes};
 use crate::op::{EncodingOperator, Precision};
+use context::{unavailable, Device};
 pub use operator::CudaOperator;
+use std::sync::Arc;
+pub use vectors::CudaCore;
+
+/// Cancellation point between chunks of device work (issue 11): waits for
+/// the work queued on `stream` (so that a cancel takes effect before the next
+/// chunk is queued and the fraction reported is work done), then reports
+/// `fraction` of the current step and fails with `Cancelled` once the call is
+/// cancelled. Chunk loops call it only when they have more than one chunk.
+pub(crate) fn checkpoint(stream: memory::Stream, fraction: f64) -> Result<()> {
+    // SAFETY: synchronising a live stream of this call.
+    unsafe { cudarc::driver::result::stream::synchronize(stream.0) }
+        .map_err(|e| context::driver_error("waiting for a chunk", e))?;
+    crate::progress::check(fraction)
+}
 
 /// Ok when device `ordinal` can be used, else the reason.
 pub fn usable(ordinal: usize) -> std::result::Result<(), String> {
@@ -49,7 +72,7 @@ pub fn build(
     precision: Precision,
     ordinal: usize,
 ) -> Result<Box<dyn EncodingOperator>> {
-    let device = context::device(ordinal).map_err(operator::unavailable)?;
+    let device = context::device(ordinal).map_err(unavailable)?;
     Ok(Box::new(CudaOperator::new(
         device, features, sizes, precision,
     )?))
@@ -63,8 +86,7 @@ pub fn build_cartesian(
     precision: Precision,
     ordinal: usize,
 ) -> Result<Box<dyn EncodingOperator>> {
-    let device = context::device(ordinal).map_err(operator::unavailable)?;
-    fft::available().map_err(operator::unavailable)?;
+    let device = fft_device(ordinal)?;
     Ok(Box::new(cartesian::CudaCartesian::new(
         device,
         sizes,
@@ -83,9 +105,15 @@ pub fn build_toeplitz(
     precision: Precision,
     ordinal: usize,
 ) -> Result<Box<dyn EncodingOperator>> {
-    let device = context::device(ordinal).map_err(operator::unavailable)?;
-    fft::available().map_err(operator::unavailable)?;
+    let device = fft_device(ordinal)?;
     Ok(Box::new(toeplitz::CudaToeplitz::new(
         device, features, spec, sizes, precision,
     )?))
+}
+
+/// Device `ordinal` for an FFT-based operator (cuFFT must load too).
+fn fft_device(ordinal: usize) -> Result<Arc<Device>> {
+    let device = context::device(ordinal).map_err(unavailable)?;
+    fft::available().map_err(unavailable)?;
+    Ok(device)
 }

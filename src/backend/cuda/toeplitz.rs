@@ -18,13 +18,13 @@
 //! operator's. Grids are float32 complex in accurate and fast modes and
 //! float64 in double mode; images stay float64 on the device.
 
-use super::cartesian::take;
 use super::context::{driver_error, Device};
 use super::fft::{coil_batch, complex_bytes, to_pairs, Direction, FftOps, FftPlan};
+use super::launch::{launch_over, Args};
 use super::memory::{DeviceBuffer, Stream};
-use super::operator::{
-    launch, solve_on, util_grid, Args, CudaOperator, DeviceNormal, UTIL_THREADS,
-};
+use super::operator::CudaOperator;
+use super::space::{solve_on, DeviceNormal};
+use super::work::take;
 use crate::error::Result;
 use crate::model::toeplitz::ToeplitzSpec;
 use crate::model::{Features, Sizes};
@@ -109,7 +109,7 @@ impl CudaToeplitz {
                         .iter()
                         .map(move |&d| Complex64::from_polar(1.0, d * tau))
                 });
-                let host = to_pairs(values);
+                let host = to_pairs(s.segments * n, values)?;
                 debug_assert_eq!(host.len(), s.segments * n);
                 Some(DeviceBuffer::from_host(
                     &device,
@@ -219,7 +219,8 @@ impl CudaToeplitz {
             .as_ref()
             .ok_or_else(|| crate::error::Error::internal("Toeplitz offsets operator missing"))?;
         let m = spec.samples;
-        let data = to_pairs(spec.kernel_weights(weights)?.into_iter());
+        let weights64 = spec.kernel_weights(weights)?;
+        let data = to_pairs(weights64.len(), weights64.into_iter())?;
         let column = DeviceBuffer::new::<[f64; 2]>(&device, m, "Toeplitz kernel data (M)")?;
         let direct = DeviceBuffer::new::<[f64; 2]>(&device, points, "Toeplitz kernel (2^d N)")?;
         let bytes = self.bytes();
@@ -247,10 +248,9 @@ impl CudaToeplitz {
             // T_p(Δ) = Σ_j data_j·exp(−2πi κ_j·Δ): the exact adjoint at the offsets.
             offsets.adjoint_dev(&column, &direct, s)?;
             if computed < points {
-                launch(
+                launch_over(
                     &self.ops.mirror_conj,
-                    util_grid(points - computed),
-                    UTIL_THREADS,
+                    points - computed,
                     s,
                     Args::default()
                         .ptr(direct.ptr)
@@ -262,10 +262,9 @@ impl CudaToeplitz {
                 )?;
             }
             let kernel = spectra.ptr + (p * points * bytes) as u64;
-            launch(
+            launch_over(
                 &self.ops.scale_narrow,
-                util_grid(points),
-                UTIL_THREADS,
+                points,
                 s,
                 Args::default()
                     .ptr(direct.ptr)
@@ -321,10 +320,9 @@ impl CudaToeplitz {
         let kernel = |p: usize| kernels.spectra.ptr + (p * points * bytes) as u64;
         for c0 in (0..coils).step_by(b) {
             for lp in 0..segments {
-                launch(
+                launch_over(
                     &self.ops.pad_coils,
-                    util_grid(points * b),
-                    UTIL_THREADS,
+                    points * b,
                     s,
                     Args::default()
                         .ptr(x.ptr)
@@ -348,10 +346,9 @@ impl CudaToeplitz {
                 let target = e.sum.as_ref().map_or(grids(0), |v| v.ptr);
                 for lp in 0..segments {
                     let (p, conjugate) = spec.pair_index(l, lp);
-                    launch(
+                    launch_over(
                         &self.ops.kernel_multiply,
-                        util_grid(points * b),
-                        UTIL_THREADS,
+                        points * b,
                         s,
                         Args::default()
                             .ptr(kernel(p))
@@ -364,10 +361,9 @@ impl CudaToeplitz {
                     )?;
                 }
                 e.plan.exec(target, Direction::Inverse, s)?;
-                launch(
+                launch_over(
                     &self.ops.crop_accumulate,
-                    util_grid(n),
-                    UTIL_THREADS,
+                    n,
                     s,
                     Args::default()
                         .ptr(target)
