@@ -166,8 +166,18 @@ fn the_discrepancy_rule_stops_near_the_lowest_image_error() {
         errors.iter().map(|e| (e * 1000.0).round() / 10.0).collect::<Vec<_>>()
     );
     assert_eq!(info.stop_reason, StopReason::Discrepancy);
+    // The minimum is flat: the best iterations are those within 1 % of the
+    // lowest error; the stop must lie within ±20 % (at least ±1) of them.
+    let lowest = errors[best - 1];
+    let near: Vec<usize> = (1..=errors.len())
+        .filter(|&i| errors[i - 1] <= 1.01 * lowest)
+        .collect();
+    let (first, last) = (near[0] as f64, near[near.len() - 1] as f64);
     let k = info.iterations as f64;
-    assert!((k - best as f64).abs() <= (0.2 * best as f64).max(1.0));
+    assert!(
+        k >= (0.8 * first).min(first - 1.0) && k <= (1.2 * last).max(last + 1.0),
+        "stopped at {k}, best iterations {first}..{last}"
+    );
 }
 
 /// On a GPU: the CUDA backend's preconditioned CG (vectors through the host
