@@ -12,16 +12,6 @@ const FOV: f64 = 0.22;
 
 /// A 2D problem (radial with `spokes` > 0, else a spiral undersampled by
 /// −spokes): plan (Toeplitz on), truth, noiseless data.
-fn radial_problem(
-    n: usize,
-    coils: usize,
-    spokes: i64,
-    radius: f64,
-    smooth: bool,
-) -> (Plan, Vec<Complex32>, Vec<Complex32>) {
-    problem_on(BackendKind::Cpu, n, coils, spokes, radius, smooth)
-}
-
 fn problem_on(
     backend: BackendKind,
     n: usize,
@@ -94,7 +84,7 @@ fn preconditioned_cg_reaches_the_residual_in_fewer_iterations() {
     let tolerance = 1e-4;
     // Two coils close to the centre of a spiral scan: Σ|S|² varies by orders
     // of magnitude over the FOV, which the diagonal preconditioner evens out.
-    let (plan, _, data) = radial_problem(32, 2, -1, 0.06, false);
+    let (plan, _, data) = problem_on(BackendKind::Cpu, 32, 2, -1, 0.06, false);
     let (plain, r0) = iterations_to(&plan, &data, PreconditionerKind::None, tolerance);
     let (diagonal, r1) = iterations_to(&plan, &data, PreconditionerKind::Diagonal, tolerance);
     eprintln!(
@@ -102,7 +92,7 @@ fn preconditioned_cg_reaches_the_residual_in_fewer_iterations() {
     );
     assert!(diagonal < plain);
     // A radial scan (sampling density ∝ 1/|k|), which the circulant evens out.
-    let (plan, _, data) = radial_problem(32, 6, 40, 0.11, false);
+    let (plan, _, data) = problem_on(BackendKind::Cpu, 32, 6, 40, 0.11, false);
     let (plain, r0) = iterations_to(&plan, &data, PreconditionerKind::None, tolerance);
     let (circulant, r2) = iterations_to(&plan, &data, PreconditionerKind::Circulant, tolerance);
     let (diagonal, r1) = iterations_to(&plan, &data, PreconditionerKind::Diagonal, tolerance);
@@ -120,7 +110,7 @@ fn the_discrepancy_rule_stops_near_the_lowest_image_error() {
     let coils = rng.int(4, 8);
     let spokes = rng.int(24, 50) as i64;
     let snr = rng.range(30.0, 60.0);
-    let (plan, truth, mut data) = radial_problem(32, coils, spokes, 0.15, true);
+    let (plan, truth, mut data) = problem_on(BackendKind::Cpu, 32, coils, spokes, 0.15, true);
     let sigma = sim::add_noise(&mut data, snr, rng.next_u64()).unwrap();
     let n = plan.sizes().voxels;
     let error_after = |k: usize| {

@@ -58,136 +58,83 @@ fn espirit_bad_input() {
     let sentinel = horecon_c32 { re: 7.0, im: 7.0 };
     let mut maps = vec![sentinel; 64 * 2];
     let mut o: horecon_espirit_options = unsafe { std::mem::zeroed() };
+    let call = |dims: &[i64; 3],
+                fov: &[f64; 3],
+                k: *const horecon_c32,
+                o: *const horecon_espirit_options,
+                p: *const horecon_plan,
+                maps: &mut Vec<horecon_c32>| unsafe {
+        horecon_espirit(
+            p,
+            dims.as_ptr(),
+            fov.as_ptr(),
+            center.as_ptr(),
+            k,
+            o,
+            maps.as_mut_ptr(),
+            null_mut(),
+        )
+    };
     unsafe {
         horecon_default_espirit_options(&mut o);
         // Calibration region (4) smaller than the kernel (6).
         o.calibration = 4;
-        let s = horecon_espirit(
-            p,
-            dims.as_ptr(),
-            fov.as_ptr(),
-            center.as_ptr(),
-            y.as_ptr(),
-            &o,
-            maps.as_mut_ptr(),
-            null_mut(),
+        expect(
+            call(&dims, &fov, y.as_ptr(), &o, p, &mut maps),
+            HORECON_ERR_INVALID_ARGUMENT,
+            "smaller than the kernel",
         );
-        expect(s, HORECON_ERR_INVALID_ARGUMENT, "smaller than the kernel");
         // A reference grid smaller than the kernel.
         horecon_default_espirit_options(&mut o);
-        let small = [4i64, 4, 1];
-        let s = horecon_espirit(
-            p,
-            small.as_ptr(),
-            fov.as_ptr(),
-            center.as_ptr(),
-            y.as_ptr(),
-            &o,
-            maps.as_mut_ptr(),
-            null_mut(),
+        expect(
+            call(&[4, 4, 1], &fov, y.as_ptr(), &o, p, &mut maps),
+            HORECON_ERR_INVALID_ARGUMENT,
+            "smaller than the kernel",
         );
-        expect(s, HORECON_ERR_INVALID_ARGUMENT, "smaller than the kernel");
-        // All-zero k-space.
+        // All-zero k-space, NaN.
         let zeros = kspace(16 * 16 * 2, 0.0);
-        let s = horecon_espirit(
-            p,
-            dims.as_ptr(),
-            fov.as_ptr(),
-            center.as_ptr(),
-            zeros.as_ptr(),
-            &o,
-            maps.as_mut_ptr(),
-            null_mut(),
+        expect(
+            call(&dims, &fov, zeros.as_ptr(), &o, p, &mut maps),
+            HORECON_ERR_INVALID_ARGUMENT,
+            "all zero",
         );
-        expect(s, HORECON_ERR_INVALID_ARGUMENT, "all zero");
-        // NaN.
         let mut bad = y.clone();
         bad[5].re = f32::NAN;
-        let s = horecon_espirit(
-            p,
-            dims.as_ptr(),
-            fov.as_ptr(),
-            center.as_ptr(),
-            bad.as_ptr(),
-            &o,
-            maps.as_mut_ptr(),
-            null_mut(),
+        expect(
+            call(&dims, &fov, bad.as_ptr(), &o, p, &mut maps),
+            HORECON_ERR_NOT_FINITE,
+            "kspace[5]",
         );
-        expect(s, HORECON_ERR_NOT_FINITE, "kspace[5]");
-        // Options: struct_size, kernel, threshold, crop.
-        o.struct_size = 3;
-        let s = horecon_espirit(
-            p,
-            dims.as_ptr(),
-            fov.as_ptr(),
-            center.as_ptr(),
-            y.as_ptr(),
-            &o,
-            maps.as_mut_ptr(),
-            null_mut(),
-        );
-        expect(s, HORECON_ERR_INVALID_ARGUMENT, "struct_size");
-        horecon_default_espirit_options(&mut o);
-        o.kernel = 1;
-        let s = horecon_espirit(
-            p,
-            dims.as_ptr(),
-            fov.as_ptr(),
-            center.as_ptr(),
-            y.as_ptr(),
-            &o,
-            maps.as_mut_ptr(),
-            null_mut(),
-        );
-        expect(s, HORECON_ERR_INVALID_ARGUMENT, "kernel");
-        horecon_default_espirit_options(&mut o);
-        o.threshold = 1.5;
-        let s = horecon_espirit(
-            p,
-            dims.as_ptr(),
-            fov.as_ptr(),
-            center.as_ptr(),
-            y.as_ptr(),
-            &o,
-            maps.as_mut_ptr(),
-            null_mut(),
-        );
-        expect(s, HORECON_ERR_INVALID_ARGUMENT, "threshold");
+        // Options: struct_size, kernel, threshold.
+        for (field, value) in [("struct_size", 3.0), ("kernel", 1.0), ("threshold", 1.5)] {
+            horecon_default_espirit_options(&mut o);
+            match field {
+                "struct_size" => o.struct_size = value as u32,
+                "kernel" => o.kernel = value as i32,
+                _ => o.threshold = value,
+            }
+            expect(
+                call(&dims, &fov, y.as_ptr(), &o, p, &mut maps),
+                HORECON_ERR_INVALID_ARGUMENT,
+                field,
+            );
+        }
         // Bad reference geometry and NULLs.
-        let bad_fov = [0.2, 0.0, 0.01];
-        let s = horecon_espirit(
-            p,
-            dims.as_ptr(),
-            bad_fov.as_ptr(),
-            center.as_ptr(),
-            y.as_ptr(),
-            null(),
-            maps.as_mut_ptr(),
-            null_mut(),
+        expect(
+            call(&dims, &[0.2, 0.0, 0.01], y.as_ptr(), null(), p, &mut maps),
+            HORECON_ERR_INVALID_ARGUMENT,
+            "fov[1]",
         );
-        expect(s, HORECON_ERR_INVALID_ARGUMENT, "fov[1]");
-        let s = horecon_espirit(
-            p,
-            dims.as_ptr(),
-            fov.as_ptr(),
-            center.as_ptr(),
-            null(),
-            null(),
-            maps.as_mut_ptr(),
-            null_mut(),
+        expect(
+            call(&dims, &fov, null(), null(), p, &mut maps),
+            HORECON_ERR_NULL_POINTER,
+            "kspace",
         );
-        expect(s, HORECON_ERR_NULL_POINTER, "kspace");
-        let s = horecon_espirit(
-            null(),
-            dims.as_ptr(),
-            fov.as_ptr(),
-            center.as_ptr(),
-            y.as_ptr(),
-            null(),
-            maps.as_mut_ptr(),
-            null_mut(),
+        expect(
+            call(&dims, &fov, y.as_ptr(), null(), null(), &mut maps),
+            HORECON_ERR_NULL_POINTER,
+            "plan",
         );
-        expect(s, HORECON_ERR_NULL_POINTER, "plan");
         assert!(maps.iter().all(|m| *m == sentinel), "maps written on error");
         horecon_plan_destroy(p);
     }
