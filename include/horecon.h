@@ -41,6 +41,20 @@
 
 #define HORECON_REG_LAPLACE 4
 
+#define HORECON_PRECONDITIONER_NONE 0
+
+#define HORECON_PRECONDITIONER_DIAGONAL 1
+
+#define HORECON_PRECONDITIONER_CIRCULANT 2
+
+#define HORECON_STOP_TOLERANCE 1
+
+#define HORECON_STOP_MAX_ITERATIONS 2
+
+#define HORECON_STOP_DISCREPANCY 3
+
+#define HORECON_STOP_BREAKDOWN 4
+
 #define HORECON_CALL_FORWARD 0
 
 #define HORECON_CALL_ADJOINT 1
@@ -144,6 +158,22 @@ typedef struct horecon_cg_options {
   // caller built against the struct without it (its smaller struct_size)
   // gets 6.
   int32_t neighbours;
+  // HORECON_PRECONDITIONER_NONE (0, default), _DIAGONAL (1: 1/diag(EᴴWE + λR)
+  // = 1/((Σ_j w_j)·Σ_c|S_c|² + λR_nn)) or _CIRCULANT (2: T. Chan's circulant
+  // of the Toeplitz kernel scaled by (Σ_c|S_c|²)^½; needs horecon_set_toeplitz).
+  // Fields from here on were added at the end of the struct: callers built
+  // against an older struct (its smaller struct_size) get the defaults, and
+  // only callers passing the current struct_size get horecon_cg_info's
+  // newer fields written.
+  int32_t preconditioner;
+  // τ of the discrepancy rule: stop at the first iterate with
+  // ‖W^{1/2}(Eρ − d)‖ ≤ τ·σ·sqrt(L·Σ_j w_j) (Σ_j w_j = M without weights);
+  // 0 = off (default); typical 1.0–1.1. Not with TV / Laplace.
+  double discrepancy_tau;
+  // σ of the discrepancy rule: the noise standard deviation per complex
+  // sample, E|n|² = σ² (1 for whitened data, sqrt(trace(Ψ)/L) for data with
+  // noise covariance Ψ from horecon_noise_covariance). Default 1.
+  double noise_sigma;
 } horecon_cg_options;
 
 // Status of every call: `HORECON_OK` (0) or an error code.
@@ -156,13 +186,67 @@ typedef struct horecon_c32 {
   float im;
 } horecon_c32;
 
-// What `horecon_cg` did.
+// What `horecon_cg` did. The fields after `seconds` were added at the end
+// of the struct and are written only when the call's options carry the
+// current struct_size (a caller compiled against this header; NULL options
+// or an older struct get only the first four fields written).
 typedef struct horecon_cg_info {
   int32_t iterations;
+  // 1 when stopped by the tolerance or the discrepancy rule.
   int32_t converged;
   double rel_residual;
   double seconds;
+  // HORECON_STOP_TOLERANCE (1), _MAX_ITERATIONS (2), _DISCREPANCY (3) or
+  // _BREAKDOWN (4: pᴴAp ≤ 0, no further progress possible).
+  int32_t stop_reason;
+  // ‖W^{1/2}(Eρ − d)‖ of the result with the discrepancy rule on, else −1.
+  double data_residual;
 } horecon_cg_info;
+
+// Settings of horecon_espirit; fill with horecon_default_espirit_options.
+typedef struct horecon_espirit_options {
+  // = sizeof(horecon_espirit_options).
+  uint32_t struct_size;
+  // Kernel width k (2..16) along every axis of more than one voxel (6).
+  int32_t kernel;
+  // Width of the central calibration region per axis (24; clipped to the reference grid).
+  int32_t calibration;
+  // Singular values σ_i ≥ threshold·σ_1 span the signal subspace (0.02).
+  double threshold;
+  // Maps are zero where the largest eigenvalue of G(r) is below crop (0.8).
+  double crop;
+} horecon_espirit_options;
+
+// Settings of horecon_b0_map; fill with horecon_default_b0_options.
+typedef struct horecon_b0_options {
+  // = sizeof(horecon_b0_options).
+  uint32_t struct_size;
+  // CG iterations of the smooth fit (2000).
+  int32_t max_iterations;
+  // Mask: combined first-echo magnitude ≥ mask_threshold × its 99th percentile (0.1).
+  double mask_threshold;
+  // μ of the smooth fit Σ_mask w(ω − ω_meas)² + μ·w̄·‖Δω‖² (1; voxel units).
+  double smoothness;
+} horecon_b0_options;
+
+// Settings of horecon_estimate_delay; fill with horecon_default_delay_options.
+typedef struct horecon_delay_options {
+  // = sizeof(horecon_delay_options).
+  uint32_t struct_size;
+  // CG iterations of each short reconstruction (10).
+  int32_t iterations;
+  // Search over [−range, range] seconds (20e-6).
+  double range;
+  // Spacing of the coarse grid, s (2e-6).
+  double step;
+  // Width of the final golden-section bracket, s (0.05e-6).
+  double tolerance;
+  // Tikhonov λ of the short reconstructions (0).
+  double lambda;
+  // Coefficient groups that are delayed: bit o = solid-harmonic order o
+  // (1 = k0, 2 = linear, 4 = 2nd, 8 = 3rd order); 0 = all columns.
+  uint32_t groups;
+} horecon_delay_options;
 
 // Progress callback of long calls: `fraction` of the call done, in [0, 1];
 // return non-zero to cancel the call (it then returns HORECON_ERR_CANCELLED).
@@ -260,6 +344,103 @@ horecon_status horecon_cuda_device_count(int32_t *count);
 
 // The backend the plan runs on: HORECON_BACKEND_CPU or HORECON_BACKEND_CUDA (never AUTO).
 horecon_status horecon_plan_backend(const struct horecon_plan *plan, int32_t *backend);
+
+// The coil noise covariance Ψ (L×L, column major) from noise-only samples
+// `noise` (nsamples×ncoils, sample fastest, nsamples ≥ ncoils):
+// Ψ_ab = (1/nsamples)·Σ_j n_{j,a}·conj(n_{j,b}) (zero-mean noise).
+horecon_status horecon_noise_covariance(const struct horecon_c32 *noise, int64_t nsamples, int64_t ncoils, struct horecon_c32 *covariance);
+
+// Whitening (Pruessmann et al. 2001): with Ψ = C·Cᴴ (Cholesky), every row
+// x of `values` (npoints×ncoils, point fastest) becomes C⁻¹x, in place. Apply
+// it to the data (M×L) and the sensitivities (N×L) alike: CG on them is the
+// noise-optimal reconstruction, with σ = 1 for the discrepancy rule.
+// `covariance` (L×L) must be Hermitian positive definite (else
+// HORECON_ERR_INVALID_ARGUMENT); `values` is unchanged on error.
+horecon_status horecon_whiten(const struct horecon_c32 *covariance, int64_t ncoils, int64_t npoints, struct horecon_c32 *values);
+
+// Coil images (nx·ny·nz×ncoils) from Cartesian reference k-space of the
+// same size: the exact inverse of y_c(p) = Σ_n m_c(r_n)·exp(+i k_p·r_n) with
+// voxels r at MODEL.md's grid helper (ref_dims, ref_fov, ref_center) and
+// samples at k_a = 2π(p_a − ⌊n_a/2⌋)/fov_a (horecon_set_cartesian's).
+horecon_status horecon_cartesian_images(const int64_t *ref_dims, const double *ref_fov, const double *ref_center, int64_t ncoils, const struct horecon_c32 *kspace, struct horecon_c32 *images);
+
+// Fills `o` with the ESPIRiT defaults (kernel 6, calibration 24, threshold 0.02, crop 0.8).
+void horecon_default_espirit_options(struct horecon_espirit_options *o);
+
+// ESPIRiT coil sensitivities (Uecker et al. 2014) at the plan's positions:
+// calibration matrix of the central `calibration`^d samples of the Cartesian
+// reference k-space (nx·ny·nz×L, L = the plan's ncoils; grid and k-space as in
+// horecon_cartesian_images), its SVD (faer) with the threshold, the
+// image-space matrices G(r) = Σ_δ K(δ)·exp(+2πi Σ_a δ_a r_a/fov_a) evaluated
+// exactly at the plan's positions (any grid, field of view or centre), and
+// their dominant eigenvectors: `maps` (N×L) with Σ_c|S_c|² = 1, zero where
+// the eigenvalue is below crop, phase fixed by the calibration data's
+// dominant coil combination. `eigenvalues` (N, may be NULL) receives the
+// largest eigenvalue (≈ 1 inside the object). 2D when ref_dims[2] = 1.
+// Errors: a calibration region smaller than the kernel or all zero
+// (HORECON_ERR_INVALID_ARGUMENT), a plan without positions
+// (HORECON_ERR_INCOMPLETE_PLAN).
+horecon_status horecon_espirit(const struct horecon_plan *plan, const int64_t *ref_dims, const double *ref_fov, const double *ref_center, const struct horecon_c32 *kspace, const struct horecon_espirit_options *o, struct horecon_c32 *maps, float *eigenvalues);
+
+// Adaptive-combine coil sensitivities (Walsh et al. 2000) at the plan's
+// positions from coil images on the reference grid (nx·ny·nz×L, L = the
+// plan's ncoils; e.g. from horecon_cartesian_images): per reference voxel
+// the dominant eigenvector of the signal correlation over a `window`^d box,
+// phase fixed by the dominant coil combination, interpolated trilinearly
+// onto the plan's positions and normalised to Σ_c|S_c|² = 1. `maps` N×L.
+horecon_status horecon_walsh(const struct horecon_plan *plan, const int64_t *ref_dims, const double *ref_fov, const double *ref_center, const struct horecon_c32 *images, int32_t window, struct horecon_c32 *maps);
+
+// Fills `o` with the B0 defaults (mask 0.1, smoothness 1, 2000 iterations).
+void horecon_default_b0_options(struct horecon_b0_options *o);
+
+// The off-resonance map ω (N, rad/s) at the plan's positions from a
+// multi-echo gradient-echo reference: `kspace` nx·ny·nz×ncoils×nechoes
+// (echo slowest; grid as horecon_cartesian_images), `echo_times` (nechoes ≥ 2,
+// s, strictly increasing). Coil-combined phase differences Σ_c m_{c,e}·conj(m_{c,0}),
+// quality-guided spatial unwrapping of the closest echo pair, unwrapping
+// across echoes, a least-squares slope, a magnitude mask and a regularised
+// smooth fit (second differences) that extends the map beyond the object,
+// interpolated trilinearly onto the plan's positions. Any ncoils.
+// Errors: nechoes < 2, echo times not increasing, all-zero k-space
+// (HORECON_ERR_INVALID_ARGUMENT).
+horecon_status horecon_b0_map(const struct horecon_plan *plan, const int64_t *ref_dims, const double *ref_fov, const double *ref_center, int64_t ncoils, int32_t nechoes, const double *echo_times, const struct horecon_c32 *kspace, const struct horecon_b0_options *o, double *omega);
+
+// Fills `o` with the delay-search defaults (±20 µs, 2 µs, 0.05 µs, 10 iterations, all groups).
+void horecon_default_delay_options(struct horecon_delay_options *o);
+
+// The delay Δt (s) between field-monitoring coefficients (or the nominal
+// trajectory) and the data: for each candidate Δt the coefficients are
+// resampled at t + Δt (cubic Hermite within each readout, where `times`
+// increase), a short reconstruction (o->iterations of CG from zero with the
+// plan's geometry, sensitivities and off-resonance) is made and its data
+// residual ‖Eρ − d‖ is the cost: a coarse grid over [−range, range], then
+// golden-section refinement to `tolerance`. `coefficients` has the shape of
+// the plan's phase model (M×B of set_solid_harmonics, set_trajectory or
+// set_basis; NULL = the plan's own); `times` M sample times (s); `data` M×L.
+// Writes *delay, *residual (may be NULL) and, when given, the residual
+// curve sorted by delay: up to `curve_capacity` pairs into curve_delays and
+// curve_residuals, the number of evaluations into *curve_length. The plan
+// itself is not changed (a private copy is reconstructed).
+horecon_status horecon_estimate_delay(const struct horecon_plan *plan, const struct horecon_c32 *data, const double *coefficients, const double *times, const struct horecon_delay_options *o, double *delay, double *residual, int32_t curve_capacity, double *curve_delays, double *curve_residuals, int32_t *curve_length);
+
+// Simulated Cartesian reference k-space (nx·ny·nz×ncoils×nechoes, echo
+// slowest) of an object `image` (npoints) at `positions` (npoints×3) with
+// sensitivities (npoints×ncoils), off-resonance `omega` (npoints rad/s, or
+// NULL) and echo times (nechoes, s): the exact sum
+// y_{c,e}(p) = Σ_n weight·ρ_n·S_c(r_n)·exp(iω_n·TE_e)·exp(+i k_p·r_n) at the
+// reference grid's k-space points (give a finer grid's positions and weight
+// 1/f^d to avoid the inverse crime). No noise (horecon_sim_add_noise,
+// horecon_sim_correlated_noise).
+horecon_status horecon_sim_reference(const int64_t *ref_dims, const double *ref_fov, const double *ref_center, int64_t npoints, const double *positions, const struct horecon_c32 *image, int64_t ncoils, const struct horecon_c32 *sensitivities, const double *omega, int32_t nechoes, const double *echo_times, double weight, struct horecon_c32 *kspace);
+
+// A plausible coil noise covariance (ncoils×ncoils): standard deviations in
+// [1, 1 + spread], correlation^|a−b| between coils a and b, random phases.
+horecon_status horecon_sim_noise_covariance(int64_t ncoils, double correlation, double spread, uint64_t seed, struct horecon_c32 *covariance);
+
+// Adds correlated complex Gaussian noise with covariance Ψ (ncoils×ncoils,
+// Hermitian positive definite) to every row of `values` (npoints×ncoils) in
+// place (values all zero = noise-only samples).
+horecon_status horecon_sim_correlated_noise(const struct horecon_c32 *covariance, int64_t ncoils, int64_t npoints, uint64_t seed, struct horecon_c32 *values);
 
 // Cartesian FFT mode: the samples are the grid points where `mask`
 // (nx·ny·nz bytes, column-major: x fastest) is non-zero, in column-major

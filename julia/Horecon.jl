@@ -99,6 +99,11 @@ struct CgOptions
     progress::Ptr{Cvoid}
     progress_user::Ptr{Cvoid}
     neighbours::Int32
+    # Added at the end (issue 12): mirrors include/horecon.h, whose
+    # horecon_default_cg_options fills the whole struct.
+    preconditioner::Int32
+    discrepancy_tau::Float64
+    noise_sigma::Float64
 end
 
 struct CgInfo
@@ -106,6 +111,8 @@ struct CgInfo
     converged::Int32
     rel_residual::Float64
     seconds::Float64
+    stop_reason::Int32
+    data_residual::Float64
 end
 
 """
@@ -363,7 +370,7 @@ function cg(p::Plan, d; max_iterations::Integer = 50, tolerance::Real = 1e-6, re
     defaults = Ref{CgOptions}()
     ccall((:horecon_default_cg_options, LIB), Cvoid, (Ref{CgOptions},), defaults)
     o = defaults[]
-    info = Ref{CgInfo}(CgInfo(0, 0, 0.0, 0.0))
+    info = Ref{CgInfo}(CgInfo(0, 0, 0.0, 0.0, 0, -1.0))
     GC.@preserve w u din x begin
         opts = Ref(CgOptions(o.struct_size, Int32(max_iterations), Float64(tolerance), REGULARIZERS[regularizer],
                              Float64(lambda),
@@ -372,7 +379,8 @@ function cg(p::Plan, d; max_iterations::Integer = 50, tolerance::Real = 1e-6, re
                              sigma === nothing ? o.sigma : Float64(sigma),
                              w === nothing ? Ptr{Float32}(C_NULL) : pointer(w),
                              u === nothing ? Ptr{Float32}(C_NULL) : pointer(u),
-                             Int32(x0 === nothing ? 0 : 1), C_NULL, C_NULL, Int32(neighbours)))
+                             Int32(x0 === nothing ? 0 : 1), C_NULL, C_NULL, Int32(neighbours),
+                             o.preconditioner, o.discrepancy_tau, o.noise_sigma))
         check(ccall((:horecon_cg, LIB), Int32,
                     (Ptr{Cvoid}, Ptr{ComplexF32}, Ref{CgOptions}, Ptr{ComplexF32}, Ref{CgInfo}),
                     live(p), din, opts, x, info))

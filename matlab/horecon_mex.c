@@ -570,7 +570,9 @@ static int32_t on_progress(void *user, int32_t iteration, double rel_residual) {
 }
 
 static void cmd_cg(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
-  static const char *fields[] = {"iterations", "converged", "relResidual", "seconds", "residuals", "backend"};
+  static const char *fields[] = {"iterations", "converged", "relResidual", "seconds", "residuals", "backend",
+                                 "stopReason", "dataResidual"};
+  static const char *stops[] = {"", "tolerance", "maxIterations", "discrepancy", "breakdown"};
   plan_entry *e;
   horecon_cg_options o;
   horecon_cg_info info;
@@ -580,7 +582,7 @@ static void cmd_cg(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   int32_t backend = 0, i;
   int64_t reweightings, neighbours, grid_axes = 0, directions;
   horecon_status s;
-  need_args(nrhs, 15, "cg");
+  if (nrhs != 18) need_args(nrhs, 15, "cg"); /* 18: + Preconditioner, DiscrepancyTau, NoiseSigma */
   e = plan_arg(prhs[1]);
   d = complex_arg(prhs[2], "d", (size_t)(e->samples * e->coils), "M x L");
   horecon_default_cg_options(&o);
@@ -611,6 +613,11 @@ static void cmd_cg(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
     fail("horecon:invalidArgument", "Neighbours must be 6 (axis differences) or 26 (all neighbours), got %lld",
          (long long)neighbours);
   o.neighbours = (int32_t)neighbours;
+  if (nrhs == 18) {
+    o.preconditioner = (int32_t)integer(prhs[15], "Preconditioner");
+    o.discrepancy_tau = scalar(prhs[16], "DiscrepancyTau");
+    o.noise_sigma = scalar(prhs[17], "NoiseSigma");
+  }
   for (i = 0; i < 3; ++i) grid_axes += e->dims[i] > 1;
   /* columns of FdWeights: the grid axes, or with Neighbours = 26 the 13 / 4 / 1 directions in 3D / 2D / 1D */
   directions = neighbours == 26 ? (grid_axes == 3 ? 13 : grid_axes == 2 ? 4 : 1) : (grid_axes == 0 ? 1 : grid_axes);
@@ -643,13 +650,17 @@ static void cmd_cg(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
     double *r;
     mxArray *res = real_output((size_t)progress.count, 1, &r);
     for (i = 0; i < progress.count; ++i) r[i] = progress.residuals[i];
-    plhs[1] = mxCreateStructMatrix(1, 1, 6, fields);
+    plhs[1] = mxCreateStructMatrix(1, 1, 8, fields);
     mxSetField(plhs[1], 0, "iterations", mxCreateDoubleScalar(info.iterations));
     mxSetField(plhs[1], 0, "converged", mxCreateLogicalScalar(info.converged != 0));
     mxSetField(plhs[1], 0, "relResidual", mxCreateDoubleScalar(info.rel_residual));
     mxSetField(plhs[1], 0, "seconds", mxCreateDoubleScalar(info.seconds));
     mxSetField(plhs[1], 0, "residuals", res);
     mxSetField(plhs[1], 0, "backend", mxCreateString(backend == HORECON_BACKEND_CUDA ? "cuda" : "cpu"));
+    mxSetField(plhs[1], 0, "stopReason",
+               mxCreateString(info.stop_reason >= 1 && info.stop_reason <= 4 ? stops[info.stop_reason] : "unknown"));
+    mxSetField(plhs[1], 0, "dataResidual", info.data_residual < 0 ? mxCreateDoubleMatrix(0, 0, mxREAL)
+                                                                   : mxCreateDoubleScalar(info.data_residual));
   }
 }
 
@@ -861,6 +872,230 @@ static void cmd_sim_density_weights(mxArray *plhs[], int nrhs, const mxArray *pr
 
 /* ------------------------------------------------------------- gateway */
 
+/* ------------------------------------------------ calibration (issue 12) */
+
+/* reference geometry: dims (3), fov (3), center (3) */
+static void reference_args(const mxArray *const *a, int64_t dims[3], double **fov, double **center) {
+  double *d = real_arg(a[0], "refDims", 3, "[nx ny nz]");
+  int i;
+  for (i = 0; i < 3; ++i) {
+    if (d[i] < 1 || d[i] != floor(d[i])) fail("horecon:invalidArgument", "refDims must be positive integers");
+    dims[i] = (int64_t)d[i];
+  }
+  *fov = real_arg(a[1], "refFov", 3, "3");
+  *center = real_arg(a[2], "refCenter", 3, "3");
+}
+
+static size_t dims_product(const int64_t dims[3]) { return (size_t)(dims[0] * dims[1] * dims[2]); }
+
+static int64_t positive_count(const mxArray *a, const char *name) {
+  int64_t v = integer(a, name);
+  if (v < 1) fail("horecon:invalidArgument", "%s must be >= 1, got %lld", name, (long long)v);
+  return v;
+}
+
+/* a covariance (L x L) and values with L columns: L and the number of values */
+static void covariance_and_values(const mxArray *covariance, const mxArray *values, size_t *l, size_t *n) {
+  check_numeric(covariance, "covariance");
+  *l = mxGetM(covariance);
+  check_count(covariance, "covariance", *l * *l, "L x L");
+  check_numeric(values, "values");
+  *n = mxGetNumberOfElements(values);
+  if (*l == 0 || *n % *l) fail("horecon:sizeMismatch", "values must have L = %zu columns", *l);
+}
+
+/* horecon_mex('noiseCovariance', noise (Mn x L)) -> L x L */
+static void cmd_noise_covariance(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  size_t m, l;
+  horecon_c32 *psi;
+  need_args(nrhs, 2, "noiseCovariance");
+  check_numeric(prhs[1], "noise");
+  m = mxGetM(prhs[1]);
+  l = mxGetN(prhs[1]);
+  psi = (horecon_c32 *)mxMalloc((l ? l * l : 1) * sizeof(horecon_c32));
+  check(horecon_noise_covariance(complex_values(prhs[1], "noise"), (int64_t)m, (int64_t)l, psi));
+  plhs[0] = complex_output(l, l, psi);
+}
+
+/* horecon_mex('whiten', covariance (L x L), values (P x L)) -> P x L */
+static void cmd_whiten(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  size_t l, n;
+  horecon_c32 *v;
+  need_args(nrhs, 3, "whiten");
+  covariance_and_values(prhs[1], prhs[2], &l, &n);
+  v = complex_values(prhs[2], "values");
+  check(horecon_whiten(complex_values(prhs[1], "covariance"), (int64_t)l, (int64_t)(n / l), v));
+  plhs[0] = complex_output(n / l, l, v);
+}
+
+/* horecon_mex('cartesianImages', refDims, fov, center, ncoils, kspace) -> N_ref x L */
+static void cmd_cartesian_images(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  int64_t dims[3], l;
+  double *fov, *center;
+  horecon_c32 *out;
+  need_args(nrhs, 6, "cartesianImages");
+  reference_args(prhs + 1, dims, &fov, &center);
+  l = positive_count(prhs[4], "ncoils");
+  out = (horecon_c32 *)mxMalloc(dims_product(dims) * (size_t)l * sizeof(horecon_c32));
+  check(horecon_cartesian_images(dims, fov, center, l,
+                                 complex_arg(prhs[5], "kspace", dims_product(dims) * (size_t)l, "nx*ny*nz x L"), out));
+  plhs[0] = complex_output(dims_product(dims), (size_t)l, out);
+}
+
+/* horecon_mex('espirit', h, refDims, fov, center, kspace, kernel, calibration, threshold, crop) -> [maps, eig] */
+static void cmd_espirit(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  plan_entry *e;
+  int64_t dims[3];
+  double *fov, *center;
+  horecon_espirit_options o;
+  horecon_c32 *maps;
+  float *eig;
+  size_t i;
+  double *ev;
+  need_args(nrhs, 10, "espirit");
+  e = plan_arg(prhs[1]);
+  reference_args(prhs + 2, dims, &fov, &center);
+  horecon_default_espirit_options(&o);
+  o.kernel = (int32_t)integer(prhs[6], "Kernel");
+  o.calibration = (int32_t)integer(prhs[7], "Calibration");
+  o.threshold = scalar(prhs[8], "Threshold");
+  o.crop = scalar(prhs[9], "Crop");
+  maps = (horecon_c32 *)mxMalloc(voxels(e) * (size_t)e->coils * sizeof(horecon_c32));
+  eig = (float *)mxMalloc(voxels(e) * sizeof(float));
+  check(horecon_espirit(e->plan, dims, fov, center,
+                        complex_arg(prhs[5], "kspace", dims_product(dims) * (size_t)e->coils, "nx*ny*nz x L"), &o,
+                        maps, eig));
+  plhs[0] = complex_output(voxels(e), (size_t)e->coils, maps);
+  if (nlhs > 1) {
+    plhs[1] = real_output(voxels(e), 1, &ev);
+    for (i = 0; i < voxels(e); ++i) ev[i] = eig[i];
+  }
+}
+
+/* horecon_mex('walsh', h, refDims, fov, center, images, window) -> maps */
+static void cmd_walsh(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  plan_entry *e;
+  int64_t dims[3];
+  double *fov, *center;
+  horecon_c32 *maps;
+  need_args(nrhs, 7, "walsh");
+  e = plan_arg(prhs[1]);
+  reference_args(prhs + 2, dims, &fov, &center);
+  maps = (horecon_c32 *)mxMalloc(voxels(e) * (size_t)e->coils * sizeof(horecon_c32));
+  check(horecon_walsh(e->plan, dims, fov, center,
+                      complex_arg(prhs[5], "images", dims_product(dims) * (size_t)e->coils, "nx*ny*nz x L"),
+                      (int32_t)integer(prhs[6], "Window"), maps));
+  plhs[0] = complex_output(voxels(e), (size_t)e->coils, maps);
+}
+
+/* horecon_mex('b0Map', h, refDims, fov, center, ncoils, echoTimes, kspace, maskThreshold, smoothness, maxIterations) */
+static void cmd_b0_map(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  plan_entry *e;
+  int64_t dims[3], l;
+  double *fov, *center, *w;
+  size_t echoes;
+  horecon_b0_options o;
+  need_args(nrhs, 11, "b0Map");
+  e = plan_arg(prhs[1]);
+  reference_args(prhs + 2, dims, &fov, &center);
+  l = positive_count(prhs[5], "ncoils");
+  check_numeric(prhs[6], "echoTimes");
+  echoes = mxGetNumberOfElements(prhs[6]);
+  horecon_default_b0_options(&o);
+  o.mask_threshold = scalar(prhs[8], "MaskThreshold");
+  o.smoothness = scalar(prhs[9], "Smoothness");
+  o.max_iterations = (int32_t)integer(prhs[10], "MaxIterations");
+  plhs[0] = real_output(voxels(e), 1, &w);
+  check(horecon_b0_map(e->plan, dims, fov, center, l, (int32_t)echoes, real_values(prhs[6], "echoTimes"),
+                       complex_arg(prhs[7], "kspace", dims_product(dims) * (size_t)l * echoes,
+                                   "nx*ny*nz x ncoils x nechoes"),
+                       &o, w));
+}
+
+/* horecon_mex('estimateDelay', h, d, t, coef or [], range, step, tolerance, iterations, lambda, groups)
+ * -> [delay, residual, curve (K x 2)] */
+static void cmd_estimate_delay(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  plan_entry *e;
+  horecon_delay_options o;
+  double delay = 0, residual = 0, *xs, *rs, *c;
+  int32_t length = 0, capacity = 4096, i;
+  need_args(nrhs, 11, "estimateDelay");
+  e = plan_arg(prhs[1]);
+  horecon_default_delay_options(&o);
+  o.range = scalar(prhs[5], "Range");
+  o.step = scalar(prhs[6], "Step");
+  o.tolerance = scalar(prhs[7], "Tolerance");
+  o.iterations = (int32_t)integer(prhs[8], "Iterations");
+  o.lambda = scalar(prhs[9], "Lambda");
+  o.groups = (uint32_t)integer(prhs[10], "Groups");
+  xs = (double *)mxMalloc((size_t)capacity * sizeof(double));
+  rs = (double *)mxMalloc((size_t)capacity * sizeof(double));
+  check(horecon_estimate_delay(e->plan, complex_arg(prhs[2], "d", (size_t)(e->samples * e->coils), "M x L"),
+                               mxIsEmpty(prhs[4]) ? NULL : real_values(prhs[4], "coef"),
+                               real_arg(prhs[3], "t", (size_t)e->samples, "M"), &o, &delay, &residual, capacity, xs,
+                               rs, &length));
+  plhs[0] = mxCreateDoubleScalar(delay);
+  if (nlhs > 1) plhs[1] = mxCreateDoubleScalar(residual);
+  if (nlhs > 2) {
+    if (length > capacity) length = capacity;
+    plhs[2] = real_output((size_t)length, 2, &c);
+    for (i = 0; i < length; ++i) { c[i] = xs[i]; c[i + length] = rs[i]; }
+  }
+}
+
+/* horecon_mex('simReference', refDims, fov, center, P (n x 3), rho (n), S (n x L), w or [], echoTimes, weight) */
+static void cmd_sim_reference(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  int64_t dims[3];
+  double *fov, *center;
+  size_t n, l, echoes;
+  horecon_c32 *out;
+  need_args(nrhs, 10, "simReference");
+  reference_args(prhs + 1, dims, &fov, &center);
+  n = points(prhs[4], "P");
+  check_numeric(prhs[6], "S");
+  l = mxGetNumberOfElements(prhs[6]) / (n ? n : 1);
+  if (l == 0 || l * n != mxGetNumberOfElements(prhs[6])) fail("horecon:sizeMismatch", "S must be n x L");
+  check_numeric(prhs[8], "echoTimes");
+  echoes = mxGetNumberOfElements(prhs[8]);
+  out = (horecon_c32 *)mxMalloc(dims_product(dims) * l * (echoes ? echoes : 1) * sizeof(horecon_c32));
+  check(horecon_sim_reference(dims, fov, center, (int64_t)n, real_values(prhs[4], "P"),
+                              complex_arg(prhs[5], "rho", n, "n"), (int64_t)l, complex_values(prhs[6], "S"),
+                              mxIsEmpty(prhs[7]) ? NULL : real_arg(prhs[7], "w", n, "n"), (int32_t)echoes,
+                              real_values(prhs[8], "echoTimes"), scalar(prhs[9], "weight"), out));
+  plhs[0] = complex_output(dims_product(dims), l * echoes, out);
+}
+
+/* horecon_mex('simNoiseCovariance', ncoils, correlation, spread, seed) -> L x L */
+static void cmd_sim_noise_covariance(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  int64_t l;
+  double seed;
+  horecon_c32 *psi;
+  need_args(nrhs, 5, "simNoiseCovariance");
+  l = positive_count(prhs[1], "ncoils");
+  if (l > 1024) fail("horecon:invalidArgument", "ncoils must be 1..1024, got %lld", (long long)l);
+  seed = scalar(prhs[4], "seed");
+  if (seed < 0 || seed != floor(seed)) fail("horecon:invalidArgument", "seed must be a non-negative integer");
+  psi = (horecon_c32 *)mxMalloc((size_t)(l * l) * sizeof(horecon_c32));
+  check(horecon_sim_noise_covariance(l, scalar(prhs[2], "correlation"), scalar(prhs[3], "spread"), (uint64_t)seed,
+                                     psi));
+  plhs[0] = complex_output((size_t)l, (size_t)l, psi);
+}
+
+/* horecon_mex('simCorrelatedNoise', covariance, values (P x L), seed) -> values + noise */
+static void cmd_sim_correlated_noise(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  size_t l, n;
+  double seed;
+  horecon_c32 *v;
+  need_args(nrhs, 4, "simCorrelatedNoise");
+  covariance_and_values(prhs[1], prhs[2], &l, &n);
+  seed = scalar(prhs[3], "seed");
+  if (seed < 0 || seed != floor(seed)) fail("horecon:invalidArgument", "seed must be a non-negative integer");
+  v = complex_values(prhs[2], "values");
+  check(horecon_sim_correlated_noise(complex_values(prhs[1], "covariance"), (int64_t)l, (int64_t)(n / l),
+                                     (uint64_t)seed, v));
+  plhs[0] = complex_output(n / l, l, v);
+}
+
 void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   char *command;
   if (nrhs < 1 || !mxIsChar(prhs[0]))
@@ -921,5 +1156,15 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   else if (!strcmp(command, "simPsnr")) cmd_sim_metric(1, plhs, nrhs, prhs);
   else if (!strcmp(command, "simPercentError")) cmd_sim_metric(2, plhs, nrhs, prhs);
   else if (!strcmp(command, "simDensityWeights")) cmd_sim_density_weights(plhs, nrhs, prhs);
+  else if (!strcmp(command, "noiseCovariance")) cmd_noise_covariance(plhs, nrhs, prhs);
+  else if (!strcmp(command, "whiten")) cmd_whiten(plhs, nrhs, prhs);
+  else if (!strcmp(command, "cartesianImages")) cmd_cartesian_images(plhs, nrhs, prhs);
+  else if (!strcmp(command, "espirit")) cmd_espirit(nlhs, plhs, nrhs, prhs);
+  else if (!strcmp(command, "walsh")) cmd_walsh(plhs, nrhs, prhs);
+  else if (!strcmp(command, "b0Map")) cmd_b0_map(plhs, nrhs, prhs);
+  else if (!strcmp(command, "estimateDelay")) cmd_estimate_delay(nlhs, plhs, nrhs, prhs);
+  else if (!strcmp(command, "simReference")) cmd_sim_reference(plhs, nrhs, prhs);
+  else if (!strcmp(command, "simNoiseCovariance")) cmd_sim_noise_covariance(plhs, nrhs, prhs);
+  else if (!strcmp(command, "simCorrelatedNoise")) cmd_sim_correlated_noise(plhs, nrhs, prhs);
   else fail("horecon:invalidArgument", "unknown command '%s'", command);
 }

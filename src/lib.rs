@@ -17,6 +17,9 @@
 //! [`op`] → [`backend`] → [`model`].
 
 pub mod backend;
+// Rust-side algorithms; the C API reaches them through src/ffi/calib.rs.
+/// cbindgen:ignore
+pub mod calib;
 pub mod error;
 pub mod ffi;
 pub mod model;

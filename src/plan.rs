@@ -3,8 +3,10 @@
 //!
 //! The Rust face of the C API; `ffi` is a thin, checked layer over it.
 
+mod calib;
 mod gridding;
 mod memory;
+mod precondition;
 mod stone;
 
 pub use memory::{Call, Memory};
@@ -14,10 +16,10 @@ use crate::error::{Error, Result};
 use crate::model::cartesian::Cartesian;
 use crate::model::toeplitz::ToeplitzSpec;
 use crate::model::{check_finite_c32, check_finite_f32, Model, Sizes};
-use crate::op::{CgReport, EncodingOperator};
+use crate::op::{CgReport, EncodingOperator, StopReason};
 pub use crate::options::{BackendKind, Options};
 use crate::progress::{self, Callback, Control};
-use crate::solver::{CgProblem, Neighbourhood, Regularizer};
+use crate::solver::{CgProblem, Neighbourhood, PreconditionerKind, Regularizer};
 use num_complex::Complex32;
 use std::sync::{Arc, Mutex};
 
@@ -49,6 +51,13 @@ pub struct CgOptions<'a> {
     pub warm_start: bool,
     /// (iteration, relative residual) → true to stop.
     pub progress: Option<&'a (dyn Fn(usize, f64) -> bool + Sync)>,
+    /// Diagonal or circulant preconditioning ([`crate::solver::precondition`]).
+    pub preconditioner: PreconditionerKind,
+    /// τ of the discrepancy rule (stop when ‖W^{1/2}(Eρ − d)‖ ≤ τ·σ·sqrt(L·Σ_j w_j));
+    /// 0 = off.
+    pub discrepancy_tau: f64,
+    /// σ: the noise standard deviation per complex sample (E|n|² = σ²); 1 for whitened data.
+    pub noise_sigma: f64,
 }
 
 impl Default for CgOptions<'_> {
@@ -66,6 +75,9 @@ impl Default for CgOptions<'_> {
             neighbourhood: Neighbourhood::Axes,
             warm_start: false,
             progress: None,
+            preconditioner: PreconditionerKind::None,
+            discrepancy_tau: 0.0,
+            noise_sigma: 1.0,
         }
     }
 }
@@ -77,6 +89,10 @@ pub struct CgInfo {
     pub converged: bool,
     pub rel_residual: f64,
     pub seconds: f64,
+    /// Why the solve stopped.
+    pub stop_reason: StopReason,
+    /// ‖W^{1/2}(Eρ − d)‖ of the result when the discrepancy rule was on.
+    pub data_residual: Option<f64>,
 }
 
 /// A reconstruction plan. Setters need `&mut self`; the operators take
@@ -620,26 +636,32 @@ impl Plan {
             }
             user.is_some_and(|f| f(iteration, rel))
         };
-        let problem = CgProblem {
-            data,
-            sample_weights: options.sample_weights,
-            regularizer: options.regularizer,
-            lambda: options.lambda,
-            fd_weights: options.fd_weights,
-            neighbourhood: options.neighbourhood,
-            reweightings: options.reweightings,
-            epsilon: options.epsilon,
-            sigma: options.sigma,
-            max_iterations: options.max_iterations,
-            tolerance: options.tolerance,
-            warm_start: options.warm_start,
-            progress: Some(&progress),
-        };
         let start = std::time::Instant::now();
         let mut solution = crate::error::try_copy(image, "image")?;
         let (report, op): (CgReport, _) = self.run(Call::Cg, || {
             // Inside the call: building a Toeplitz operator (time segmentation) takes a while.
             let op = self.normal_operator()?;
+            let preconditioner = self.preconditioner(op.as_ref(), options)?;
+            let residual =
+                |x: &[num_complex::Complex64]| self.data_residual(op.as_ref(), data, options, x);
+            let discrepancy = self.discrepancy(data, options, &residual)?;
+            let problem = CgProblem {
+                data,
+                sample_weights: options.sample_weights,
+                regularizer: options.regularizer,
+                lambda: options.lambda,
+                fd_weights: options.fd_weights,
+                neighbourhood: options.neighbourhood,
+                reweightings: options.reweightings,
+                epsilon: options.epsilon,
+                sigma: options.sigma,
+                max_iterations: options.max_iterations,
+                tolerance: options.tolerance,
+                warm_start: options.warm_start,
+                progress: Some(&progress),
+                preconditioner: preconditioner.as_ref(),
+                discrepancy,
+            };
             Ok((op.solve(&problem, &mut solution)?, op))
         })?;
         image.copy_from_slice(&solution);
@@ -648,6 +670,8 @@ impl Plan {
             converged: report.converged,
             rel_residual: report.rel_residual,
             seconds: start.elapsed().as_secs_f64(),
+            stop_reason: report.stop,
+            data_residual: report.data_residual,
         };
         if verbosity >= 1 {
             eprintln!(

@@ -1063,6 +1063,8 @@ fn laplace_continues_epsilon_by_a_tenth_per_weight_update() {
         tolerance: 0.0,
         warm_start: false,
         progress: None,
+        preconditioner: None,
+        discrepancy: None,
     };
     for update in 0..4 {
         match Penalty::for_update(&problem, update).unwrap() {

@@ -9,6 +9,7 @@
 %     .forward, .adjoint, .normal                                          (E, E^H, E^H E)
 %     .cg, .gridding, .fhd, .q, .qDims, .backend                           (reconstruction)
 %     .delete                                                              (delete(p) frees it)
+%     .mexHandle                                  (the handle horecon.calib.* hand to the MEX)
 %   version         - the library version, 'MAJOR.MINOR.PATCH'
 %   cudaDeviceCount - usable CUDA devices (0 without a GPU)
 %
@@ -18,6 +19,15 @@
 %   sim.coilSensitivities, sim.offResonance, sim.fieldCoefficients     - coils, B0, field model
 %   sim.addNoise, sim.refinedGrid, sim.blockAverage, sim.densityWeights - data and grids
 %   sim.nrmse, sim.psnr, sim.percentError                              - metrics
+%   sim.reference, sim.noiseCovariance, sim.correlatedNoise            - reference scans, coil noise
+%
+% Calibration chain (help horecon.calib; issue 12)
+%   calib.noiseCovariance, calib.whiten     - noise covariance and whitening of data and coils
+%   calib.espirit, calib.walsh              - coil maps (ESPIRiT; adaptive combine)
+%   calib.cartesianImages                   - coil images from Cartesian reference k-space
+%   calib.b0Map                             - B0 map from a multi-echo gradient-echo reference
+%   calib.estimateDelay                     - delay between field-camera coefficients and data
+%   calib.options                           - the option parser of horecon.calib.*
 %
 % Outside the package (matlab/)
 %   horecon_install - set up horecon in this MATLAB/Octave and check it works

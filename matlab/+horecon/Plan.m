@@ -168,19 +168,26 @@ classdef Plan < handle
       %    once, weighted 1/|d|^2: over the axes e0, e1, e2 of more than one voxel the directions
       %    e0, e1, e2, e0+e1, e0-e1, e0+e2, e0-e2, e1+e2, e1-e2, e0+e1+e2, e0+e1-e2, e0-e1+e2,
       %    e0-e1-e2 (those within the grid's axes: 4 in 2D), one FdWeights column each.
+      %    'Preconditioner' 'none'|'diagonal'|'circulant' (circulant needs setToeplitz),
+      %    'DiscrepancyTau' tau (0 = off), 'NoiseSigma' sigma: stop at the first iterate with
+      %    ||W^1/2 (E x - d)|| <= tau*sigma*sqrt(L*sum(W)) (sigma = 1 for whitened data).
       %    info has iterations, converged,
-      %    relResidual, seconds, residuals (per iteration) and backend.
+      %    relResidual, seconds, residuals (per iteration), backend, stopReason
+      %    ('tolerance'|'maxIterations'|'discrepancy'|'breakdown') and dataResidual.
       %    Ctrl-C stops it cleanly (error horecon:cancelled).
       opts = struct('MaxIterations', 50, 'Tolerance', 1e-6, 'Regularizer', 'none', 'Lambda', 0, ...
                     'SampleWeights', [], 'X0', [], 'Verbose', false, 'Reweightings', 5, ...
-                    'Epsilon', 1e-3, 'Sigma', 1, 'FdWeights', [], 'Neighbours', 6);
+                    'Epsilon', 1e-3, 'Sigma', 1, 'FdWeights', [], 'Neighbours', 6, ...
+                    'Preconditioner', 'none', 'DiscrepancyTau', 0, 'NoiseSigma', 1);
       opts = horecon.Plan.parseOptions(opts, varargin);
       reg = horecon.Plan.code(opts.Regularizer, ...
         {'none', 'tikhonov', 'finitedifference', 'totalvariation', 'laplace'}, 'Regularizer');
       [x, info] = horecon_mex('cg', obj.Handle, d, double(opts.MaxIterations), double(opts.Tolerance), ...
                               reg, double(opts.Lambda), opts.SampleWeights, opts.X0, double(opts.Verbose), ...
                               double(opts.Reweightings), double(opts.Epsilon), double(opts.Sigma), opts.FdWeights, ...
-                              double(opts.Neighbours));
+                              double(opts.Neighbours), ...
+                              horecon.Plan.code(opts.Preconditioner, {'none', 'diagonal', 'circulant'}, 'Preconditioner'), ...
+                              double(opts.DiscrepancyTau), double(opts.NoiseSigma));
       x = obj.shape(x);
     end
 
@@ -223,6 +230,11 @@ classdef Plan < handle
     function dims = qDims(obj)
       %QDIMS  The size of Q: 2n along every axis of more than one voxel, else 1.
       dims = horecon_mex('qDims', obj.Handle);
+    end
+
+    function h = mexHandle(obj)
+      % The plan's handle for horecon_mex (used by horecon.calib.*).
+      h = obj.Handle;
     end
 
     function name = backend(obj)

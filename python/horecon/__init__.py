@@ -158,6 +158,8 @@ PRECISIONS = {
     "fast": HORECON_PRECISION_FAST,
     "double": HORECON_PRECISION_DOUBLE,
 }
+PRECONDITIONERS = {"none": 0, "diagonal": 1, "circulant": 2}
+STOP_REASONS = {1: "tolerance", 2: "max_iterations", 3: "discrepancy", 4: "breakdown"}
 REGULARIZERS = {
     "none": HORECON_REG_NONE,
     "tikhonov": HORECON_REG_TIKHONOV,
@@ -224,6 +226,9 @@ class _CgOptions(Structure):
         ("progress", _ProgressFn),
         ("progress_user", c_void_p),
         ("neighbours", c_int32),
+        ("preconditioner", c_int32),
+        ("discrepancy_tau", c_double),
+        ("noise_sigma", c_double),
     ]
 
 
@@ -233,6 +238,8 @@ class _CgInfo(Structure):
         ("converged", c_int32),
         ("rel_residual", c_double),
         ("seconds", c_double),
+        ("stop_reason", c_int32),
+        ("data_residual", c_double),
     ]
 
 
@@ -916,6 +923,9 @@ class Plan:
         fd_weights=None,
         neighbours: int | None = None,
         bar=None,
+        preconditioner="none",
+        discrepancy_tau: float = 0.0,
+        noise_sigma: float = 1.0,
     ):
         """Conjugate gradient on (E^H W E + lambda R) rho = E^H W d.
 
@@ -956,6 +966,12 @@ class Plan:
             raised by the callback stops the solve and is re-raised. The
             callback runs on a library thread, not the caller's.
 
+        preconditioner : 'none' | 'diagonal' (1/diag(E^H W E + lambda R)) |
+            'circulant' (T. Chan's circulant of the Toeplitz kernel; needs
+            set_toeplitz) | int code.
+        discrepancy_tau, noise_sigma : the discrepancy rule: stop at the first
+            iterate with ||W^1/2 (E rho - d)|| <= tau * sigma * sqrt(L * sum(W))
+            (tau = 0: off; sigma = 1 for whitened data, see horecon.calib).
         bar : the plan-level progress of the whole solve: None (a tqdm bar for
             solves over a second, when tqdm is installed), True, False, or
             callable(fraction) -> truthy to stop.
@@ -967,7 +983,9 @@ class Plan:
         Returns
         -------
         (image, info): the solution in the plan's image shape, and a dict with
-        iterations, converged (bool), rel_residual and seconds. Not converging
+        iterations, converged (bool), rel_residual, seconds, stop_reason
+        ("tolerance", "max_iterations", "discrepancy" or "breakdown") and
+        data_residual (with the discrepancy rule, else None). Not converging
         within max_iterations is not an error.
         """
         lib = _load()
@@ -986,6 +1004,9 @@ class Plan:
             opts.sigma = float(sigma)
         if neighbours is not None:
             opts.neighbours = int(neighbours)
+        opts.preconditioner = _enum("preconditioner", preconditioner, PRECONDITIONERS)
+        opts.discrepancy_tau = float(discrepancy_tau)
+        opts.noise_sigma = float(noise_sigma)
         u = None
         if fd_weights is not None:
             axes = sum(1 for d in self.dims if d > 1)
@@ -1083,6 +1104,8 @@ class Plan:
             "converged": bool(info.converged),
             "rel_residual": info.rel_residual,
             "seconds": info.seconds,
+            "stop_reason": STOP_REASONS.get(info.stop_reason, str(info.stop_reason)),
+            "data_residual": None if info.data_residual < 0 else info.data_residual,
         }
 
 

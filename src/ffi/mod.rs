@@ -8,6 +8,7 @@
 #![allow(non_camel_case_types)]
 #![allow(clippy::missing_safety_doc)]
 
+mod calib;
 mod cartesian;
 mod guard;
 mod recon;
@@ -15,6 +16,7 @@ mod sim;
 mod toeplitz;
 mod work;
 
+pub use calib::*;
 pub use cartesian::*;
 pub use recon::*;
 pub use sim::*;
@@ -154,16 +156,41 @@ pub struct horecon_cg_options {
     /// caller built against the struct without it (its smaller struct_size)
     /// gets 6.
     pub neighbours: i32,
+    /// HORECON_PRECONDITIONER_NONE (0, default), _DIAGONAL (1: 1/diag(EᴴWE + λR)
+    /// = 1/((Σ_j w_j)·Σ_c|S_c|² + λR_nn)) or _CIRCULANT (2: T. Chan's circulant
+    /// of the Toeplitz kernel scaled by (Σ_c|S_c|²)^½; needs horecon_set_toeplitz).
+    /// Fields from here on were added at the end of the struct: callers built
+    /// against an older struct (its smaller struct_size) get the defaults, and
+    /// only callers passing the current struct_size get horecon_cg_info's
+    /// newer fields written.
+    pub preconditioner: i32,
+    /// τ of the discrepancy rule: stop at the first iterate with
+    /// ‖W^{1/2}(Eρ − d)‖ ≤ τ·σ·sqrt(L·Σ_j w_j) (Σ_j w_j = M without weights);
+    /// 0 = off (default); typical 1.0–1.1. Not with TV / Laplace.
+    pub discrepancy_tau: f64,
+    /// σ of the discrepancy rule: the noise standard deviation per complex
+    /// sample, E|n|² = σ² (1 for whitened data, sqrt(trace(Ψ)/L) for data with
+    /// noise covariance Ψ from horecon_noise_covariance). Default 1.
+    pub noise_sigma: f64,
 }
 
-/// What `horecon_cg` did.
+/// What `horecon_cg` did. The fields after `seconds` were added at the end
+/// of the struct and are written only when the call's options carry the
+/// current struct_size (a caller compiled against this header; NULL options
+/// or an older struct get only the first four fields written).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct horecon_cg_info {
     pub iterations: i32,
+    /// 1 when stopped by the tolerance or the discrepancy rule.
     pub converged: i32,
     pub rel_residual: f64,
     pub seconds: f64,
+    /// HORECON_STOP_TOLERANCE (1), _MAX_ITERATIONS (2), _DISCREPANCY (3) or
+    /// _BREAKDOWN (4: pᴴAp ≤ 0, no further progress possible).
+    pub stop_reason: i32,
+    /// ‖W^{1/2}(Eρ − d)‖ of the result with the discrepancy rule on, else −1.
+    pub data_residual: f64,
 }
 
 fn default_options() -> horecon_options {
@@ -195,12 +222,18 @@ fn default_cg_options() -> horecon_cg_options {
         progress: None,
         progress_user: std::ptr::null_mut(),
         neighbours: 6,
+        preconditioner: HORECON_PRECONDITIONER_NONE,
+        discrepancy_tau: 0.0,
+        noise_sigma: 1.0,
     }
 }
 
-/// sizeof(horecon_cg_options) before `neighbours` was added: older callers
-/// pass this struct_size and get the defaults of the newer fields.
-const CG_OPTIONS_SIZE_V1: usize = std::mem::offset_of!(horecon_cg_options, neighbours);
+/// sizeof(horecon_cg_options) of older headers (before `neighbours`, before
+/// `preconditioner`): such callers get the defaults of the newer fields.
+const CG_OPTIONS_OLDER_SIZES: [usize; 2] = [
+    std::mem::offset_of!(horecon_cg_options, neighbours),
+    calib::CG_OPTIONS_SIZE_V2,
+];
 
 fn check_struct_size(argument: &str, got: u32, expected: usize) -> Result<()> {
     if got as usize != expected {
@@ -557,13 +590,13 @@ pub unsafe extern "C" fn horecon_cg(
             // Only `struct_size` may be read before it is checked: a caller
             // built against a smaller (older) struct owns no more bytes.
             let size = std::ptr::addr_of!((*o).struct_size).read();
-            if size as usize == CG_OPTIONS_SIZE_V1 {
-                // An older caller owns only the fields before `neighbours`.
+            if CG_OPTIONS_OLDER_SIZES.contains(&(size as usize)) {
+                // An older caller owns only the fields of its struct.
                 let mut c = default_cg_options();
                 std::ptr::copy_nonoverlapping(
                     o as *const u8,
                     std::ptr::addr_of_mut!(c) as *mut u8,
-                    CG_OPTIONS_SIZE_V1,
+                    calib::cg_options_bytes(size as usize),
                 );
                 c.struct_size = std::mem::size_of::<horecon_cg_options>() as u32;
                 c
@@ -636,16 +669,18 @@ pub unsafe extern "C" fn horecon_cg(
             } else {
                 None
             },
+            preconditioner: crate::solver::PreconditionerKind::from_code(c.preconditioner)
+                .map_err(|e| Error::invalid(format!("o->{}", e.message)))?,
+            discrepancy_tau: c.discrepancy_tau,
+            noise_sigma: c.noise_sigma,
         };
         let result = p.cg(&d, &options, &mut x)?;
         write_c32(image, &x);
         if !info.is_null() {
-            *info = horecon_cg_info {
-                iterations: result.iterations as i32,
-                converged: result.converged as i32,
-                rel_residual: result.rel_residual,
-                seconds: result.seconds,
-            };
+            let current = !o.is_null()
+                && std::ptr::addr_of!((*o).struct_size).read() as usize
+                    == std::mem::size_of::<horecon_cg_options>();
+            calib::write_cg_info(info, &result, current);
         }
         Ok(())
     })

@@ -40,12 +40,30 @@ impl std::str::FromStr for Precision {
     }
 }
 
+/// Why a conjugate-gradient solve stopped (`horecon_cg_info.stop_reason`).
+#[repr(i32)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StopReason {
+    /// ‖b − Aρ‖/‖b‖ reached the tolerance (also: b = 0).
+    Tolerance = 1,
+    /// `max_iterations` were done.
+    #[default]
+    MaxIterations = 2,
+    /// The data residual reached the discrepancy threshold τ·σ·sqrt(L·Σw).
+    Discrepancy = 3,
+    /// No further progress possible (pᴴAp ≤ 0: A singular along p).
+    Breakdown = 4,
+}
+
 /// The result of a conjugate-gradient solve.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct CgReport {
     pub iterations: usize,
     pub converged: bool,
     pub rel_residual: f64,
+    pub stop: StopReason,
+    /// ‖W^{1/2}(Eρ − d)‖ of the result, computed when the discrepancy rule is on.
+    pub data_residual: Option<f64>,
 }
 
 /// E (samples·coils × voxels) of MODEL.md applied on the fly:
@@ -70,4 +88,15 @@ pub trait EncodingOperator: Send + Sync {
     fn solve(&self, problem: &CgProblem<'_>, image: &mut [Complex32]) -> Result<CgReport>;
     /// A short name of where it runs ("cpu", "cuda:0").
     fn backend_name(&self) -> String;
+    /// For a Toeplitz normal operator: the summed kernel spectrum
+    /// Σ_{l,l'} FFT(T_{l,l'})/(2^d N) for the sample weights (the kernel at the
+    /// centre of the off-resonance range; [`crate::model::toeplitz`]) on the
+    /// kernel grid, and that grid's dims. `None` for other operators.
+    fn toeplitz_kernel(
+        &self,
+        weights: Option<&[f32]>,
+    ) -> Result<Option<(Vec<num_complex::Complex64>, [usize; 3])>> {
+        let _ = weights;
+        Ok(None)
+    }
 }

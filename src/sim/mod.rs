@@ -27,6 +27,7 @@ pub mod mask;
 pub mod metrics;
 pub mod noise;
 pub mod phantom;
+pub mod reference;
 pub mod trajectory;
 pub mod workflow;
 

@@ -3,6 +3,7 @@
 
 mod cg;
 mod penalty;
+pub mod precondition;
 mod problem;
 pub mod reweight;
 mod space;
@@ -10,7 +11,8 @@ mod space;
 use crate::error::Result;
 use crate::op::CgReport;
 pub use penalty::Penalty;
-pub use problem::{CgProblem, Neighbourhood, Regularizer};
+pub use precondition::{Preconditioner, PreconditionerKind};
+pub use problem::{CgProblem, Discrepancy, Neighbourhood, Regularizer};
 pub use reweight::reweighted_cg;
 pub use space::CgSpace;
 

@@ -2,8 +2,9 @@
 //! MODEL.md ([`CgProblem`]), its regularizer and the neighbourhood of the
 //! finite differences.
 
+use super::precondition::Preconditioner;
 use crate::error::{Error, Result};
-use num_complex::Complex32;
+use num_complex::{Complex32, Complex64};
 
 /// Regularizer codes of the C API.
 #[repr(i32)]
@@ -67,6 +68,32 @@ pub struct CgProblem<'a> {
     pub warm_start: bool,
     /// Called after every iteration with (iteration, relative residual); returning true stops the solve.
     pub progress: Option<&'a (dyn Fn(usize, f64) -> bool + Sync)>,
+    /// z = M⁻¹r of preconditioned CG; `None` = plain CG.
+    pub preconditioner: Option<&'a Preconditioner>,
+    /// The discrepancy-principle stopping rule; `None` = off.
+    pub discrepancy: Option<Discrepancy<'a>>,
+}
+
+/// The discrepancy principle (Morozov): stop at the first iterate whose data
+/// residual ‖W^{1/2}(Eρ − d)‖ is at most `threshold` (τ·σ·sqrt(L·Σ_j w_j),
+/// the expected norm of the noise times τ).
+///
+/// The residual is followed through CG's recurrences at no cost,
+///
+/// $$\|W^{1/2}(E\rho - d)\|^2 = d^H W d - \mathrm{Re}\langle\rho, b\rangle
+///   - \mathrm{Re}\langle\rho, r\rangle - \lambda\langle\rho, R\rho\rangle$$
+///
+/// (b = EᴴWd, r = b − (EᴴWE + λR)ρ), exact up to the normal operator's
+/// accuracy; when it reaches the threshold it is confirmed by `residual`
+/// (one application of the exact E), and later estimates are scaled by the
+/// last confirmed/estimated ratio.
+#[derive(Clone, Copy)]
+pub struct Discrepancy<'a> {
+    pub threshold: f64,
+    /// dᴴWd.
+    pub data_norm2: f64,
+    /// ‖W^{1/2}(Eρ − d)‖ of an image ρ (N, host).
+    pub residual: &'a (dyn Fn(&[Complex64]) -> Result<f64> + Sync),
 }
 
 /// The neighbour directions of D (`backend::cpu::fd` lists them and their

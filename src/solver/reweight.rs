@@ -75,6 +75,8 @@ pub fn reweighted_cg<S: CgSpace>(
         total.iterations += report.iterations;
         total.converged = report.converged;
         total.rel_residual = report.rel_residual;
+        total.stop = report.stop;
+        total.data_residual = report.data_residual;
     }
     Ok(total)
 }

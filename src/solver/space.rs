@@ -2,8 +2,9 @@
 //! table): each backend implements them where it keeps its vectors.
 
 use super::penalty::Penalty;
-use crate::error::{Error, Result};
-use num_complex::Complex32;
+use super::precondition::Preconditioner;
+use crate::error::{try_vec, Error, Result};
+use num_complex::{Complex32, Complex64};
 
 /// The vector operations CG needs, over images (N complex) wherever the
 /// backend keeps them.
@@ -43,6 +44,42 @@ pub trait CgSpace {
     /// The backend's name in messages.
     fn backend(&self) -> &'static str {
         "this backend"
+    }
+
+    /// N, the length of every vector.
+    fn voxels(&self) -> usize;
+
+    /// Copies a vector to the host in float64 (N).
+    fn to_host(&self, v: &Self::Vector, out: &mut [Complex64]) -> Result<()> {
+        let _ = (v, out);
+        Err(Error::internal(format!(
+            "{} cannot copy CG vectors to the host",
+            self.backend()
+        )))
+    }
+
+    /// Sets a vector from float64 host values (N).
+    fn set_from_host64(&self, host: &[Complex64], v: &mut Self::Vector) -> Result<()> {
+        let narrowed: Vec<Complex32> = host
+            .iter()
+            .map(|c| Complex32::new(c.re as f32, c.im as f32))
+            .collect();
+        self.set_from_host(&narrowed, v)
+    }
+
+    /// z = M⁻¹ r, by default on the host in float64 ([`Preconditioner::apply`]).
+    fn precondition(
+        &self,
+        m: &Preconditioner,
+        r: &Self::Vector,
+        z: &mut Self::Vector,
+    ) -> Result<()> {
+        let n = self.voxels();
+        let mut host = try_vec(n, Complex64::new(0.0, 0.0), "preconditioner input (N)")?;
+        self.to_host(r, &mut host)?;
+        let mut out = try_vec(n, Complex64::new(0.0, 0.0), "preconditioner output (N)")?;
+        m.apply(&host, &mut out)?;
+        self.set_from_host64(&out, z)
     }
 }
 

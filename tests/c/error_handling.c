@@ -577,6 +577,26 @@ static void test_invalid_arguments(void)
               "cg with the struct before `neighbours`: %s", horecon_last_error());
         free(older);
     }
+    {
+        /* the structs as they were before `preconditioner` (options, padded to
+         * 8 bytes) and `stop_reason` (info) were added at their ends: accepted,
+         * nothing read past the options or written past the info (valgrind) */
+        size_t bytes = (offsetof(horecon_cg_options, preconditioner) + 7) & ~(size_t)7;
+        size_t info_bytes = offsetof(horecon_cg_info, stop_reason);
+        horecon_cg_options *older = (horecon_cg_options *)xmalloc(bytes);
+        horecon_cg_info *older_info = (horecon_cg_info *)xmalloc(info_bytes);
+        horecon_cg_options full;
+        horecon_c32 solution[NV];
+        horecon_default_cg_options(&full);
+        full.struct_size = (uint32_t)bytes;
+        full.max_iterations = 3;
+        memcpy(older, &full, bytes);
+        CHECK(horecon_cg(plan, in.data, older, solution, older_info) == HORECON_OK,
+              "cg with the struct before `preconditioner`: %s", horecon_last_error());
+        CHECK(older_info->iterations <= 3, "older info: %d iterations", (int)older_info->iterations);
+        free(older);
+        free(older_info);
+    }
     horecon_plan_destroy(plan);
 }
 

@@ -11,7 +11,7 @@ use crate::model::Sizes;
 use crate::op::CgReport;
 use crate::progress::Progress;
 use crate::solver::{cg, CgProblem, CgSpace, Penalty};
-use num_complex::{Complex, Complex32};
+use num_complex::{Complex, Complex32, Complex64};
 use rayon::prelude::*;
 use std::sync::Mutex;
 
@@ -150,5 +150,27 @@ impl<T: Real, Op: CpuNormal<T>> CgSpace for CpuSpace<'_, T, Op> {
 
     fn backend(&self) -> &'static str {
         "the CPU"
+    }
+
+    fn voxels(&self) -> usize {
+        self.op.sizes().voxels
+    }
+
+    fn to_host(&self, v: &Self::Vector, out: &mut [Complex64]) -> Result<()> {
+        self.op.pool().install(|| {
+            out.par_iter_mut()
+                .zip(v)
+                .for_each(|(o, v)| *o = Complex64::new(v.re.to_f64(), v.im.to_f64()))
+        });
+        Ok(())
+    }
+
+    fn set_from_host64(&self, host: &[Complex64], v: &mut Self::Vector) -> Result<()> {
+        self.op.pool().install(|| {
+            v.par_iter_mut()
+                .zip(host)
+                .for_each(|(o, h)| *o = Complex::new(T::from_f64(h.re), T::from_f64(h.im)))
+        });
+        Ok(())
     }
 }

@@ -387,4 +387,17 @@ where
     fn backend_name(&self) -> String {
         "cpu (Toeplitz)".into()
     }
+
+    fn toeplitz_kernel(
+        &self,
+        weights: Option<&[f32]>,
+    ) -> Result<Option<(Vec<num_complex::Complex64>, [usize; 3])>> {
+        let kernels = self.kernels(weights)?;
+        let points = self.spec.kernel_points();
+        let total = crate::solver::precondition::sum_kernel_pairs(&self.spec, |p, v| {
+            let k = kernels.spectra[p * points + v];
+            num_complex::Complex64::new(k.re.to_f64(), k.im.to_f64())
+        })?;
+        Ok(Some((total, self.spec.kernel_dims)))
+    }
 }

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::op::CgReport;
 use crate::solver::{cg, CgProblem, CgSpace, Penalty};
 use cudarc::driver::result;
-use num_complex::Complex32;
+use num_complex::{Complex32, Complex64};
 use std::cell::{RefCell, RefMut};
 
 /// How CG applies the operator on the device: the exact phase sums
@@ -225,6 +225,28 @@ impl CgSpace for CudaSpace<'_> {
 
     fn backend(&self) -> &'static str {
         "the GPU"
+    }
+
+    fn voxels(&self) -> usize {
+        self.op.sizes.voxels
+    }
+
+    fn to_host(&self, v: &DeviceBuffer, out: &mut [Complex64]) -> Result<()> {
+        self.failed()?;
+        let mut pairs = crate::error::try_vec(out.len(), [0.0f64; 2], "CG vector on the host")?;
+        v.download(&mut pairs, self.stream)?;
+        for (o, p) in out.iter_mut().zip(&pairs) {
+            *o = Complex64::new(p[0], p[1]);
+        }
+        Ok(())
+    }
+
+    fn set_from_host64(&self, host: &[Complex64], v: &mut DeviceBuffer) -> Result<()> {
+        let pairs: Vec<[f64; 2]> = host.iter().map(|c| [c.re, c.im]).collect();
+        v.upload(&pairs, self.stream)?;
+        // SAFETY: synchronising our own stream before `pairs` is dropped.
+        unsafe { result::stream::synchronize(self.stream.0) }
+            .map_err(|e| driver_error("uploading a CG vector", e))
     }
 }
 

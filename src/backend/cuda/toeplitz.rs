@@ -422,6 +422,49 @@ impl EncodingOperator for CudaToeplitz {
         solve_on(&self.exact, &normal, &w, problem, image)
     }
 
+    /// The kernels are downloaded (float32 or float64 pairs) and summed on the host.
+    fn toeplitz_kernel(
+        &self,
+        weights: Option<&[f32]>,
+    ) -> Result<Option<(Vec<Complex64>, [usize; 3])>> {
+        let kernels = self.kernels(weights)?;
+        let spec = &self.spec;
+        let points = spec.kernel_points();
+        let bytes = self.bytes();
+        let mut raw = crate::error::try_vec(
+            spec.kernel_pairs().len() * points * bytes,
+            0u8,
+            "Toeplitz kernels on the host",
+        )?;
+        let device = self.device().clone();
+        device.bind()?;
+        let stream = device
+            .ctx
+            .new_stream()
+            .map_err(|e| driver_error("creating a stream", e))?;
+        kernels
+            .spectra
+            .download(&mut raw, Stream(stream.cu_stream()))?;
+        let value = |offset: usize| -> Complex64 {
+            let part = |o: usize| -> f64 {
+                if bytes == 16 {
+                    let mut b = [0u8; 8];
+                    b.copy_from_slice(&raw[o..o + 8]);
+                    f64::from_ne_bytes(b)
+                } else {
+                    let mut b = [0u8; 4];
+                    b.copy_from_slice(&raw[o..o + 4]);
+                    f32::from_ne_bytes(b) as f64
+                }
+            };
+            Complex64::new(part(offset), part(offset + bytes / 2))
+        };
+        let total = crate::solver::precondition::sum_kernel_pairs(spec, |p, v| {
+            value((p * points + v) * bytes)
+        })?;
+        Ok(Some((total, spec.kernel_dims)))
+    }
+
     fn backend_name(&self) -> String {
         format!("cuda:{}", self.exact.device.ordinal)
     }

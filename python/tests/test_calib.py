@@ -1,0 +1,68 @@
+"""horecon.calib from Python: the calibration chain end to end (the example at
+32x32) and its bad-input codes; preconditioned CG and the discrepancy rule."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import horecon
+import horecon.calib as calib
+import horecon.sim as sim
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+import calibration_workflow  # noqa: E402
+
+
+def test_calib_is_a_module_of_the_package():
+    assert horecon.calib is calib
+
+
+def test_the_workflow_recovers_maps_b0_and_delay():
+    f = calibration_workflow.run(n=32, verbose=True)
+    assert f["whitening_deviation"] < 0.1
+    assert f["map_nrmse"] < 0.05
+    assert f["b0_rms_hz"] < 2.0
+    assert f["delay_error_us"] < 0.5
+    assert f["recon_nrmse"] < 0.8 * f["nominal_nrmse"]
+
+
+def test_bad_input_codes():
+    n, coils = 16, 2
+    with horecon.Plan((n, n), ncoils=coils, nsamples=8) as plan:
+        plan.set_grid_positions((0.2, 0.2, 0.01))
+        y = (np.arange(n * n * coils) % 7 - 3).astype(np.complex64).reshape(n, n, coils, order="F")
+        with pytest.raises(horecon.HoreconError) as e:
+            calib.espirit(plan, y, (0.2, 0.2, 0.01), calibration=4)
+        assert e.value.name == "HORECON_ERR_INVALID_ARGUMENT" and "smaller than the kernel" in str(e.value)
+        with pytest.raises(horecon.HoreconError) as e:
+            calib.espirit(plan, np.zeros_like(y), (0.2, 0.2, 0.01))
+        assert e.value.name == "HORECON_ERR_INVALID_ARGUMENT" and "all zero" in str(e.value)
+        with pytest.raises(horecon.HoreconError) as e:
+            calib.b0_map(plan, y[..., None], [2e-3], (0.2, 0.2, 0.01))
+        assert "at least 2 echoes" in str(e.value)
+        with pytest.raises(horecon.HoreconError) as e:
+            calib.whiten(np.ones((2, 2), np.complex64), np.ones((4, 2), np.complex64))
+        assert "positive definite" in str(e.value)
+
+
+def test_preconditioned_cg_and_the_discrepancy_rule_report_their_stop():
+    n, fov = 24, 0.22
+    k, _ = sim.radial(n, fov, 30, 4e-6)
+    with horecon.Plan((n, n), nsamples=k.shape[0]) as plan:
+        plan.set_grid_positions((fov, fov, 0.005))
+        plan.set_trajectory(k)
+        plan.set_toeplitz(True)
+        p = sim.refined_grid((n, n, 1), (fov, fov, 0.005), (0.0, 0.0, 0.0), 1)
+        truth = sim.shepp_logan(2, (0.2, 0.2, 0.0), (0.0, 0.0, 0.0), p).astype(np.complex64)
+        data = plan.forward(truth)
+        plain, a = plan.cg(data, max_iterations=300, tolerance=1e-4)
+        pcg, b = plan.cg(data, max_iterations=300, tolerance=1e-4, preconditioner="circulant")
+        print(f"iterations to 1e-4: CG {a['iterations']}, circulant PCG {b['iterations']}")
+        assert a["stop_reason"] == b["stop_reason"] == "tolerance"
+        assert b["iterations"] < a["iterations"]
+        noisy, sigma = sim.add_noise(data, 30.0, 5)
+        _, c = plan.cg(noisy, max_iterations=200, tolerance=0.0, discrepancy_tau=1.0, noise_sigma=sigma)
+        assert c["stop_reason"] == "discrepancy"
+        assert c["data_residual"] <= sigma * np.sqrt(noisy.size) * (1 + 1e-6)
