@@ -281,8 +281,21 @@ extern "C" {
 // Fills `opts` with the defaults (AUTO backend, accurate precision, all cores).
 void horecon_default_options(struct horecon_options *opts);
 
-// Fills `o` with the CG defaults (50 iterations, tolerance 1e-6, no regularizer).
+// Fills `o` with the CG defaults (50 iterations, tolerance 1e-6, no
+// regularizer): sizeof(horecon_cg_options) of THIS header's struct. The
+// struct grows at its end between versions, so a program compiled against an
+// older header must not call the function directly: the header's trailer
+// defines `horecon_default_cg_options(o)` as
+// `horecon_init_cg_options((o), sizeof *(o))`, which every C/C++ caller
+// compiled against this header uses.
 void horecon_default_cg_options(struct horecon_cg_options *o);
+
+// Fills the `size` bytes of the caller's `*o` with the CG defaults and sets
+// o->struct_size = size: `size` = sizeof(horecon_cg_options) of the header
+// the caller was compiled against (this one's, or an older one's; an older
+// struct gets only its own fields). Any other size is INVALID_ARGUMENT and
+// writes nothing.
+horecon_status horecon_init_cg_options(struct horecon_cg_options *o, size_t size);
 
 // Creates a plan for an nx×ny×nz image (N = nx·ny·nz voxels, voxel
 // n = ix + nx·(iy + ny·iz)), `ncoils` coils and `nsamples` samples per coil.
@@ -679,3 +692,9 @@ horecon_status horecon_plan_memory(const struct horecon_plan *plan, int32_t call
 #endif  // __cplusplus
 
 #endif  /* HORECON_H */
+
+/* Callers compiled against this header fill exactly their own struct: the
+ * struct grows at its end between versions (see horecon_init_cg_options). */
+#ifndef HORECON_NO_SIZED_DEFAULTS
+#define horecon_default_cg_options(o) ((void)horecon_init_cg_options((o), sizeof *(o)))
+#endif

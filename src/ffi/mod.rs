@@ -329,13 +329,53 @@ pub unsafe extern "C" fn horecon_default_options(opts: *mut horecon_options) {
     })
 }
 
-/// Fills `o` with the CG defaults (50 iterations, tolerance 1e-6, no regularizer).
+/// Fills `o` with the CG defaults (50 iterations, tolerance 1e-6, no
+/// regularizer): sizeof(horecon_cg_options) of THIS header's struct. The
+/// struct grows at its end between versions, so a program compiled against an
+/// older header must not call the function directly: the header's trailer
+/// defines `horecon_default_cg_options(o)` as
+/// `horecon_init_cg_options((o), sizeof *(o))`, which every C/C++ caller
+/// compiled against this header uses.
 #[no_mangle]
 pub unsafe extern "C" fn horecon_default_cg_options(o: *mut horecon_cg_options) {
     guard_value((), || {
         if !o.is_null() {
             *o = default_cg_options();
         }
+    })
+}
+
+/// Fills the `size` bytes of the caller's `*o` with the CG defaults and sets
+/// o->struct_size = size: `size` = sizeof(horecon_cg_options) of the header
+/// the caller was compiled against (this one's, or an older one's; an older
+/// struct gets only its own fields). Any other size is INVALID_ARGUMENT and
+/// writes nothing.
+#[no_mangle]
+pub unsafe extern "C" fn horecon_init_cg_options(
+    o: *mut horecon_cg_options,
+    size: usize,
+) -> horecon_status {
+    guard("horecon_init_cg_options", || {
+        non_null("o", o)?;
+        let current = std::mem::size_of::<horecon_cg_options>();
+        if size != current && !CG_OPTIONS_OLDER_SIZES.contains(&size) {
+            return Err(Error::invalid(format!(
+                "size is {size}, expected sizeof(horecon_cg_options) = {current} (or an older \
+                 header's {CG_OPTIONS_OLDER_SIZES:?})"
+            )));
+        }
+        let mut defaults = default_cg_options();
+        defaults.struct_size = size as u32;
+        std::ptr::copy_nonoverlapping(
+            std::ptr::addr_of!(defaults) as *const u8,
+            o as *mut u8,
+            if size == current {
+                current
+            } else {
+                calib::cg_options_bytes(size)
+            },
+        );
+        Ok(())
     })
 }
 

@@ -195,8 +195,31 @@ static void test_version_and_defaults(void)
 
     /* NULL: nothing happens (and nothing crashes) */
     horecon_default_options(NULL);
-    horecon_default_cg_options(NULL);
+    (horecon_default_cg_options)(NULL); /* the function itself, not the header's sized macro */
+    CHECK(horecon_init_cg_options(NULL, sizeof(horecon_cg_options)) == HORECON_ERR_NULL_POINTER,
+          "init_cg_options(NULL)");
     CHECK(1, "default options with NULL");
+    {
+        /* horecon_init_cg_options writes exactly the caller's struct: an older
+         * header's size gets its own bytes and nothing beyond (the rest stays
+         * 0x5a); a size no header ever had is refused and nothing written */
+        unsigned char raw[sizeof(horecon_cg_options)];
+        size_t older = offsetof(horecon_cg_options, neighbours), i;
+        int untouched = 1;
+        memset(raw, 0x5a, sizeof raw);
+        CHECK(horecon_init_cg_options((horecon_cg_options *)raw, older) == HORECON_OK,
+              "init_cg_options with the size before `neighbours`: %s", horecon_last_error());
+        for (i = older; i < sizeof raw; i++)
+            untouched &= raw[i] == 0x5a;
+        CHECK(untouched, "init_cg_options wrote past an older struct's %lu bytes", (unsigned long)older);
+        CHECK(((horecon_cg_options *)raw)->struct_size == older && ((horecon_cg_options *)raw)->max_iterations == 50,
+              "init_cg_options older struct: struct_size %u", (unsigned)((horecon_cg_options *)raw)->struct_size);
+        memset(raw, 0x5a, sizeof raw);
+        EXPECT(horecon_init_cg_options((horecon_cg_options *)raw, 13), HORECON_ERR_INVALID_ARGUMENT, "size");
+        for (i = 0, untouched = 1; i < sizeof raw; i++)
+            untouched &= raw[i] == 0x5a;
+        CHECK(untouched, "init_cg_options wrote after refusing the size");
+    }
 
     memset(&o, 0x5a, sizeof o);
     horecon_default_options(&o);
