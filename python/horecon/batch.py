@@ -269,7 +269,11 @@ class _Progress:
             print(f"horecon.batch [{self.done}/{self.total}] {text}", file=sys.stderr, flush=True)
 
     def note(self, text: str):
-        (self.bar.write if self.bar is not None else lambda t: print(t, file=sys.stderr, flush=True))(text)
+        # tqdm.write prints to stdout unless told: the notes go with the bar, to stderr
+        if self.bar is not None:
+            self.bar.write(text, file=sys.stderr)
+        else:
+            print(text, file=sys.stderr, flush=True)
 
     def close(self):
         if self.bar is not None:
