@@ -21,7 +21,7 @@ use super::operator::check_index_range;
 use super::space::{solve_on, DeviceNormal};
 use super::vectors::{upload_sensitivities, CudaCore};
 use super::work::{take, Work};
-use crate::error::{Error, Result};
+use crate::error::{try_collect, Error, Result};
 use crate::model::cartesian::Cartesian;
 use crate::model::Sizes;
 use crate::op::{CgReport, EncodingOperator, Precision};
@@ -84,7 +84,10 @@ impl CudaCartesian {
                 "Cartesian sample in FFT bin {bad} of {n}"
             )));
         }
-        let bins: Vec<u32> = cartesian.bins.iter().map(|&q| q as u32).collect();
+        let bins = try_collect(
+            cartesian.bins.iter().map(|&q| q as u32),
+            "Cartesian FFT bins (M)",
+        )?;
         let theta = to_pairs(
             m,
             cartesian

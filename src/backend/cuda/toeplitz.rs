@@ -25,7 +25,7 @@ use super::memory::{DeviceBuffer, Stream};
 use super::operator::CudaOperator;
 use super::space::{solve_on, DeviceNormal};
 use super::work::take;
-use crate::error::Result;
+use crate::error::{checked_bytes, try_copy, Result};
 use crate::model::toeplitz::ToeplitzSpec;
 use crate::model::{Features, Sizes};
 use crate::op::{CgReport, EncodingOperator, Precision};
@@ -190,34 +190,23 @@ impl CudaToeplitz {
         let spec = &self.spec;
         let points = spec.kernel_points();
         let pairs = spec.kernel_pairs().len();
-        // One kernel (no segmentation) has real weights and is Hermitian: sum
-        // the first half along the slowest doubled axis (contiguous) and mirror.
-        let computed = match (0..3).rev().find(|&a| spec.dims[a] > 1) {
-            Some(a) if pairs == 1 => points / spec.kernel_dims[a] * spec.dims[a],
-            _ => points,
-        };
+        // One kernel (no segmentation) has real weights and is Hermitian: half
+        // of it is summed, the rest mirrored ([`ToeplitzSpec::computed_points`]).
+        let computed = spec.computed_points();
         let mut offsets_slot = self.offsets.lock().unwrap_or_else(|e| e.into_inner());
-        if offsets_slot.is_none() {
-            let mut features = spec.offset_features()?;
-            if computed < points {
-                let half: Vec<f64> = features
-                    .voxel
-                    .chunks_exact(points)
-                    .flat_map(|column| column[..computed].iter().copied())
-                    .collect();
-                features.voxel = half;
+        let offsets = match &mut *offsets_slot {
+            Some(built) => &*built,
+            empty => {
+                let features = spec.offset_features()?;
+                let sizes = Sizes::new(computed as i64, 1, 1, 1, spec.samples as i64)?;
+                &*empty.insert(CudaOperator::adjoint_only(
+                    device.clone(),
+                    &features,
+                    sizes,
+                    self.precision,
+                )?)
             }
-            let sizes = Sizes::new(computed as i64, 1, 1, 1, spec.samples as i64)?;
-            *offsets_slot = Some(CudaOperator::adjoint_only(
-                device.clone(),
-                &features,
-                sizes,
-                self.precision,
-            )?);
-        }
-        let offsets = offsets_slot
-            .as_ref()
-            .ok_or_else(|| crate::error::Error::internal("Toeplitz offsets operator missing"))?;
+        };
         let m = spec.samples;
         let weights64 = spec.kernel_weights(weights)?;
         let data = to_pairs(weights64.len(), weights64.into_iter())?;
@@ -226,7 +215,11 @@ impl CudaToeplitz {
         let bytes = self.bytes();
         let spectra = DeviceBuffer::new::<u8>(
             &device,
-            pairs * points * bytes,
+            checked_bytes(
+                pairs.saturating_mul(points),
+                bytes,
+                "Toeplitz kernel spectra (pairs x 2^d N)",
+            )?,
             "Toeplitz kernel spectra (pairs x 2^d N)",
         )?;
         let plan = FftPlan::new(
@@ -284,7 +277,9 @@ impl CudaToeplitz {
                 .map_err(|e| driver_error("computing the Toeplitz kernels", e))?;
         }
         let k = Arc::new(Kernels {
-            weights: weights.map(<[f32]>::to_vec),
+            weights: weights
+                .map(|w| try_copy(w, "Toeplitz kernel weights (M)"))
+                .transpose()?,
             spectra,
         });
         *slot = Some(k.clone());
