@@ -31,6 +31,13 @@ pub fn resolve(options: &Options) -> Result<BackendKind> {
     }
 }
 
+/// The error of a build on `Auto`: the backend must be resolved first.
+fn unresolved(backend: BackendKind) -> Error {
+    Error::invalid(format!(
+        "backend must be Cpu or Cuda, got {backend:?}: resolve it first (backend::resolve)"
+    ))
+}
+
 /// Builds the operator for `features` on a resolved backend.
 pub fn build(
     backend: BackendKind,
@@ -44,9 +51,7 @@ pub fn build(
         BackendKind::Cuda => {
             cuda::build(features, sizes, options.precision, options.device as usize)
         }
-        other => Err(Error::internal(format!(
-            "backend {other:?} is not resolved"
-        ))),
+        other => Err(unresolved(other)),
     }
 }
 
@@ -70,9 +75,7 @@ pub fn build_toeplitz(
             options.precision,
             options.device as usize,
         ),
-        other => Err(Error::internal(format!(
-            "backend {other:?} is not resolved"
-        ))),
+        other => Err(unresolved(other)),
     }
 }
 
@@ -85,6 +88,7 @@ pub fn build_cartesian(
     options: &Options,
     pool: Arc<rayon::ThreadPool>,
 ) -> Result<Box<dyn EncodingOperator>> {
+    cartesian.check_sizes(sizes)?;
     match backend {
         BackendKind::Cpu => {
             cpu::cartesian::build(cartesian, sensitivities, sizes, options.precision, pool)
@@ -96,9 +100,7 @@ pub fn build_cartesian(
             options.precision,
             options.device as usize,
         ),
-        other => Err(Error::internal(format!(
-            "backend {other:?} is not resolved"
-        ))),
+        other => Err(unresolved(other)),
     }
 }
 

@@ -137,10 +137,7 @@ impl ToeplitzSpec {
         let Sizes {
             dims, samples: m, ..
         } = model.sizes;
-        let phase = model
-            .phase
-            .as_ref()
-            .ok_or_else(|| Error::internal("phase model missing"))?;
+        let phase = model.require_phase()?;
         // k_c(j), rad/m, for c = x, y, z (absent components are zero).
         let mut k = try_vec(3 * m, 0.0f64, "Toeplitz trajectory (M x 3)")?;
         match &phase.basis {
@@ -168,10 +165,7 @@ impl ToeplitzSpec {
                 k[..linear * m].copy_from_slice(&phase.coefficients[m..(1 + linear) * m]);
             }
         }
-        let positions = model
-            .positions
-            .as_deref()
-            .ok_or_else(|| Error::internal("positions missing"))?;
+        let positions = model.require_positions("the Toeplitz normal operator")?;
         let steps = lattice_steps(dims, positions, "the Toeplitz normal operator")?;
         let mut cycles = try_vec(3 * m, 0.0f64, "Toeplitz cycles per step (M x 3)")?;
         for axis in 0..3 {
