@@ -10,6 +10,7 @@
 %     .cg, .gridding, .fhd, .q, .qDims, .backend                           (reconstruction)
 %     .delete                                                              (delete(p) frees it)
 %   version         - the library version, 'MAJOR.MINOR.PATCH'
+%   progress        - how long calls show their progress (waitbar, text line, off); Ctrl-C cancels them
 %   cudaDeviceCount - usable CUDA devices (0 without a GPU)
 %
 % Simulation toolkit (help horecon.sim)

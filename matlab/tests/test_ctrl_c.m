@@ -32,7 +32,11 @@ q.setGridPositions([0.22 0.22 0.002], [0 0 0.02]);
 q.setTrajectory(k);
 P = horecon.sim.refinedGrid([n n 1], [0.22 0.22 0.002], [0 0 0.02], 1);
 q.setSensitivities(horecon.sim.coilSensitivities(P, 8, 0.15));
-system(sprintf('sleep 2; kill -INT %d', getpid()), false, 'async');
+% Ctrl-C at 40 % of the forward's own duration (measured: it varies with the machine and its load)
+timed = tic;
+q.forward(ones(n * n, 1));
+duration = toc(timed);
+system(sprintf('sleep %.2f; kill -INT %d', max(0.3, 0.4 * duration), getpid()), false, 'async');
 started = tic;
 try
   q.forward(ones(n * n, 1));
@@ -41,6 +45,6 @@ catch err
   assert(strcmp(err.identifier, 'horecon:cancelled'), 'got %s: %s', err.identifier, err.message);
 end
 fprintf('    forward interrupted after %.1f s: %s\n', toc(started), err.message);
-assert(toc(started) < 30, 'forward took %.1f s to see Ctrl-C', toc(started));
+assert(toc(started) < duration, 'forward took %.1f s to see Ctrl-C (%.1f s in all)', toc(started), duration);
 assert(isequal(p.forward(ones(96 * 96, 1)), d), 'plans are still usable after Ctrl-C');
 end
