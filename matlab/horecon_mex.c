@@ -103,6 +103,7 @@ static struct {
   double started, shown_at;
   int shown;   /* the display was drawn: it must be closed */
   int stopped; /* its Cancel button (or closing it) asked to stop */
+  const char *cancelled_by; /* what cancelled the call: Ctrl-C or the display, NULL if nothing did */
   int broken;  /* its MATLAB code failed: not called again in this call */
 } display;
 static int in_display = 0; /* the display's MATLAB code is running */
@@ -205,6 +206,7 @@ static void begin_display(const char *label) {
   snprintf(display.label, sizeof display.label, "%s", label);
   display.started = seconds_now();
   display.shown = display.stopped = display.broken = 0;
+  display.cancelled_by = NULL;
 }
 
 static void fail(const char *id, const char *fmt, ...) {
@@ -221,10 +223,17 @@ static void fail(const char *id, const char *fmt, ...) {
  * between chunks of work; a pending Ctrl-C, or the display's Cancel, cancels
  * the call (horecon:cancelled), the plan stays usable. Installed on every
  * plan and for the toolkit. */
+/* Why the call must stop, or NULL. */
+static const char *cancel_reason(void) {
+  if (interrupt_pending()) return "interrupted (Ctrl-C)";
+  if (display.stopped) return "cancelled (the progress display's Cancel)";
+  return NULL;
+}
+
 static int32_t long_call_progress(void *user, double fraction) {
   double now;
   (void)user;
-  if (interrupt_pending() || display.stopped) return 1;
+  if ((display.cancelled_by = cancel_reason()) != NULL) return 1;
   if (display_mode == DISPLAY_OFF || display.label[0] == '\0' || in_display) return 0;
   now = seconds_now();
   if (now - display.started < display_delay || (display.shown && now - display.shown_at < DISPLAY_INTERVAL))
@@ -232,14 +241,19 @@ static int32_t long_call_progress(void *user, double fraction) {
   display.shown = 1;
   display.shown_at = now;
   if (draw_display(fraction, 0)) display.stopped = 1;
-  return display.stopped || interrupt_pending();
+  display.cancelled_by = cancel_reason();
+  return display.cancelled_by != NULL;
 }
 
-/* A failing status becomes horecon:<name> with the library's message. */
+/* A failing status becomes horecon:<name> with the library's message (and
+ * what cancelled a cancelled call). */
 static void check(horecon_status s) {
   if (s != HORECON_OK) {
     char text[1024];
-    snprintf(text, sizeof text, "%s", horecon_last_error());
+    if (s == HORECON_ERR_CANCELLED && display.cancelled_by != NULL)
+      snprintf(text, sizeof text, "%s: %s", display.cancelled_by, horecon_last_error());
+    else
+      snprintf(text, sizeof text, "%s", horecon_last_error());
     end_display(1);
     mexErrMsgIdAndTxt(status_id(s), "%s", text);
   }

@@ -219,6 +219,37 @@ fn options(rng: &mut Rng) -> horecon_options {
     o
 }
 
+/// Checks `call` on a fresh `plan` (the call builds the operator), then again
+/// (built), and destroys the plan.
+fn set_up_then_built(
+    tally: &mut Tally,
+    what: &str,
+    plan: *mut horecon_plan,
+    call: Call,
+    problem: &Problem,
+    rng: &mut Rng,
+) {
+    check(
+        tally,
+        &format!("{what}, set-up"),
+        plan,
+        call,
+        problem,
+        rng,
+        true,
+    );
+    check(
+        tally,
+        &format!("{what}, built"),
+        plan,
+        call,
+        problem,
+        rng,
+        true,
+    );
+    destroy(plan);
+}
+
 fn destroy(plan: *mut horecon_plan) {
     // SAFETY: a plan made by c_plan, destroyed once.
     assert_eq!(unsafe { horecon_plan_destroy(plan) }, 0);
@@ -254,27 +285,8 @@ fn estimates_bound_the_peak_within_4x() {
                 "case {case} (precision {}, {} threads)",
                 opts.precision, opts.num_threads
             );
-            // A fresh plan: the call builds the operator; then again, built.
             let plan = c_plan(&problem, &opts);
-            check(
-                &mut tally,
-                &format!("{what}, fresh"),
-                plan,
-                call,
-                &problem,
-                &mut rng,
-                true,
-            );
-            check(
-                &mut tally,
-                &format!("{what}, built"),
-                plan,
-                call,
-                &problem,
-                &mut rng,
-                true,
-            );
-            destroy(plan);
+            set_up_then_built(&mut tally, &what, plan, call, &problem, &mut rng);
         }
     }
     for case in 0..8 {
@@ -305,25 +317,7 @@ fn estimates_bound_the_peak_within_4x() {
                 unsafe { horecon_set_toeplitz(plan.cast(), 1, segments as i32) },
                 0
             );
-            check(
-                &mut tally,
-                &format!("{what}, set-up"),
-                plan,
-                call,
-                &problem,
-                &mut rng,
-                true,
-            );
-            check(
-                &mut tally,
-                &format!("{what}, built"),
-                plan,
-                call,
-                &problem,
-                &mut rng,
-                true,
-            );
-            destroy(plan);
+            set_up_then_built(&mut tally, &what, plan, call, &problem, &mut rng);
         }
     }
     eprintln!(
