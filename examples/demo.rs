@@ -93,6 +93,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     ));
     let started = Instant::now();
     let progress = |step: Step| match step {
+        Step::Simulating(fraction) => bar.set_message(format!(
+            "simulating data on the {}x finer grid: {:.0} %",
+            s.refinement,
+            100.0 * fraction
+        )),
         Step::Simulated => bar.inc(1),
         Step::Reconstructing(i) => {
             bar.set_position((1 + i * s.iterations) as u64);

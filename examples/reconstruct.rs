@@ -5,12 +5,20 @@
 //!
 //! 48×48 slice at z = 20 mm, 4 coils, a spiral with eddy-current-like
 //! 2nd/3rd-order terms (16 solid harmonics) and a B0 map. Prints the
-//! relative error of the reconstruction against the truth.
+//! relative error of the reconstruction against the truth. The forward
+//! simulation and the CG show a progress line on stderr
+//! (examples/common/progress_line.rs).
+
+#[path = "common/progress_line.rs"]
+mod progress_line;
 
 use horecon::{CgOptions, Complex32, Options, Plan, Regularizer};
+use progress_line::ProgressLine;
 use std::f64::consts::{PI, TAU};
 
 fn main() -> horecon::Result<()> {
+    // Declared before the plan, which reports to it: it outlives the plan's calls.
+    let line = ProgressLine::new();
     let (nx, ny, coils) = (48usize, 48usize, 4usize);
     let n = nx * ny;
     let m = 2 * n; // samples per coil: 2-fold oversampled spiral, no undersampling
@@ -23,6 +31,7 @@ fn main() -> horecon::Result<()> {
         coils as i64,
         m as i64,
     )?;
+    plan.set_progress(Some(line.callback()));
     plan.set_grid_positions([fov, fov, 0.005], [0.0, 0.0, 0.02])?;
     let positions = plan.model().positions.clone().unwrap_or_default();
 
@@ -89,6 +98,7 @@ fn main() -> horecon::Result<()> {
         })
         .collect();
     let mut data = vec![Complex32::default(); m * coils];
+    line.start("forward");
     plan.forward(&truth, &mut data)?;
     let rms = (data.iter().map(|d| d.norm_sqr()).sum::<f32>() / data.len() as f32).sqrt();
     let mut state = 1u64;
@@ -108,7 +118,9 @@ fn main() -> horecon::Result<()> {
         regularizer: Regularizer::None,
         ..Default::default()
     };
+    line.start("cg");
     let info = plan.cg(&data, &options, &mut image)?;
+    line.finish();
     let err = (image
         .iter()
         .zip(&truth)

@@ -1,5 +1,5 @@
-# Horecon.jl: a thin `ccall` mirror of the Python binding (python/horecon.py,
-# python/horecon_sim.py) over the C API of libhorecon (include/horecon.h).
+# Horecon.jl: a thin `ccall` mirror of the Python binding (python/horecon/__init__.py,
+# python/horecon/sim.py) over the C API of libhorecon (include/horecon.h).
 #
 # UNTESTED: no Julia runtime can be installed on the machines this project is
 # built and tested on (design/PLATFORM.md). The file is kept deliberately
@@ -21,15 +21,23 @@
 # sensitivities N x L, data M x L, images N (or nx x ny x nz).
 #
 # Library: ENV["HORECON_LIB"], else <repo>/target/release/libhorecon.so.
-# The CG progress callback is not exposed: the library calls it from a worker
+# The CG iteration callback is not exposed: the library calls it from a worker
 # thread, which Julia supports only for adopted foreign threads (Julia >= 1.9).
+# The progress of long calls is (issue 11): the library calls it on the
+# calling thread, within the ccall (python/horecon/_progress.py):
+#     x = Horecon.adjoint(p, d; progress = true)        # a text line on stderr after 1 s
+#     x = Horecon.adjoint(p, d; progress = f -> false)  # f(fraction), true cancels
+#     Horecon.cancel(p)                                  # from another task or thread
+#     host, device = Horecon.memory(p, "cg")             # bytes the call needs
+# Ctrl-C in a long call (an InterruptException in the callback) cancels it
+# (HORECON_ERR_CANCELLED in the library) and is rethrown.
 module Horecon
 
 export Plan, HoreconError, version, cuda_device_count, forward, adjoint, normal, cg, fhd, q, q_dims,
        gridding,
        set_positions!, set_grid_positions!, set_solid_harmonics!, set_basis!,
        set_trajectory!, set_off_resonance!, set_sensitivities!, set_toeplitz!, set_cartesian!,
-       backend, close!
+       backend, close!, cancel, memory
 
 const LIB = get(ENV, "HORECON_LIB", joinpath(@__DIR__, "..", "target", "release", "libhorecon.so"))
 
@@ -62,6 +70,59 @@ end
 
 size_error(msg) = throw(HoreconError(Int32(3), "HORECON_ERR_SIZE_MISMATCH", msg))
 invalid(msg) = throw(HoreconError(Int32(2), "HORECON_ERR_INVALID_ARGUMENT", msg))
+
+# ------------------------------------------------ progress and cancellation
+# One trampoline (horecon_fraction_fn) for every plan and the toolkit; it hands
+# the fraction to the handler of the call running on this task (task-local:
+# the library calls it on the calling thread, inside the ccall).
+
+"""The progress of one long call: `progress` nothing/false (none), true (a text
+line on stderr for calls over a second) or f(fraction) -> true to cancel."""
+mutable struct ProgressHandler
+    progress::Any
+    label::String
+    started::Float64
+    shown::Bool
+    raised::Any  # an exception of the callback (Ctrl-C included), rethrown after the call
+end
+
+function progress_trampoline(::Ptr{Cvoid}, fraction::Float64)::Int32
+    h = get(task_local_storage(), :horecon_progress, nothing)
+    h === nothing && return Int32(0)
+    try
+        if h.progress === true
+            if time() - h.started > 1.0
+                print(stderr, "\rhorecon ", h.label, ": ", round(Int, 100 * fraction), " %")
+                h.shown = true
+            end
+            return Int32(0)
+        elseif h.progress === nothing || h.progress === false
+            return Int32(0)
+        end
+        return Int32(h.progress(fraction) === true ? 1 : 0)
+    catch e  # never unwinds into the library: stops the call, rethrown after it
+        h.raised = e
+        return Int32(1)
+    end
+end
+
+const TRAMPOLINE = Ref{Ptr{Cvoid}}(C_NULL)
+
+function __init__()
+    TRAMPOLINE[] = @cfunction(progress_trampoline, Int32, (Ptr{Cvoid}, Float64))
+end
+
+"""Runs `call()` (a ccall returning a status) as the long call `label` with
+`progress`; the callback's exception (Ctrl-C included) is rethrown after it."""
+function long_call(call, label, progress)
+    (progress === nothing || progress isa Bool || progress isa Function) ||
+        invalid("$(label): progress must be nothing, true, false or f(fraction) -> Bool, got $(typeof(progress))")
+    h = ProgressHandler(progress, label, time(), false, nothing)
+    status = task_local_storage(call, :horecon_progress, h)
+    h.shown && println(stderr)
+    (status != 0 && h.raised !== nothing) && throw(h.raised)
+    check(status)
+end
 
 """The library version, "MAJOR.MINOR.PATCH"."""
 version() = unsafe_string(ccall((:horecon_version, LIB), Cstring, ()))
@@ -146,6 +207,8 @@ mutable struct Plan
         shape = (length(d) == 3 && d3[3] == 1) ? d[1:2] : d
         p = new(out[], d3, shape, Int(ncoils), Int(nsamples))
         finalizer(close!, p)
+        check(ccall((:horecon_set_progress, LIB), Int32, (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}),
+                    p.handle, TRAMPOLINE[], C_NULL))
         return p
     end
 end
@@ -161,6 +224,31 @@ function close!(p::Plan)
 end
 
 nvoxels(p::Plan) = prod(p.dims)
+
+"""Cancels the calls running on the plan now, from any task or thread: they
+throw HoreconError(HORECON_ERR_CANCELLED); the plan stays usable."""
+function cancel(p::Plan)
+    p.handle == C_NULL && return nothing
+    check(ccall((:horecon_cancel, LIB), Int32, (Ptr{Cvoid},), p.handle))
+end
+
+"""The calls of `memory` (HORECON_CALL_*)."""
+const CALLS = Dict("forward" => Int32(0), "adjoint" => Int32(1), "normal" => Int32(2), "cg" => Int32(3),
+                   "fhd" => Int32(4), "q" => Int32(5), "gridding" => Int32(6))
+
+"""
+    memory(p, call = "cg") -> (host_bytes, device_bytes)
+
+The memory `call` ("forward", "adjoint", "normal", "cg", "fhd", "q" or
+"gridding") needs at most, asked before running it (horecon_plan_memory).
+"""
+function memory(p::Plan, call::AbstractString = "cg")
+    haskey(CALLS, call) || invalid("memory: call must be one of $(join(sort(collect(keys(CALLS))), ", ")), got $(call)")
+    host, device = Ref{Int64}(0), Ref{Int64}(0)
+    check(ccall((:horecon_plan_memory, LIB), Int32, (Ptr{Cvoid}, Int32, Ref{Int64}, Ref{Int64}),
+                live(p), CALLS[call], host, device))
+    return (Int(host[]), Int(device[]))
+end
 
 function live(p::Plan)
     p.handle == C_NULL && throw(HoreconError(Int32(1), "HORECON_ERR_NULL_POINTER", "the plan is closed"))
@@ -260,27 +348,34 @@ function set_toeplitz!(p::Plan, enable::Bool = true, time_segments::Integer = 0)
                 Int32(enable), Int32(time_segments)))
 end
 
-"""d = E x: image (N or dims) -> data M x L (ComplexF32)."""
-function forward(p::Plan, x)
+"""d = E x: image (N or dims) -> data M x L (ComplexF32). `progress` (every long
+call): nothing, true (a text line after 1 s) or f(fraction) -> true to cancel."""
+function forward(p::Plan, x; progress = nothing)
     xin = complex_in("image", x, nvoxels(p))
     d = Matrix{ComplexF32}(undef, p.nsamples, p.ncoils)
-    check(ccall((:horecon_forward, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{ComplexF32}), live(p), xin, d))
+    long_call("forward", progress) do
+        ccall((:horecon_forward, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{ComplexF32}), live(p), xin, d)
+    end
     return d
 end
 
 """x = E^H d: data M x L -> image in the plan's shape."""
-function adjoint(p::Plan, d)
+function adjoint(p::Plan, d; progress = nothing)
     din = complex_in("data", d, p.nsamples * p.ncoils)
     x = Vector{ComplexF32}(undef, nvoxels(p))
-    check(ccall((:horecon_adjoint, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{ComplexF32}), live(p), din, x))
+    long_call("adjoint", progress) do
+        ccall((:horecon_adjoint, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{ComplexF32}), live(p), din, x)
+    end
     return reshape(x, p.shape)
 end
 
 """y = E^H E x in the plan's image shape."""
-function normal(p::Plan, x)
+function normal(p::Plan, x; progress = nothing)
     xin = complex_in("image", x, nvoxels(p))
     y = Vector{ComplexF32}(undef, nvoxels(p))
-    check(ccall((:horecon_normal, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{ComplexF32}), live(p), xin, y))
+    long_call("normal", progress) do
+        ccall((:horecon_normal, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{ComplexF32}), live(p), xin, y)
+    end
     return reshape(y, p.shape)
 end
 
@@ -295,13 +390,15 @@ root-sum-of-squares for several coils without. Voxels on a regular grid;
 phase model set_trajectory! or solid harmonics (orders 0 and 1 used); a user
 basis is refused. `dcf` M non-negative weights or `nothing` (Pipe-Menon).
 """
-function gridding(p::Plan, d, dcf = nothing)
+function gridding(p::Plan, d, dcf = nothing; progress = nothing)
     din = complex_in("data", d, p.nsamples * p.ncoils)
     # ccall converts a Vector{Float32} to a pointer kept alive for the call, C_NULL as is.
     w = dcf === nothing ? Ptr{Cfloat}(C_NULL) : Vector{Float32}(real_in("dcf", dcf, p.nsamples))
     x = Vector{ComplexF32}(undef, nvoxels(p))
-    check(ccall((:horecon_gridding, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{Cfloat}, Ptr{ComplexF32}),
-                live(p), din, w, x))
+    long_call("gridding", progress) do
+        ccall((:horecon_gridding, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{Cfloat}, Ptr{ComplexF32}),
+              live(p), din, w, x)
+    end
     return reshape(x, p.shape)
 end
 
@@ -312,12 +409,16 @@ Stone et al.'s F^H d (eq. 4) for a single-coil trajectory plan (Stone's k in
 cycles/m given to the plan as -2π k): x_n = Σ_m conj(phi_m) d_m exp(+i2π k_m·x_n);
 phi = nothing means 1.
 """
-function fhd(p::Plan, d, phi = nothing)
+function fhd(p::Plan, d, phi = nothing; progress = nothing)
     din = complex_in("data", d, p.nsamples)
     pin = phi === nothing ? nothing : complex_in("phi", phi, p.nsamples)
     x = Vector{ComplexF32}(undef, nvoxels(p))
-    check(ccall((:horecon_fhd, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{ComplexF32}, Ptr{ComplexF32}),
-                live(p), din, pin === nothing ? Ptr{ComplexF32}(C_NULL) : pointer(pin), x))
+    GC.@preserve pin begin
+        long_call("fhd", progress) do
+            ccall((:horecon_fhd, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{ComplexF32}, Ptr{ComplexF32}),
+                  live(p), din, pin === nothing ? Ptr{ComplexF32}(C_NULL) : pointer(pin), x)
+        end
+    end
     return reshape(x, p.shape)
 end
 
@@ -334,19 +435,23 @@ end
 Stone et al.'s Q (eq. 3) on the 2×-oversampled grid of lattice offsets (size
 `q_dims(p)`; index (nx+1, ny+1, nz+1) is offset 0); phi_mag2 = nothing means 1.
 """
-function q(p::Plan, phi_mag2 = nothing)
+function q(p::Plan, phi_mag2 = nothing; progress = nothing)
     w = phi_mag2 === nothing ? nothing : Vector{Float32}(real_in("phi_mag2", phi_mag2, p.nsamples))
     dims = q_dims(p)
     out = Vector{ComplexF32}(undef, prod(dims))
-    check(ccall((:horecon_q, LIB), Int32, (Ptr{Cvoid}, Ptr{Float32}, Ptr{ComplexF32}),
-                live(p), w === nothing ? Ptr{Float32}(C_NULL) : pointer(w), out))
+    GC.@preserve w begin
+        long_call("q", progress) do
+            ccall((:horecon_q, LIB), Int32, (Ptr{Cvoid}, Ptr{Float32}, Ptr{ComplexF32}),
+                  live(p), w === nothing ? Ptr{Float32}(C_NULL) : pointer(w), out)
+        end
+    end
     return reshape(out, dims)
 end
 
 """
     cg(p, d; max_iterations=50, tolerance=1e-6, regularizer="none", lambda=0.0,
        sample_weights=nothing, x0=nothing, reweightings=5, epsilon=1e-3, sigma=1.0,
-       fd_weights=nothing, neighbours=6) -> (image, info)
+       fd_weights=nothing, neighbours=6, progress=nothing) -> (image, info)
 
 CG on (E^H W E + lambda R) x = E^H W d; info is a NamedTuple
 (iterations, converged, rel_residual, seconds). The finite-difference
@@ -355,10 +460,12 @@ regularizers ("finite_difference", "total_variation", "laplace") take
 differences along the grid axes (ndirections = axes of more than one voxel),
 26 = to every neighbour, each edge once, weighted 1/|d|^2 (ndirections 13 in
 3D, 4 in 2D, 1 in 1D; order in include/horecon.h at `neighbours`).
+`progress`: of the whole solve, as for `forward` (Python's `bar=`).
 """
 function cg(p::Plan, d; max_iterations::Integer = 50, tolerance::Real = 1e-6, regularizer = "none",
             lambda::Real = 0.0, sample_weights = nothing, x0 = nothing, reweightings = nothing,
-            epsilon = nothing, sigma = nothing, fd_weights = nothing, neighbours::Integer = 6)
+            epsilon = nothing, sigma = nothing, fd_weights = nothing, neighbours::Integer = 6,
+            progress = nothing)
     din = complex_in("data", d, p.nsamples * p.ncoils)
     haskey(REGULARIZERS, regularizer) || invalid("unknown regularizer $(regularizer)")
     w = sample_weights === nothing ? nothing : Vector{Float32}(real_in("sample_weights", sample_weights, p.nsamples))
@@ -381,9 +488,11 @@ function cg(p::Plan, d; max_iterations::Integer = 50, tolerance::Real = 1e-6, re
                              u === nothing ? Ptr{Float32}(C_NULL) : pointer(u),
                              Int32(x0 === nothing ? 0 : 1), C_NULL, C_NULL, Int32(neighbours),
                              o.preconditioner, o.discrepancy_tau, o.noise_sigma))
-        check(ccall((:horecon_cg, LIB), Int32,
-                    (Ptr{Cvoid}, Ptr{ComplexF32}, Ref{CgOptions}, Ptr{ComplexF32}, Ref{CgInfo}),
-                    live(p), din, opts, x, info))
+        long_call("cg", progress) do
+            ccall((:horecon_cg, LIB), Int32,
+                  (Ptr{Cvoid}, Ptr{ComplexF32}, Ref{CgOptions}, Ptr{ComplexF32}, Ref{CgInfo}),
+                  live(p), din, opts, x, info)
+        end
     end
     i = info[]
     return reshape(x, p.shape), (iterations = Int(i.iterations), converged = i.converged != 0,
@@ -397,42 +506,62 @@ function backend(p::Plan)
     return b[] == 2 ? "cuda" : "cpu"
 end
 
-"""The simulation toolkit (horecon_sim_*), mirroring python/horecon_sim.py."""
+"""The simulation toolkit (horecon_sim_*), mirroring python/horecon/sim.py."""
 module Sim
 
-import ..Horecon: LIB, check, size_error, invalid
+import ..Horecon: LIB, check, size_error, invalid, long_call, TRAMPOLINE
+
+# A toolkit call with `progress` (as a plan's long calls): the callback of
+# horecon_sim_* calls is per thread, set around the call.
+function sim_call(call, label, progress)
+    set(f) = ccall((:horecon_sim_set_progress, LIB), Int32, (Ptr{Cvoid}, Ptr{Cvoid}), f, C_NULL)
+    long_call(label, progress) do
+        set(TRAMPOLINE[])
+        try
+            call()
+        finally
+            set(C_NULL)
+        end
+    end
+end
 
 points(name, P) = (size(P, 2) == 3 && size(P, 1) > 0) ? size(P, 1) : size_error("$(name) must be N x 3")
 f64(a) = Vector{Float64}(vec(a))
 vec3(a) = (v = f64(collect(a)); length(v) == 3 ? v : size_error("expected 3 elements"))
 
 """Phantom values (N) at positions P (N x 3); ndims 2 (z ignored) or 3."""
-function shepp_logan(ndims::Integer, fov, center, P)
+function shepp_logan(ndims::Integer, fov, center, P; progress = nothing)
     n = points("positions", P)
     out = Vector{Float64}(undef, n)
-    check(ccall((:horecon_sim_shepp_logan, LIB), Int32,
-                (Int32, Ptr{Float64}, Ptr{Float64}, Int64, Ptr{Float64}, Ptr{Float64}),
-                ndims, vec3(fov), vec3(center), n, f64(P), out))
+    sim_call("shepp_logan", progress) do
+        ccall((:horecon_sim_shepp_logan, LIB), Int32,
+              (Int32, Ptr{Float64}, Ptr{Float64}, Int64, Ptr{Float64}, Ptr{Float64}),
+              ndims, vec3(fov), vec3(center), n, f64(P), out)
+    end
     return out
 end
 
 """Analytic F(k) = int rho(r) exp(+i k.r) dr at k (M x d), ComplexF64."""
-function shepp_logan_kspace(ndims::Integer, fov, center, k::AbstractMatrix)
+function shepp_logan_kspace(ndims::Integer, fov, center, k::AbstractMatrix; progress = nothing)
     m, d = size(k)
     re, im = Vector{Float64}(undef, m), Vector{Float64}(undef, m)
-    check(ccall((:horecon_sim_shepp_logan_kspace, LIB), Int32,
-                (Int32, Ptr{Float64}, Ptr{Float64}, Int64, Int32, Ptr{Float64}, Ptr{Float64}, Ptr{Float64}),
-                ndims, vec3(fov), vec3(center), m, d, f64(k), re, im))
+    sim_call("shepp_logan_kspace", progress) do
+        ccall((:horecon_sim_shepp_logan_kspace, LIB), Int32,
+              (Int32, Ptr{Float64}, Ptr{Float64}, Int64, Int32, Ptr{Float64}, Ptr{Float64}, Ptr{Float64}),
+              ndims, vec3(fov), vec3(center), m, d, f64(k), re, im)
+    end
     return complex.(re, im)
 end
 
 """The 2D phantom through |k| <= kmax on a grid of field of view grid_fov (2)."""
-function shepp_logan_band_limited(fov, center, P, grid_fov, kmax::Real)
+function shepp_logan_band_limited(fov, center, P, grid_fov, kmax::Real; progress = nothing)
     n = points("positions", P)
     out = Vector{ComplexF32}(undef, n)
-    check(ccall((:horecon_sim_shepp_logan_band_limited, LIB), Int32,
-                (Ptr{Float64}, Ptr{Float64}, Int64, Ptr{Float64}, Ptr{Float64}, Float64, Ptr{ComplexF32}),
-                vec3(fov), vec3(center), n, f64(P), f64(collect(grid_fov)), kmax, out))
+    sim_call("shepp_logan_band_limited", progress) do
+        ccall((:horecon_sim_shepp_logan_band_limited, LIB), Int32,
+              (Ptr{Float64}, Ptr{Float64}, Int64, Ptr{Float64}, Ptr{Float64}, Float64, Ptr{ComplexF32}),
+              vec3(fov), vec3(center), n, f64(P), f64(collect(grid_fov)), kmax, out)
+    end
     return out
 end
 

@@ -17,13 +17,29 @@
  * (MX_HAS_INTERLEAVED_COMPLEX); everywhere else (GNU Octave, whose
  * interleaved API is broken in 7.x) the separate real/imaginary API.
  *
- * Ctrl-C: horecon_cg calls its progress callback after every iteration; the
- * callback reports a pending interrupt (utIsInterruptPending in MATLAB,
- * octave_interrupt_state in Octave, build with -DHORECON_OCTAVE), the solve
- * stops cleanly with HORECON_ERR_CANCELLED and the MEX raises
- * horecon:cancelled. The callback only reads that flag (it may run on a
- * worker thread of the library); residuals are printed after the solve.
+ * Ctrl-C: every long call (operators, cg, gridding, Fhd/Q, the toolkit) has
+ * the plan-level progress callback (horecon_set_progress, and
+ * horecon_sim_set_progress for the toolkit), which the library calls on
+ * MATLAB's thread between chunks of work; it reports a pending interrupt
+ * (utIsInterruptPending in MATLAB, octave_interrupt_state in Octave, build
+ * with -DHORECON_OCTAVE), the call stops cleanly with HORECON_ERR_CANCELLED
+ * and the MEX raises horecon:cancelled. cg's iteration callback (possibly on
+ * a worker thread) only reads that flag; residuals are printed after the solve.
+ *
+ * Progress display (horecon.progress): a call still running after `delay`
+ * seconds (1) shows a waitbar (MATLAB desktop, Octave GUI) or a text line
+ * (terminal sessions), drawn by horecon.internal.progressDisplay at most
+ * every 0.2 s; its Cancel button, or closing it, cancels the call. That
+ * MATLAB code runs from inside the library call, so: trapped
+ * (mexCallMATLABWithTrap: its errors never unwind through the library), with
+ * Ctrl-C deferred in Octave (an interrupt would be thrown through the
+ * library's frames; it is re-raised after), and horecon_mex refuses to be
+ * entered from it (horecon:busy: a timer or GUI callback must not touch a
+ * plan in use).
  */
+#if !defined(_WIN32) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, sigaction, kill */
+#endif
 #include "mex.h"
 #include "horecon.h"
 
@@ -34,6 +50,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(_WIN32)
+#include <windows.h>
+#else
+#include <time.h>
+#include <unistd.h>
+#endif
 
 #ifndef MX_HAS_INTERLEAVED_COMPLEX
 #define MX_HAS_INTERLEAVED_COMPLEX 0
@@ -67,29 +89,172 @@ static const char *status_id(horecon_status s) {
   }
 }
 
+/* ------------------------------------------------------ progress display */
+
+enum { DISPLAY_OFF, DISPLAY_AUTO, DISPLAY_WAITBAR, DISPLAY_TEXT, DISPLAY_MODES };
+static const char *const display_modes[DISPLAY_MODES] = {"off", "auto", "waitbar", "text"};
+static int display_mode = DISPLAY_AUTO;
+static double display_delay = 1.0; /* seconds before a call shows its progress */
+#define DISPLAY_INTERVAL 0.2       /* seconds between two updates */
+
+/* The display of the command running now. */
+static struct {
+  char label[64];
+  double started, shown_at;
+  int shown;   /* the display was drawn: it must be closed */
+  int stopped; /* its Cancel button (or closing it) asked to stop */
+  const char *cancelled_by; /* what cancelled the call: Ctrl-C or the display, NULL if nothing did */
+  int broken;  /* its MATLAB code failed: not called again in this call */
+} display;
+static int in_display = 0; /* the display's MATLAB code is running */
+
+/* Plans deleted by MATLAB code that ran inside the display (their handle
+ * objects went away then): destroyed once the call in progress is over. */
+#define PENDING_DESTROYS 64
+static uint64_t pending_destroys[PENDING_DESTROYS];
+static int pending_count = 0;
+static void destroy_handle(uint64_t handle);
+
+static double seconds_now(void) {
+#if defined(_WIN32)
+  return (double)GetTickCount64() / 1000.0;
+#else
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+#endif
+}
+
+#if defined(HORECON_OCTAVE) && !defined(_WIN32)
+/* Octave throws Ctrl-C as a C++ exception from inside the interpreter (it
+ * would unwind through the library's frames, or past the trap): while the
+ * display's code runs, a pending interrupt is set aside, a new SIGINT is only
+ * noted, and both are restored after. */
+static volatile sig_atomic_t deferred_interrupt = 0;
+static struct sigaction saved_sigint;
+static sig_atomic_t held_interrupt = 0;
+static void note_sigint(int sig) {
+  (void)sig;
+  deferred_interrupt = 1;
+}
+static void defer_interrupts(int on) {
+  if (on) {
+    struct sigaction quiet;
+    memset(&quiet, 0, sizeof quiet);
+    quiet.sa_handler = note_sigint;
+    sigemptyset(&quiet.sa_mask);
+    sigaction(SIGINT, &quiet, &saved_sigint);
+    held_interrupt = octave_interrupt_state;
+    if (held_interrupt > 0) octave_interrupt_state = 0;
+  } else {
+    if (held_interrupt > 0) octave_interrupt_state = held_interrupt;
+    held_interrupt = 0;
+    sigaction(SIGINT, &saved_sigint, NULL);
+    if (deferred_interrupt) {
+      deferred_interrupt = 0;
+      kill(getpid(), SIGINT); /* Octave's own handler now marks the interrupt */
+    }
+  }
+}
+#else
+/* MATLAB traps an interrupt inside mexCallMATLABWithTrap like any error. */
+static void defer_interrupts(int on) { (void)on; }
+#endif
+
+/* Draws the display (horecon.internal.progressDisplay, trapped); true when it
+ * asks to cancel. finished: 0 running, 1 done, 2 stopped (an error). */
+static int draw_display(double fraction, int finished) {
+  mxArray *in[5], *out[1] = {NULL}, *failure;
+  int i, stop = 0;
+  if (display.broken) return 0;
+  if (!finished && interrupt_pending()) return 1; /* Ctrl-C first: it cancels, no drawing */
+  defer_interrupts(1);
+  in[0] = mxCreateString(display.label);
+  in[1] = mxCreateDoubleScalar(fraction);
+  in[2] = mxCreateDoubleScalar(seconds_now() - display.started);
+  in[3] = mxCreateDoubleScalar(finished);
+  in[4] = mxCreateString(display_modes[display_mode]);
+  in_display = 1;
+  failure = mexCallMATLABWithTrap(1, out, 5, in, "horecon.internal.progressDisplay");
+  in_display = 0;
+  defer_interrupts(0);
+  if (failure != NULL) {
+    display.broken = 1;
+    mxDestroyArray(failure);
+  } else if (out[0] != NULL) {
+    stop = (mxIsLogical(out[0]) || mxIsNumeric(out[0])) && mxGetNumberOfElements(out[0]) == 1 &&
+           mxGetScalar(out[0]) != 0.0;
+    mxDestroyArray(out[0]);
+  }
+  for (i = 0; i < 5; ++i) mxDestroyArray(in[i]);
+  return stop;
+}
+
+/* Closes the display of the command that ran last, if it was drawn: done,
+ * or stopped by an error. */
+static void end_display(int stopped) {
+  if (display.shown) {
+    display.shown = 0;
+    draw_display(1.0, stopped ? 2 : 1);
+  }
+  display.label[0] = '\0';
+  while (pending_count > 0) destroy_handle(pending_destroys[--pending_count]);
+}
+
+static void begin_display(const char *label) {
+  end_display(1); /* a command that ended in a MATLAB error left it open */
+  snprintf(display.label, sizeof display.label, "%s", label);
+  display.started = seconds_now();
+  display.shown = display.stopped = display.broken = 0;
+  display.cancelled_by = NULL;
+}
+
 static void fail(const char *id, const char *fmt, ...) {
   char text[1024];
   va_list args;
   va_start(args, fmt);
   vsnprintf(text, sizeof text, fmt, args);
   va_end(args);
+  end_display(1);
   mexErrMsgIdAndTxt(id, "%s", text);
 }
 
 /* Progress of the library's long calls (issue 11): called on MATLAB's thread
- * between chunks of work; a pending Ctrl-C cancels the call (horecon:cancelled),
- * the plan stays usable. Installed on every plan and for the toolkit. */
-static int32_t long_call_progress(void *user, double fraction) {
-  (void)user;
-  (void)fraction;
-  return interrupt_pending();
+ * between chunks of work; a pending Ctrl-C, or the display's Cancel, cancels
+ * the call (horecon:cancelled), the plan stays usable. Installed on every
+ * plan and for the toolkit. */
+/* Why the call must stop, or NULL. */
+static const char *cancel_reason(void) {
+  if (interrupt_pending()) return "interrupted (Ctrl-C)";
+  if (display.stopped) return "cancelled (the progress display's Cancel)";
+  return NULL;
 }
 
-/* A failing status becomes horecon:<name> with the library's message. */
+static int32_t long_call_progress(void *user, double fraction) {
+  double now;
+  (void)user;
+  if ((display.cancelled_by = cancel_reason()) != NULL) return 1;
+  if (display_mode == DISPLAY_OFF || display.label[0] == '\0' || in_display) return 0;
+  now = seconds_now();
+  if (now - display.started < display_delay || (display.shown && now - display.shown_at < DISPLAY_INTERVAL))
+    return 0;
+  display.shown = 1;
+  display.shown_at = now;
+  if (draw_display(fraction, 0)) display.stopped = 1;
+  display.cancelled_by = cancel_reason();
+  return display.cancelled_by != NULL;
+}
+
+/* A failing status becomes horecon:<name> with the library's message (and
+ * what cancelled a cancelled call). */
 static void check(horecon_status s) {
   if (s != HORECON_OK) {
     char text[1024];
-    snprintf(text, sizeof text, "%s", horecon_last_error());
+    if (s == HORECON_ERR_CANCELLED && display.cancelled_by != NULL)
+      snprintf(text, sizeof text, "%s: %s", display.cancelled_by, horecon_last_error());
+    else
+      snprintf(text, sizeof text, "%s", horecon_last_error());
+    end_display(1);
     mexErrMsgIdAndTxt(status_id(s), "%s", text);
   }
 }
@@ -141,8 +306,8 @@ static size_t voxels(const plan_entry *e) { return (size_t)(e->dims[0] * e->dims
 
 static void check_numeric(const mxArray *a, const char *name) {
   if (!(mxIsDouble(a) || mxIsSingle(a)) || mxIsSparse(a))
-    fail("horecon:invalidArgument", "%s must be a full double or single array, got %s", name,
-         mxGetClassName(a));
+    fail("horecon:invalidArgument", "%s must be a full double or single array, got %s%s", name,
+         mxIsSparse(a) ? "a sparse " : "", mxGetClassName(a));
 }
 
 static void check_count(const mxArray *a, const char *name, size_t expected, const char *shape) {
@@ -184,7 +349,8 @@ static float *real_singles(const mxArray *a, const char *name, size_t expected, 
 /* Scalars (counts, options) may be of any real numeric or logical class. */
 static double scalar(const mxArray *a, const char *name) {
   if (!(mxIsNumeric(a) || mxIsLogical(a)) || mxIsSparse(a))
-    fail("horecon:invalidArgument", "%s must be a real numeric scalar, got %s", name, mxGetClassName(a));
+    fail("horecon:invalidArgument", "%s must be a real numeric scalar, got %s%s", name,
+         mxIsSparse(a) ? "a sparse " : "", mxGetClassName(a));
   if (mxIsComplex(a) || mxGetNumberOfElements(a) != 1)
     fail("horecon:invalidArgument", "%s must be a real scalar", name);
   return mxGetScalar(a);
@@ -195,6 +361,21 @@ static int64_t integer(const mxArray *a, const char *name) {
   if (!(v == floor(v)) || fabs(v) > 9.0e15)
     fail("horecon:invalidArgument", "%s must be an integer, got %g", name, v);
   return (int64_t)v;
+}
+
+/* An integer that fits the C API's int32_t arguments. */
+static int32_t integer32(const mxArray *a, const char *name) {
+  int64_t v = integer(a, name);
+  if (v < INT32_MIN || v > INT32_MAX)
+    fail("horecon:invalidArgument", "%s = %lld is out of range (a 32-bit integer)", name, (long long)v);
+  return (int32_t)v;
+}
+
+/* A non-negative integer seed (exact in a double). */
+static uint64_t seed_arg(const mxArray *a, const char *name) {
+  int64_t v = integer(a, name);
+  if (v < 0) fail("horecon:invalidArgument", "%s must be a non-negative integer, got %lld", name, (long long)v);
+  return (uint64_t)v;
 }
 
 /* Any double/single, real or complex array as interleaved single complex. */
@@ -300,10 +481,10 @@ static void cmd_create(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[
   coils = integer(prhs[2], "ncoils");
   samples = integer(prhs[3], "nsamples");
   horecon_default_options(&o);
-  o.backend = (int32_t)integer(prhs[4], "Backend");
-  o.precision = (int32_t)integer(prhs[5], "Precision");
-  o.device = (int32_t)integer(prhs[6], "Device");
-  o.num_threads = (int32_t)integer(prhs[7], "Threads");
+  o.backend = integer32(prhs[4], "Backend");
+  o.precision = integer32(prhs[5], "Precision");
+  o.device = integer32(prhs[6], "Device");
+  o.num_threads = integer32(prhs[7], "Threads");
   check(horecon_plan_create(&o, dims[0], dims[1], dims[2], coils, samples, &plan));
   horecon_set_progress(plan, long_call_progress, NULL); /* Ctrl-C cancels long calls */
   if (registry_len == registry_cap) {
@@ -330,20 +511,22 @@ static void cmd_create(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[
   (void)nlhs;
 }
 
-static void cmd_destroy(int nrhs, const mxArray *prhs[]) {
+/* Destroys the plan of `handle`; an unknown handle (already destroyed) is a no-op. */
+static void destroy_handle(uint64_t handle) {
   size_t i;
-  uint64_t h;
-  need_args(nrhs, 2, "destroy");
-  h = handle_value(prhs[1]);
   for (i = 0; i < registry_len; ++i) {
-    if ((uint64_t)(uintptr_t)registry[i].plan == h) {
+    if ((uint64_t)(uintptr_t)registry[i].plan == handle) {
       horecon_plan_destroy(registry[i].plan);
       registry[i] = registry[registry_len - 1];
       --registry_len;
       return;
     }
   }
-  /* unknown handle: already destroyed, nothing to do */
+}
+
+static void cmd_destroy(int nrhs, const mxArray *prhs[]) {
+  need_args(nrhs, 2, "destroy");
+  destroy_handle(handle_value(prhs[1]));
 }
 
 static void cmd_set_positions(int nrhs, const mxArray *prhs[]) {
@@ -451,13 +634,11 @@ static void cmd_set_sensitivities(int nrhs, const mxArray *prhs[]) {
 
 static void cmd_set_toeplitz(int nrhs, const mxArray *prhs[]) {
   plan_entry *e;
-  int64_t segments;
+  int32_t segments;
   need_args(nrhs, 4, "setToeplitz");
   e = plan_arg(prhs[1]);
-  segments = integer(prhs[3], "TimeSegments");
-  if (segments < INT32_MIN || segments > INT32_MAX)
-    fail("horecon:invalidArgument", "TimeSegments = %lld is out of range", (long long)segments);
-  check(horecon_set_toeplitz(e->plan, scalar(prhs[2], "enable") != 0.0, (int32_t)segments));
+  segments = integer32(prhs[3], "TimeSegments");
+  check(horecon_set_toeplitz(e->plan, scalar(prhs[2], "enable") != 0.0, segments));
 }
 
 static void cmd_forward(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
@@ -592,7 +773,7 @@ static void cmd_cg(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
     o.max_iterations = (int32_t)it;
   }
   o.tolerance = scalar(prhs[4], "Tolerance");
-  o.regularizer = (int32_t)integer(prhs[5], "Regularizer");
+  o.regularizer = integer32(prhs[5], "Regularizer");
   o.lambda = scalar(prhs[6], "Lambda");
   if (!mxIsEmpty(prhs[7])) o.sample_weights = real_singles(prhs[7], "SampleWeights", (size_t)e->samples, "M");
   if (!mxIsEmpty(prhs[8])) {
@@ -625,8 +806,13 @@ static void cmd_cg(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
     o.fd_weights = real_singles(prhs[13], "FdWeights", voxels(e) * (size_t)directions,
                                 neighbours == 26 ? "N x ndirections (13 in 3D, 4 in 2D, 1 in 1D; Neighbours = 26)"
                                                  : "N x ndims (grid axes with more than one voxel)");
-  /* TV and Laplace run `reweightings` CG solves: room for every iteration's residual */
-  progress.capacity = o.max_iterations * (o.regularizer >= HORECON_REG_TOTAL_VARIATION && reweightings > 1 ? (int32_t)reweightings : 1) + 1;
+  /* TV and Laplace run `reweightings` CG solves: room for every iteration's residual
+     (at most 2^20: later ones are not kept) */
+  {
+    int64_t solves = o.regularizer >= HORECON_REG_TOTAL_VARIATION && reweightings > 1 ? reweightings : 1;
+    int64_t wanted = (int64_t)o.max_iterations * solves + 1;
+    progress.capacity = (int32_t)(wanted < ((int64_t)1 << 20) ? wanted : ((int64_t)1 << 20));
+  }
   progress.residuals = (double *)mxCalloc((size_t)progress.capacity, sizeof(double));
   progress.count = 0;
   progress.interrupted = 0;
@@ -689,7 +875,7 @@ static void cmd_sim_shepp_logan(mxArray *plhs[], int nrhs, const mxArray *prhs[]
   need_args(nrhs, 5, "simSheppLogan");
   n = points(prhs[4], "P");
   plhs[0] = real_output(n, 1, &v);
-  check(horecon_sim_shepp_logan((int32_t)integer(prhs[1], "ndims"), real_arg(prhs[2], "fov", 3, "3"),
+  check(horecon_sim_shepp_logan(integer32(prhs[1], "ndims"), real_arg(prhs[2], "fov", 3, "3"),
                                 real_arg(prhs[3], "center", 3, "3"), (int64_t)n, real_values(prhs[4], "P"), v));
 }
 
@@ -706,7 +892,7 @@ static void cmd_sim_shepp_logan_kspace(mxArray *plhs[], int nrhs, const mxArray 
   m = total / (size_t)kdims;
   re = (double *)mxMalloc(m * sizeof(double));
   im = (double *)mxMalloc(m * sizeof(double));
-  check(horecon_sim_shepp_logan_kspace((int32_t)integer(prhs[1], "ndims"), real_arg(prhs[2], "fov", 3, "3"),
+  check(horecon_sim_shepp_logan_kspace(integer32(prhs[1], "ndims"), real_arg(prhs[2], "fov", 3, "3"),
                                        real_arg(prhs[3], "center", 3, "3"), (int64_t)m, (int32_t)kdims,
                                        real_values(prhs[4], "k"), re, im));
   plhs[0] = complex_double_output(m, 1, re, im);
@@ -724,29 +910,42 @@ static void cmd_sim_band_limited(mxArray *plhs[], int nrhs, const mxArray *prhs[
   plhs[0] = complex_output(n, 1, v);
 }
 
-/* Trajectories: query the count, then fill. kind: 0 spiral, 1 radial, 2 epi, 3 cartesian, 4 stack. */
-static horecon_status trajectory(int kind, const double *a, int64_t *m, double *k, double *t) {
+/* Trajectories: query the count, then fill. kind: 0 spiral, 1 radial, 2 epi, 3 cartesian, 4 stack;
+   n[] the counts (integers), a[] the other parameters, in the order of the C API. */
+static horecon_status trajectory(int kind, const int64_t *n, const double *a, int64_t *m, double *k, double *t) {
   switch (kind) {
-    case 0: return horecon_sim_spiral((int64_t)a[0], a[1], a[2], a[3], a[4], m, k, t);
-    case 1: return horecon_sim_radial((int64_t)a[0], a[1], (int64_t)a[2], a[3], a[4], m, k, t);
-    case 2: return horecon_sim_epi((int64_t)a[0], a[1], (int64_t)a[2], a[3], a[4], m, k, t);
-    case 3: return horecon_sim_cartesian((int64_t)a[0], (int64_t)a[1], a[2], a[3], a[4], a[5], m, k, t);
-    default: return horecon_sim_stack_of_spirals((int64_t)a[0], (int64_t)a[1], a[2], a[3], a[4], a[5], a[6], m, k, t);
+    case 0: return horecon_sim_spiral(n[0], a[0], a[1], a[2], a[3], m, k, t);
+    case 1: return horecon_sim_radial(n[0], a[0], n[1], a[1], a[2], m, k, t);
+    case 2: return horecon_sim_epi(n[0], a[0], n[1], a[1], a[2], m, k, t);
+    case 3: return horecon_sim_cartesian(n[0], n[1], a[0], a[1], a[2], a[3], m, k, t);
+    default: return horecon_sim_stack_of_spirals(n[0], n[1], a[0], a[1], a[2], a[3], a[4], m, k, t);
   }
 }
 
 static void cmd_sim_trajectory(int kind, int nargs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
-  static const char *names[] = {"simSpiral", "simRadial", "simEpi", "simCartesian", "simStackOfSpirals"};
+  static const char *commands[] = {"simSpiral", "simRadial", "simEpi", "simCartesian", "simStackOfSpirals"};
+  /* the arguments' names (as in +horecon/+sim), counts marked with '#' */
+  static const char *names[5][7] = {
+      {"#n", "fov", "undersampling", "dwell", "t0"},
+      {"#n", "fov", "#spokes", "dwell", "t0"},
+      {"#n", "fov", "#undersampling", "dwell", "t0"},
+      {"#nx", "#ny", "fovX", "fovY", "dwell", "t0"},
+      {"#n", "#nz", "fov", "fovZ", "undersampling", "dwell", "t0"}};
   double a[7];
-  int i, ndims = kind == 4 ? 3 : 2;
+  int64_t n[2];
+  int i, na = 0, nn = 0, ndims = kind == 4 ? 3 : 2;
   int64_t m = 0;
   double *k, *t;
-  need_args(nrhs, nargs + 1, names[kind]);
-  for (i = 0; i < nargs; ++i) a[i] = scalar(prhs[i + 1], "trajectory parameter");
-  check(trajectory(kind, a, &m, NULL, NULL));
+  need_args(nrhs, nargs + 1, commands[kind]);
+  for (i = 0; i < nargs; ++i) {
+    const char *name = names[kind][i];
+    if (name[0] == '#') n[nn++] = integer(prhs[i + 1], name + 1);
+    else a[na++] = scalar(prhs[i + 1], name);
+  }
+  check(trajectory(kind, n, a, &m, NULL, NULL));
   plhs[0] = real_output((size_t)m, (size_t)ndims, &k);
   plhs[1] = real_output((size_t)m, 1, &t);
-  check(trajectory(kind, a, &m, k, t));
+  check(trajectory(kind, n, a, &m, k, t));
 }
 
 static void cmd_sim_coils(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
@@ -775,47 +974,58 @@ static void cmd_sim_off_resonance(mxArray *plhs[], int nrhs, const mxArray *prhs
 
 static void cmd_sim_field_coefficients(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   size_t m, d;
-  double *c, seed;
+  double *c;
+  uint64_t seed;
   need_args(nrhs, 5, "simFieldCoefficients");
   check_numeric(prhs[1], "k");
   m = mxGetM(prhs[1]);
   d = mxGetNumberOfElements(prhs[1]) / (m ? m : 1);
   if (m == 0 || d < 1 || d > 3 || m * d != mxGetNumberOfElements(prhs[1]))
     fail("horecon:sizeMismatch", "k must be M x d with d = 1..3");
-  seed = scalar(prhs[4], "seed");
-  if (seed < 0 || seed != floor(seed)) fail("horecon:invalidArgument", "seed must be a non-negative integer");
+  seed = seed_arg(prhs[4], "seed");
   plhs[0] = real_output(m, 16, &c);
   check(horecon_sim_field_coefficients((int64_t)m, (int32_t)d, real_values(prhs[1], "k"), scalar(prhs[2], "dwell"),
-                                       scalar(prhs[3], "strength"), (uint64_t)seed, c));
+                                       scalar(prhs[3], "strength"), seed, c));
 }
 
 static void cmd_sim_add_noise(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   size_t n;
   horecon_c32 *d;
-  double sigma = 0, seed;
+  double sigma = 0;
+  uint64_t seed;
   need_args(nrhs, 4, "simAddNoise");
   check_numeric(prhs[1], "d");
   n = mxGetNumberOfElements(prhs[1]);
   if (n == 0) fail("horecon:sizeMismatch", "d is empty");
   d = complex_values(prhs[1], "d");
-  seed = scalar(prhs[3], "seed");
-  if (seed < 0 || seed != floor(seed)) fail("horecon:invalidArgument", "seed must be a non-negative integer");
-  check(horecon_sim_add_noise((int64_t)n, d, scalar(prhs[2], "snr"), (uint64_t)seed, &sigma));
+  seed = seed_arg(prhs[3], "seed");
+  check(horecon_sim_add_noise((int64_t)n, d, scalar(prhs[2], "snr"), seed, &sigma));
   plhs[0] = complex_output(mxGetM(prhs[1]), n / (mxGetM(prhs[1]) ? mxGetM(prhs[1]) : 1), d);
   if (nlhs > 1) plhs[1] = mxCreateDoubleScalar(sigma);
 }
 
+/* [nx ny nz] as integers (each exact in a double). */
+static void grid_dims(const mxArray *a, const char *name, int64_t dims[3]) {
+  double *d = real_arg(a, name, 3, "[nx ny nz]");
+  int i;
+  for (i = 0; i < 3; ++i) {
+    if (!(d[i] == floor(d[i])) || fabs(d[i]) > 9.0e15)
+      fail("horecon:invalidArgument", "%s(%d) must be an integer, got %g", name, i + 1, d[i]);
+    dims[i] = (int64_t)d[i];
+  }
+}
+
 static void cmd_sim_refined_grid(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
-  double *dims, *p;
-  int64_t n = 0;
+  double *p;
+  int64_t dims[3], n = 0;
   int32_t factor;
   need_args(nrhs, 5, "simRefinedGrid");
-  dims = real_arg(prhs[1], "dims", 3, "[nx ny nz]");
-  factor = (int32_t)integer(prhs[4], "factor");
-  check(horecon_sim_refined_grid((int64_t)dims[0], (int64_t)dims[1], (int64_t)dims[2], real_arg(prhs[2], "fov", 3, "3"),
+  grid_dims(prhs[1], "dims", dims);
+  factor = integer32(prhs[4], "factor");
+  check(horecon_sim_refined_grid(dims[0], dims[1], dims[2], real_arg(prhs[2], "fov", 3, "3"),
                                  real_arg(prhs[3], "center", 3, "3"), factor, &n, NULL));
   plhs[0] = real_output((size_t)n, 3, &p);
-  check(horecon_sim_refined_grid((int64_t)dims[0], (int64_t)dims[1], (int64_t)dims[2], real_arg(prhs[2], "fov", 3, "3"),
+  check(horecon_sim_refined_grid(dims[0], dims[1], dims[2], real_arg(prhs[2], "fov", 3, "3"),
                                  real_arg(prhs[3], "center", 3, "3"), factor, &n, p));
 }
 
@@ -868,6 +1078,27 @@ static void cmd_sim_density_weights(mxArray *plhs[], int nrhs, const mxArray *pr
   check(horecon_sim_density_weights((int64_t)m, real_values(prhs[1], "k"), w));
   plhs[0] = real_output(m, 1, &out);
   for (i = 0; i < m; ++i) out[i] = w[i];
+}
+
+/* previous = horecon_mex('progress' [, mode [, delay]]): the display of long calls. */
+static void cmd_progress(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  int i, mode = -1;
+  char name[16] = "";
+  if (nrhs > 3) fail("horecon:invalidArgument", "horecon.progress takes at most 2 arguments (mode, delay)");
+  plhs[0] = mxCreateString(display_modes[display_mode]);
+  if (nrhs >= 2) {
+    if (!mxIsChar(prhs[1]) || mxGetString(prhs[1], name, sizeof name) != 0)
+      fail("horecon:invalidArgument", "mode must be 'auto', 'waitbar', 'text' or 'off'");
+    for (i = 0; i < DISPLAY_MODES; ++i)
+      if (!strcmp(name, display_modes[i])) mode = i;
+    if (mode < 0) fail("horecon:invalidArgument", "mode must be 'auto', 'waitbar', 'text' or 'off', got '%s'", name);
+  }
+  if (nrhs >= 3) {
+    double delay = scalar(prhs[2], "delay");
+    if (!(delay >= 0.0 && delay <= 1e6)) fail("horecon:invalidArgument", "delay must be 0 to 1e6 seconds, got %g", delay);
+    display_delay = delay;
+  }
+  if (mode >= 0) display_mode = mode;
 }
 
 /* ------------------------------------------------------------- gateway */
@@ -1098,11 +1329,22 @@ static void cmd_sim_correlated_noise(mxArray *plhs[], int nrhs, const mxArray *p
 
 void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   char *command;
+  if (in_display) { /* from the display's MATLAB code (a timer, a GUI callback): a plan is in use */
+    char name[16] = "";
+    if (nrhs == 2 && mxIsChar(prhs[0]) && mxGetString(prhs[0], name, sizeof name) == 0 && !strcmp(name, "destroy") &&
+        mxIsUint64(prhs[1]) && mxGetNumberOfElements(prhs[1]) == 1 && pending_count < PENDING_DESTROYS) {
+      pending_destroys[pending_count++] = *(const uint64_t *)mxGetData(prhs[1]); /* a deleted Plan: later */
+      return;
+    }
+    mexErrMsgIdAndTxt("horecon:busy", "horecon is busy with a long call (%s); call it again when that call has returned",
+                      display.label);
+  }
   if (nrhs < 1 || !mxIsChar(prhs[0]))
     fail("horecon:invalidArgument", "usage: horecon_mex(command, ...); use the +horecon package");
   command = mxArrayToString(prhs[0]);
   if (command == NULL) fail("horecon:invalidArgument", "the command must be a character row vector");
   horecon_sim_set_progress(long_call_progress, NULL); /* Ctrl-C cancels toolkit calls */
+  begin_display(command);
 
   if (!strcmp(command, "version")) plhs[0] = mxCreateString(horecon_version());
   else if (!strcmp(command, "cudaDeviceCount")) {
@@ -1110,6 +1352,7 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
     check(horecon_cuda_device_count(&count));
     plhs[0] = mxCreateDoubleScalar(count);
   } else if (!strcmp(command, "livePlans")) plhs[0] = mxCreateDoubleScalar((double)registry_len);
+  else if (!strcmp(command, "progress")) cmd_progress(plhs, nrhs, prhs);
   else if (!strcmp(command, "raiseStatus")) {
     /* test hook: the error a status becomes, for statuses no MATLAB input can
        produce here (null pointers, CUDA failures, internal errors) */
@@ -1167,4 +1410,5 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   else if (!strcmp(command, "simNoiseCovariance")) cmd_sim_noise_covariance(plhs, nrhs, prhs);
   else if (!strcmp(command, "simCorrelatedNoise")) cmd_sim_correlated_noise(plhs, nrhs, prhs);
   else fail("horecon:invalidArgument", "unknown command '%s'", command);
+  end_display(0);
 }

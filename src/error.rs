@@ -165,6 +165,16 @@ pub fn checked_bytes(count: usize, size: usize, what: &str) -> Result<usize> {
     })
 }
 
+/// The element count `a`·`b` of a table, or `InvalidArgument` naming `what`
+/// when the product overflows.
+pub fn checked_len(a: usize, b: usize, what: &str) -> Result<usize> {
+    a.checked_mul(b).ok_or_else(|| {
+        Error::invalid(format!(
+            "{what}: {a} x {b} elements overflow the address space"
+        ))
+    })
+}
+
 /// Allocates a vector of `len` copies of `value`, reporting failure as
 /// `OutOfMemory` instead of aborting the process.
 pub fn try_vec<T: Clone>(len: usize, value: T, what: &str) -> Result<Vec<T>> {
@@ -178,6 +188,14 @@ pub fn try_vec<T: Clone>(len: usize, value: T, what: &str) -> Result<Vec<T>> {
 pub fn try_copy<T: Clone>(values: &[T], what: &str) -> Result<Vec<T>> {
     let mut v = try_with_capacity(values.len(), what)?;
     v.extend_from_slice(values);
+    Ok(v)
+}
+
+/// Collects `values` (of known length) into a new vector (a fallible
+/// `collect`): failure is `OutOfMemory` naming `what`, never an abort.
+pub fn try_collect<T>(values: impl ExactSizeIterator<Item = T>, what: &str) -> Result<Vec<T>> {
+    let mut v = try_with_capacity(values.len(), what)?;
+    v.extend(values);
     Ok(v)
 }
 

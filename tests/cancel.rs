@@ -318,3 +318,79 @@ fn sim_calls_cancelled_by_the_thread_callback_and_memory_asked_first() {
     assert!(cg.host > m.host, "cg {cg:?} vs forward {m:?}");
     assert!(horecon::plan::Call::from_code(7).is_none());
 }
+
+/// The Rust API's own entry points that used to report a user's mistake as
+/// an internal error: each is now an argument error naming the argument.
+#[test]
+fn rust_api_mistakes_are_argument_errors() {
+    use horecon::model::cartesian::{Cartesian, GridGeometry};
+    use horecon::model::{Model, Sizes};
+    use horecon::solver::{CgProblem, Neighbourhood, Penalty, Regularizer};
+    let mut rng = Rng::fresh("rust_api_mistakes_are_argument_errors");
+    let sizes = Sizes::new(6, 4, 1, 1, 5).unwrap();
+    // An unresolved backend.
+    let plan = trajectory_plan(&mut rng, 6, 24, 1, false);
+    let features = plan.model().features().unwrap();
+    let pool = std::sync::Arc::new(rayon::ThreadPoolBuilder::new().build().unwrap());
+    let e = horecon::backend::build(
+        BackendKind::Auto,
+        &features,
+        plan.sizes(),
+        &options(),
+        pool.clone(),
+    )
+    .err()
+    .unwrap();
+    assert_eq!(e.status, Status::InvalidArgument, "{e}");
+    assert!(e.message.contains("backend"), "{}", e.message);
+    // Positions that are not N x 3.
+    let e = GridGeometry::from_positions([6, 4, 1], &[0.0; 10]).unwrap_err();
+    assert_eq!(e.status, Status::SizeMismatch, "{e}");
+    assert!(e.message.contains("positions"), "{}", e.message);
+    // A Cartesian sampling made for other sizes, on either backend.
+    let positions =
+        horecon::model::grid::grid_positions([6, 4, 1], [0.2, 0.2, 0.01], [0.0; 3]).unwrap();
+    let mask: Vec<u8> = (0..24).map(|v| u8::from(v % 5 == 0)).collect();
+    let sampled = mask.iter().filter(|&&b| b != 0).count() as i64;
+    let cartesian =
+        Cartesian::new(Sizes::new(6, 4, 1, 1, sampled).unwrap(), &positions, &mask).unwrap();
+    for backend in [BackendKind::Cpu, BackendKind::Cuda] {
+        let e = horecon::backend::build_cartesian(
+            backend,
+            std::sync::Arc::new(cartesian.clone()),
+            None,
+            Sizes::new(6, 4, 1, 1, sampled + 1).unwrap(),
+            &options(),
+            pool.clone(),
+        )
+        .err()
+        .unwrap();
+        assert_eq!(e.status, Status::SizeMismatch, "{backend:?}: {e}");
+        assert!(e.message.contains("cartesian"), "{}", e.message);
+    }
+    // A model without positions or phase: an incomplete plan, naming the setters.
+    let model = Model::new(sizes);
+    let e = model.features().unwrap_err();
+    assert_eq!(e.status, Status::IncompletePlan, "{e}");
+    assert!(e.message.contains("horecon_set_positions"), "{}", e.message);
+    // Reweighting a regularizer that has no reweighting.
+    let data = rng.complex(5);
+    let problem = CgProblem {
+        data: &data,
+        sample_weights: None,
+        regularizer: Regularizer::Tikhonov,
+        lambda: 1.0,
+        fd_weights: None,
+        neighbourhood: Neighbourhood::Axes,
+        reweightings: 2,
+        epsilon: 1e-3,
+        sigma: 1.0,
+        max_iterations: 3,
+        tolerance: 0.0,
+        warm_start: false,
+        progress: None,
+    };
+    let e = Penalty::for_update(&problem, 0).err().unwrap();
+    assert_eq!(e.status, Status::InvalidArgument, "{e}");
+    assert!(e.message.contains("regularizer"), "{}", e.message);
+}

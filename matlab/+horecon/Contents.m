@@ -11,6 +11,7 @@
 %     .delete                                                              (delete(p) frees it)
 %     .mexHandle                                  (the handle horecon.calib.* hand to the MEX)
 %   version         - the library version, 'MAJOR.MINOR.PATCH'
+%   progress        - how long calls show their progress (waitbar, text line, off); Ctrl-C cancels them
 %   cudaDeviceCount - usable CUDA devices (0 without a GPU)
 %
 % Simulation toolkit (help horecon.sim)

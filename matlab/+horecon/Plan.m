@@ -21,8 +21,10 @@ classdef Plan < handle
 %
 %   Inputs may be double or single, real or complex; results are single
 %   complex. Errors have identifiers horecon:<status> (horecon:sizeMismatch,
-%   horecon:notFinite, ...). delete(p) (or clearing the last reference)
-%   destroys the plan; deleting twice is harmless.
+%   horecon:notFinite, ...) and messages that name the argument. delete(p)
+%   (or clearing the last reference) destroys the plan; deleting twice is
+%   harmless. Long calls show their progress (horecon.progress) and Ctrl-C
+%   cancels them (horecon:cancelled; the plan stays usable).
 
   properties (SetAccess = private)
     Dims        % [nx ny nz]
@@ -46,9 +48,13 @@ classdef Plan < handle
       opts = horecon.Plan.parseOptions(opts, varargin);
       backend = horecon.Plan.code(opts.Backend, {'auto', 'cpu', 'cuda'}, 'Backend');
       precision = horecon.Plan.code(opts.Precision, {'accurate', 'fast', 'double'}, 'Precision');
+      if ~(isnumeric(dims) || islogical(dims)) || ~isreal(dims) || issparse(dims)
+        error('horecon:invalidArgument', 'dims must be a real numeric vector [nx ny nz], got %s', class(dims));
+      end
       dims = double(dims(:).');
-      obj.Handle = horecon_mex('create', dims, double(ncoils), double(nsamples), ...
-                               backend, precision, double(opts.Device), double(opts.Threads));
+      % counts and options keep their class: horecon_mex names a non-numeric one
+      obj.Handle = horecon_mex('create', dims, ncoils, nsamples, ...
+                               backend, precision, opts.Device, opts.Threads);
       obj.Dims = [dims, ones(1, 3 - numel(dims))];
       obj.NumCoils = double(ncoils);
       obj.NumSamples = double(nsamples);
@@ -182,12 +188,12 @@ classdef Plan < handle
       opts = horecon.Plan.parseOptions(opts, varargin);
       reg = horecon.Plan.code(opts.Regularizer, ...
         {'none', 'tikhonov', 'finitedifference', 'totalvariation', 'laplace'}, 'Regularizer');
-      [x, info] = horecon_mex('cg', obj.Handle, d, double(opts.MaxIterations), double(opts.Tolerance), ...
-                              reg, double(opts.Lambda), opts.SampleWeights, opts.X0, double(opts.Verbose), ...
-                              double(opts.Reweightings), double(opts.Epsilon), double(opts.Sigma), opts.FdWeights, ...
-                              double(opts.Neighbours), ...
+      [x, info] = horecon_mex('cg', obj.Handle, d, opts.MaxIterations, opts.Tolerance, ...
+                              reg, opts.Lambda, opts.SampleWeights, opts.X0, opts.Verbose, ...
+                              opts.Reweightings, opts.Epsilon, opts.Sigma, opts.FdWeights, ...
+                              opts.Neighbours, ...
                               horecon.Plan.code(opts.Preconditioner, {'none', 'diagonal', 'circulant'}, 'Preconditioner'), ...
-                              double(opts.DiscrepancyTau), double(opts.NoiseSigma));
+                              opts.DiscrepancyTau, opts.NoiseSigma);
       x = obj.shape(x);
     end
 

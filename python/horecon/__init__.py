@@ -616,15 +616,12 @@ class Plan:
             status, message, interrupt, raised = _progress.run(label, call, cancel, progress)
         finally:
             self._end(handle, False)
-        if status != HORECON_OK:
-            error = _error(status, message, "this Plan was closed" if handle is None else "")
-            if interrupt is not None:
-                raise interrupt from error
-            if raised:
-                raise raised[0] from error
-            raise error
-        if interrupt is not None:
-            raise interrupt
+        _progress.settle(
+            status != HORECON_OK,
+            lambda: _error(status, message, "this Plan was closed" if handle is None else ""),
+            interrupt,
+            raised,
+        )
 
     def cancel(self) -> None:
         """Cancels the calls running on this plan now (from any thread): they
@@ -665,15 +662,19 @@ class Plan:
             shapes.append((nx, ny))
         return list(dict.fromkeys(shapes))
 
-    def _image_in(self, name, x, dtype=np.complex64):
-        arr = _numeric(name, x, dtype)
-        if arr.shape not in self._image_shapes():
+    def _check_image_shape(self, name, shape):
+        """SIZE_MISMATCH naming ``name`` unless ``shape`` is one of the image's."""
+        if shape not in self._image_shapes():
             raise _value_error(
                 HORECON_ERR_SIZE_MISMATCH,
-                f"{name} has shape {_shape_str(arr.shape)}, expected one of "
+                f"{name} has shape {_shape_str(shape)}, expected one of "
                 + ", ".join(_shape_str(s) for s in self._image_shapes())
                 + " (indexed [ix, iy, iz])",
             )
+
+    def _image_in(self, name, x, dtype=np.complex64):
+        arr = _numeric(name, x, dtype)
+        self._check_image_shape(name, arr.shape)
         # Fortran ravel: voxel n = ix + nx*(iy + ny*iz), whatever the memory order
         return np.ascontiguousarray(arr.reshape(-1, order="F"))
 
@@ -759,13 +760,7 @@ class Plan:
         arr = np.asarray(mask)
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"mask: expected a bool or real numeric array, got dtype {arr.dtype}")
-        if arr.shape not in self._image_shapes():
-            raise _value_error(
-                HORECON_ERR_SIZE_MISMATCH,
-                f"mask has shape {_shape_str(arr.shape)}, expected one of "
-                + ", ".join(_shape_str(s) for s in self._image_shapes())
-                + " (indexed [ix, iy, iz])",
-            )
+        self._check_image_shape("mask", arr.shape)
         m = np.ascontiguousarray((arr != 0).reshape(-1, order="F").astype(np.uint8))
         self._call("horecon_set_cartesian", _ptr(m, c_uint8))
 
@@ -1088,17 +1083,12 @@ class Plan:
         if "exception" in outcome:
             raise outcome["exception"]
         status = outcome["status"]
-        if status != HORECON_OK:
-            error = _error(
-                status, outcome.get("message", ""), "this Plan was closed" if handle is None else ""
-            )
-            if interrupt is not None:
-                raise interrupt from error
-            if raised or bar_handler.raised:
-                raise (raised or bar_handler.raised)[0] from error
-            raise error
-        if interrupt is not None:  # the solve finished before it saw the stop request
-            raise interrupt
+        _progress.settle(
+            status != HORECON_OK,
+            lambda: _error(status, outcome.get("message", ""), "this Plan was closed" if handle is None else ""),
+            interrupt,
+            raised or bar_handler.raised,
+        )
         return self._image_out(x), {
             "iterations": info.iterations,
             "converged": bool(info.converged),

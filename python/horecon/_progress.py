@@ -126,9 +126,25 @@ def run(label: str, call, cancel=None, progress=None, sim_lib=None):
     return status, message, interrupt, handler.raised
 
 
+def settle(failed: bool, make_error, interrupt, raised) -> None:
+    """Raises what a long call's outcome asks for: when it ``failed``, its
+    error (``make_error()``) chained under the Ctrl-C or the progress
+    callback's exception that stopped it; after a success, a Ctrl-C that came
+    too late to stop it."""
+    if failed:
+        error = make_error()
+        if interrupt is not None:
+            raise interrupt from error
+        if raised:
+            raise raised[0] from error
+        raise error
+    if interrupt is not None:
+        raise interrupt
+
+
 def null_callback():
     """A NULL horecon_fraction_fn (removes a callback)."""
     return FractionFn()
 
 
-__all__ = ["run", "TRAMPOLINE", "FractionFn", "null_callback"]
+__all__ = ["run", "settle", "TRAMPOLINE", "FractionFn", "null_callback"]

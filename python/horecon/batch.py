@@ -269,8 +269,9 @@ class _Progress:
             print(f"horecon.batch [{self.done}/{self.total}] {text}", file=sys.stderr, flush=True)
 
     def note(self, text: str):
+        # tqdm.write prints to stdout unless told: the notes go with the bar, to stderr
         if self.bar is not None:
-            self.bar.write(text, file=sys.stderr)  # above the bar
+            self.bar.write(text, file=sys.stderr)
         else:
             print(text, file=sys.stderr, flush=True)
 

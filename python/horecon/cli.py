@@ -195,6 +195,45 @@ def _write(path, image, scan, complex_values):
         raise ValueError(f"{path}: unknown output format (use .nii, .nii.gz, .h5 or .npy)")
 
 
+class _ProgressLine:
+    """The solve's progress on stderr: a tqdm bar of the whole call (set-up
+    included: the plan's ``bar=``) with the iteration and residual, or a
+    plain text line when tqdm is not installed."""
+
+    def __init__(self):
+        try:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=100, desc="CG", unit="%", leave=False, dynamic_ncols=True)
+        except ImportError:
+            self.bar = None
+        self.percent, self.text = -1, ""
+
+    def fraction(self, fraction: float) -> bool:
+        """The plan's progress (``bar=``): never stops the call."""
+        percent = int(100 * fraction)
+        if percent != self.percent:
+            self.percent = percent
+            if self.bar is not None:
+                self.bar.update(max(0, percent - self.bar.n))
+            else:
+                print(f"\rhorecon-recon: CG {percent:3d} %{self.text}", end="", file=sys.stderr, flush=True)
+        return False
+
+    def iteration(self, iteration: int, residual: float) -> bool:
+        """CG's iteration callback: the iteration and residual beside the bar."""
+        self.text = f", iteration {iteration}, residual {residual:.2e}"
+        if self.bar is not None:
+            self.bar.set_postfix_str(self.text[2:], refresh=False)
+        return False
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+        elif self.percent >= 0:
+            print(file=sys.stderr, flush=True)
+
+
 def run(args) -> int:
     import horecon
     from . import io
@@ -246,31 +285,23 @@ def run(args) -> int:
                         f"--approximation: this horecon ({horecon.version()}) has no approximate operators",
                     )
                 plan.set_approximation(args.approximation)
-            outer = (args.reweightings or 5) if args.regularizer in ("total_variation", "laplace") else 1
             if not args.quiet:
-                from tqdm import tqdm
-
-                bar = tqdm(total=args.iterations * outer, desc="CG", unit="it", leave=False, dynamic_ncols=True)
-
-            def progress(iteration, residual):
-                if bar is not None:
-                    bar.n = min(iteration, bar.total)
-                    bar.set_postfix_str(f"residual {residual:.2e}", refresh=False)
-                    bar.refresh()
-                return False
-
+                bar = _ProgressLine()
             image, info = plan.cg(
                 data,
                 max_iterations=args.iterations,
                 tolerance=args.tolerance,
                 regularizer=args.regularizer,
                 lambda_=args.lambda_,
-                progress=progress,
+                progress=None if bar is None else bar.iteration,
                 reweightings=args.reweightings,
                 epsilon=args.epsilon,
                 sigma=args.sigma,
+                bar=False if bar is None else bar.fraction,
             )
             where = plan.backend
+            if bar is not None:
+                bar.fraction(1.0)  # the library reports at most every 50 ms: the end is ours
     except KeyboardInterrupt:
         if bar is not None:
             bar.close()

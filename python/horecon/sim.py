@@ -101,15 +101,7 @@ def _call(name: str, *args, progress=None) -> None:
         return status, ((_lib.horecon_last_error() or b"").decode("utf-8", "replace") if status else "")
 
     status, message, interrupt, raised = _progress.run(name[len("horecon_sim_"):], call, None, progress, _lib)
-    if status != 0:
-        error = SimError(status, message)
-        if interrupt is not None:
-            raise interrupt from error
-        if raised:
-            raise raised[0] from error
-        raise error
-    if interrupt is not None:
-        raise interrupt
+    _progress.settle(status != 0, lambda: SimError(status, message), interrupt, raised)
 
 
 def _real(a, name: str, ncols: int | None = None) -> np.ndarray:

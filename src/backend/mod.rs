@@ -59,6 +59,13 @@ fn one_device_only(options: &Options, path: &str) -> Result<()> {
     Ok(())
 }
 
+/// The error of a build on `Auto`: the backend must be resolved first.
+fn unresolved(backend: BackendKind) -> Error {
+    Error::invalid(format!(
+        "backend must be Cpu or Cuda, got {backend:?}: resolve it first (backend::resolve)"
+    ))
+}
+
 /// Builds the operator for `features` on a resolved backend.
 pub fn build(
     backend: BackendKind,
@@ -70,9 +77,7 @@ pub fn build(
     match backend {
         BackendKind::Cpu => cpu::build(features, sizes, options.precision, pool),
         BackendKind::Cuda => cuda::build(features, sizes, options),
-        other => Err(Error::internal(format!(
-            "backend {other:?} is not resolved"
-        ))),
+        other => Err(unresolved(other)),
     }
 }
 
@@ -97,9 +102,7 @@ pub fn build_toeplitz(
             options.precision,
             options.device as usize,
         ),
-        other => Err(Error::internal(format!(
-            "backend {other:?} is not resolved"
-        ))),
+        other => Err(unresolved(other)),
     }
 }
 
@@ -113,6 +116,7 @@ pub fn build_cartesian(
     pool: Arc<rayon::ThreadPool>,
 ) -> Result<Box<dyn EncodingOperator>> {
     one_device_only(options, "Cartesian mode")?;
+    cartesian.check_sizes(sizes)?;
     match backend {
         BackendKind::Cpu => {
             cpu::cartesian::build(cartesian, sensitivities, sizes, options.precision, pool)
@@ -124,9 +128,7 @@ pub fn build_cartesian(
             options.precision,
             options.device as usize,
         ),
-        other => Err(Error::internal(format!(
-            "backend {other:?} is not resolved"
-        ))),
+        other => Err(unresolved(other)),
     }
 }
 

@@ -56,8 +56,8 @@ impl GridGeometry {
     pub fn from_positions(dims: [usize; 3], positions: &[f64]) -> Result<GridGeometry> {
         let n: usize = dims.iter().product();
         if positions.len() != 3 * n {
-            return Err(Error::internal(format!(
-                "positions have {} values, expected {}",
+            return Err(Error::size(format!(
+                "positions have {} values, expected {} (N x 3 for the grid {dims:?})",
                 positions.len(),
                 3 * n
             )));
@@ -125,6 +125,30 @@ pub struct Cartesian {
 }
 
 impl Cartesian {
+    /// `SizeMismatch` unless this sampling is of a plan of `sizes` (its grid,
+    /// its samples, every FFT bin inside the grid): what the backends assume.
+    pub fn check_sizes(&self, sizes: Sizes) -> Result<()> {
+        let m = sizes.samples;
+        let consistent = self.points.len() == m
+            && self.bins.len() == m
+            && self.phase_cycles.len() == m
+            && self
+                .points
+                .iter()
+                .chain(&self.bins)
+                .all(|&p| p < sizes.voxels);
+        if self.geometry.dims != sizes.dims || !consistent {
+            return Err(Error::size(format!(
+                "cartesian: a sampling of the grid {:?} with {} samples, for a plan of {:?} \
+                 with {m} samples (make it with Cartesian::new for these sizes)",
+                self.geometry.dims,
+                self.bins.len(),
+                sizes.dims
+            )));
+        }
+        Ok(())
+    }
+
     /// The samples of `mask` (nx·ny·nz bytes, column-major, ≠ 0 = sampled)
     /// on the grid of `positions`. Checks the mask size and that the number
     /// of sampled points equals the plan's nsamples (`SizeMismatch`), and the

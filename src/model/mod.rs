@@ -178,13 +178,14 @@ impl Model {
         Ok(())
     }
 
-    fn require_positions(&self, what: &str) -> Result<()> {
-        if self.positions.is_none() {
-            return Err(Error::incomplete(format!(
-                "{what} needs positions: set positions first"
-            )));
-        }
-        Ok(())
+    /// The voxel positions, or `IncompletePlan`: `what` needs them.
+    pub fn require_positions(&self, what: &str) -> Result<&[f64]> {
+        self.positions.as_deref().ok_or_else(|| {
+            Error::incomplete(format!(
+                "{what} needs positions: set positions first (horecon_set_positions or \
+                 horecon_set_grid_positions)"
+            ))
+        })
     }
 
     pub fn set_solid_harmonics(&mut self, nterms: i32, coefficients: &[f64]) -> Result<()> {
@@ -265,24 +266,16 @@ impl Model {
 
     /// Checks that the operators can be applied.
     pub fn check_complete(&self) -> Result<()> {
-        if self.positions.is_none()
-            && !matches!(
-                self.phase,
-                Some(PhaseModel {
-                    basis: Basis::User(_),
-                    ..
-                })
-            )
-        {
-            return Err(Error::incomplete(
-                "positions are not set (horecon_set_positions or horecon_set_grid_positions)",
-            ));
+        if !matches!(
+            self.phase,
+            Some(PhaseModel {
+                basis: Basis::User(_),
+                ..
+            })
+        ) {
+            self.require_positions("the operator")?;
         }
-        if self.phase.is_none() {
-            return Err(Error::incomplete(
-                "no phase model is set (horecon_set_trajectory, horecon_set_solid_harmonics or horecon_set_basis)",
-            ));
-        }
+        self.require_phase()?;
         if self.sizes.coils > 1 && self.sensitivities.is_none() {
             return Err(Error::incomplete(format!(
                 "the plan has {} coils but no sensitivities are set (horecon_set_sensitivities)",
@@ -290,6 +283,16 @@ impl Model {
             )));
         }
         Ok(())
+    }
+
+    /// The phase model, or `IncompletePlan` naming its setters.
+    pub fn require_phase(&self) -> Result<&PhaseModel> {
+        self.phase.as_ref().ok_or_else(|| {
+            Error::incomplete(
+                "no phase model is set (horecon_set_trajectory, horecon_set_solid_harmonics or \
+                 horecon_set_basis)",
+            )
+        })
     }
 
     /// The phase as a bilinear form in cycles, ready for a backend.
@@ -300,27 +303,18 @@ impl Model {
             samples: m,
             ..
         } = self.sizes;
-        let phase = self
-            .phase
-            .as_ref()
-            .ok_or_else(|| Error::internal("phase model missing"))?;
+        let phase = self.require_phase()?;
         let b = phase.terms;
         let f = b + usize::from(self.off_resonance.is_some());
         let mut voxel = try_vec(f * n, 0.0f64, "voxel features (N x terms)")?;
         let mut sample = try_vec(f * m, 0.0f64, "sample features (M x terms)")?;
         match &phase.basis {
             Basis::SolidHarmonics(t) => {
-                let p = self
-                    .positions
-                    .as_ref()
-                    .ok_or_else(|| Error::internal("positions missing"))?;
+                let p = self.require_positions("the solid harmonics")?;
                 harmonics::evaluate(*t, p, n, &mut voxel[..t * n]);
             }
             Basis::Trajectory(d) => {
-                let p = self
-                    .positions
-                    .as_ref()
-                    .ok_or_else(|| Error::internal("positions missing"))?;
+                let p = self.require_positions("the trajectory")?;
                 voxel[..d * n].copy_from_slice(&p[..d * n]);
             }
             Basis::User(h) => voxel[..b * n].copy_from_slice(h),

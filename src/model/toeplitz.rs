@@ -137,10 +137,7 @@ impl ToeplitzSpec {
         let Sizes {
             dims, samples: m, ..
         } = model.sizes;
-        let phase = model
-            .phase
-            .as_ref()
-            .ok_or_else(|| Error::internal("phase model missing"))?;
+        let phase = model.require_phase()?;
         // k_c(j), rad/m, for c = x, y, z (absent components are zero).
         let mut k = try_vec(3 * m, 0.0f64, "Toeplitz trajectory (M x 3)")?;
         match &phase.basis {
@@ -168,10 +165,7 @@ impl ToeplitzSpec {
                 k[..linear * m].copy_from_slice(&phase.coefficients[m..(1 + linear) * m]);
             }
         }
-        let positions = model
-            .positions
-            .as_deref()
-            .ok_or_else(|| Error::internal("positions missing"))?;
+        let positions = model.require_positions("the Toeplitz normal operator")?;
         let steps = lattice_steps(dims, positions, "the Toeplitz normal operator")?;
         let mut cycles = try_vec(3 * m, 0.0f64, "Toeplitz cycles per step (M x 3)")?;
         for axis in 0..3 {
@@ -238,22 +232,30 @@ impl ToeplitzSpec {
         }
     }
 
+    /// The kernel points whose direct sums are computed: with one kernel (no
+    /// segmentation, real weights: T(−Δ) = conj(T(Δ))) the half Δ ≥ 0 along
+    /// the slowest doubled axis A (its first n_A slices, contiguous), the
+    /// rest mirrored; otherwise all [`ToeplitzSpec::kernel_points`].
+    pub fn computed_points(&self) -> usize {
+        let points = self.kernel_points();
+        match (0..3).rev().find(|&a| self.dims[a] > 1) {
+            Some(a) if self.segments() == 1 => points / self.kernel_dims[a] * self.dims[a],
+            _ => points,
+        }
+    }
+
     /// The features of the temporary operator whose adjoint gives the
-    /// kernels: voxel features Δ (3×K, K = [`ToeplitzSpec::kernel_points`],
-    /// index offsets per axis), sample features κ (3×M, cycles), so
-    /// Eᴴ d at "voxel" Δ is Σ_j exp(−2πi κ_j·Δ)·d_j. No sensitivities.
+    /// kernels: voxel features Δ (3×K, K = [`ToeplitzSpec::computed_points`]
+    /// of the kernel grid, index offsets per axis), sample features κ (3×M,
+    /// cycles), so Eᴴ d at "voxel" Δ is Σ_j exp(−2πi κ_j·Δ)·d_j. No sensitivities.
     pub fn offset_features(&self) -> Result<Features> {
         let kd = self.kernel_dims;
-        let points = self.kernel_points();
-        let mut voxel = try_vec(3 * points, 0.0f64, "Toeplitz kernel offsets (K x 3)")?;
-        for iz in 0..kd[2] {
-            for iy in 0..kd[1] {
-                for ix in 0..kd[0] {
-                    let v = ix + kd[0] * (iy + kd[1] * iz);
-                    for (axis, p) in [ix, iy, iz].into_iter().enumerate() {
-                        voxel[axis * points + v] = Self::offset(p, self.dims[axis]);
-                    }
-                }
+        let computed = self.computed_points();
+        let mut voxel = try_vec(3 * computed, 0.0f64, "Toeplitz kernel offsets (K x 3)")?;
+        for v in 0..computed {
+            let index = [v % kd[0], (v / kd[0]) % kd[1], v / (kd[0] * kd[1])];
+            for (axis, p) in index.into_iter().enumerate() {
+                voxel[axis * computed + v] = Self::offset(p, self.dims[axis]);
             }
         }
         Ok(Features {

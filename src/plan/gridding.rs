@@ -445,11 +445,7 @@ impl Plan {
                      (their orders 0 and 1 are used); a user basis has no k-space positions",
             )),
         };
-        let positions = model.positions.as_deref().ok_or_else(|| {
-            Error::incomplete(
-                "positions are not set (horecon_set_positions or horecon_set_grid_positions)",
-            )
-        })?;
+        let positions = model.require_positions("gridding")?;
         let steps = crate::model::grid::lattice_steps(s.dims, positions, "gridding")?;
         let n = s.voxels;
         let centre = s.dims[0] / 2 + s.dims[0] * (s.dims[1] / 2 + s.dims[1] * (s.dims[2] / 2));

@@ -127,11 +127,7 @@ impl Plan {
                 *o = Complex32::new(v, 0.0);
             }
         }
-        let positions = self
-            .model
-            .positions
-            .as_deref()
-            .ok_or_else(|| Error::internal("positions missing"))?;
+        let positions = self.model.require_positions("q")?;
         let steps = lattice_steps(s.dims, positions, "q")?;
         let mut q_positions = try_vec(3 * q_voxels, 0.0f64, "positions of Q (2N x 3)")?;
         for l in 0..q_dims[2] {

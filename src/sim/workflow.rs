@@ -14,8 +14,10 @@
 
 use crate::error::Result;
 use crate::plan::{BackendKind, CgOptions, Options, Plan};
+use crate::progress::Callback;
 use crate::sim;
 use num_complex::Complex32;
+use std::ffi::c_void;
 use std::time::Instant;
 
 /// The acquisition and its simulation (defaults: the demo's settings).
@@ -120,12 +122,24 @@ pub const SCENARIOS: [(&str, bool, bool); 4] = [
 /// What the workflow is doing, for a progress display.
 #[derive(Clone, Copy, Debug)]
 pub enum Step {
+    /// The fraction of the simulation's forward operator done (its plan's
+    /// progress callback).
+    Simulating(f64),
     /// Data simulated on the refined grid.
     Simulated,
     /// A reconstruction starts (index into [`SCENARIOS`]).
     Reconstructing(usize),
     /// One CG iteration finished.
     Iteration,
+}
+
+/// Hands the simulation plan's progress to the workflow's `progress`.
+unsafe extern "C" fn simulating(user: *mut c_void, fraction: f64) -> i32 {
+    // SAFETY: `user` is the `&&dyn Fn(Step)` of `higher_order_workflow`,
+    // alive while its simulation plan runs.
+    let progress = unsafe { &*(user as *const &(dyn Fn(Step) + Sync)) };
+    progress(Step::Simulating(fraction));
+    0
 }
 
 /// Runs the workflow; `progress` hears every step (from the solver's thread).
@@ -168,6 +182,10 @@ pub fn higher_order_workflow(
         plan.set_off_resonance(Some((&omega, &spiral.times)))?;
         let coils = sim::coil_sensitivities(&fine_positions, s.coils, COIL_RADIUS, [0.0; 3])?;
         plan.set_sensitivities(Some(&coils))?;
+        plan.set_progress(Some(Callback {
+            function: simulating,
+            user: &progress as *const &(dyn Fn(Step) + Sync) as *mut c_void,
+        }));
         plan.forward(&fine_image, &mut data)?;
     }
     sim::add_noise(&mut data, s.snr, NOISE_SEED)?;

@@ -48,8 +48,9 @@ impl Penalty {
                 epsilon: problem.epsilon * 0.1f64.powi(update.min(300) as i32),
                 sigma: problem.sigma,
             }),
-            other => Err(Error::internal(format!(
-                "no reweighting penalty for regularizer {other:?}"
+            other => Err(Error::invalid(format!(
+                "regularizer {other:?} is not reweighted: reweighting needs finite difference, \
+                 total variation or Laplace"
             ))),
         }
     }

@@ -12,6 +12,9 @@
  * the generators (P plan, D/F/C/U8 arrays, I32/I64/R scalars, ...).
  *
  *   adversarial [cases-per-function [only-this-function]]
+ *   adversarial --list   the functions of the table, one a line (run.sh
+ *                        compares them with the header's: a function
+ *                        without an entry fails the C tests)
  *   HORECON_TEST_SEED=<seed> replays a run (the seed is printed).
  *
  * Linux only (fork, setrlimit, alarm). Not run under valgrind (the limit
@@ -295,6 +298,13 @@ static horecon_cg_options *CGO(struct ctx *c)
     }
     return &c->cg;
 }
+/* sizes for horecon_init_cg_options: this header's, an older one's, and wrong ones */
+static size_t CGSIZE(struct ctx *c)
+{
+    static const size_t sizes[] = {sizeof(horecon_cg_options), offsetof(horecon_cg_options, neighbours),
+                                   0, 1, sizeof(horecon_cg_options) + 8, (size_t)-1};
+    return sizes[pick(c, 6)];
+}
 static horecon_cg_info *INFO(struct ctx *c) { return pick(c, 4) == 0 ? NULL : &c->info; }
 
 static horecon_fraction_fn CB(struct ctx *c)
@@ -311,6 +321,7 @@ static void *USER(struct ctx *c) { return pick(c, 2) ? NULL : (void *)c; }
 #define FUNCTIONS(S, V)                                                                 \
     V(horecon_default_options, O(c))                                                    \
     V(horecon_default_cg_options, CGO(c))                                               \
+    S(horecon_init_cg_options, CGO(c), CGSIZE(c))                                       \
     S(horecon_plan_create, O(c), DIM(c), DIM(c), DIM(c), I64(c), I64(c), PP(c))         \
     S(horecon_plan_destroy, P(c))                                                       \
     S(horecon_set_positions, P(c), D(c))                                                \
@@ -521,13 +532,18 @@ static void fill(uint64_t seed)
 
 int main(int argc, char **argv)
 {
-    int cases = argc > 1 ? atoi(argv[1]) : 30;
+    int cases;
     const char *only = argc > 2 ? argv[2] : NULL;
     const char *env = getenv("HORECON_TEST_SEED");
     uint64_t seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     long tried = 0, failures = 0, by_status[100] = {0};
     int e, k, s;
     double started = now();
+    if (argc > 1 && strcmp(argv[1], "--list") == 0) {
+        for (e = 0; e < ENTRIES; e++) printf("%s\n", table[e].name);
+        return 0;
+    }
+    cases = argc > 1 ? atoi(argv[1]) : 30;
     printf("adversarial: seed %llu (rerun with HORECON_TEST_SEED=%llu), %d functions x %d cases\n",
            (unsigned long long)seed, (unsigned long long)seed, ENTRIES, cases);
     fflush(stdout);

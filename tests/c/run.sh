@@ -277,6 +277,20 @@ run run-oom "$out/oom"
 # every exported function with edge and random arguments, each call in a forked
 # child under RLIMIT_AS = 4 GiB and a time limit (issue 11); cases per function:
 run run-adversarial "$out/adversarial" "${HORECON_ADVERSARIAL_CASES:-25}"
+# ... and its table names every function of the header, no more, no fewer
+adversarial_covers_header() {
+    local listed declared
+    listed="$("$out/adversarial" --list | sort -u)" || return 1
+    declared="$(header_functions)"
+    if [ "$listed" != "$declared" ]; then
+        echo "tests/c/adversarial.c's FUNCTIONS table (<) differs from include/horecon.h (>):"
+        echo "add a line for every new function"
+        diff <(echo "$listed") <(echo "$declared")
+        return 1
+    fi
+    echo "ok: the adversarial table covers all $(echo "$declared" | wc -l) functions of the header"
+}
+step adversarial-covers-header adversarial_covers_header
 run run-threads-c99 "$out/threads"
 run run-threads-c++11 "$out/threads_cxx"
 # all cores in the plan's pool, and the double and fast precision modes

@@ -106,6 +106,17 @@ impl<T: FftNum> GridFft<T> {
     }
 }
 
+/// Elements of the buffers [`GridFft::process`] allocates on a grid of
+/// `dims` with `threads` threads, at most (for memory estimates): per task in
+/// flight (one per thread), a block of lines and the FFT scratch (at most a
+/// line).
+pub fn working_len(dims: [usize; 3], threads: usize) -> usize {
+    let longest = dims.iter().copied().max().unwrap_or(1);
+    (LINES_PER_BLOCK + 1)
+        .saturating_mul(longest)
+        .saturating_mul(threads.max(1))
+}
+
 /// Lines of length n stored one after another.
 fn transform_contiguous<T: FftNum>(plan: &dyn Fft<T>, data: &mut [Complex<T>], n: usize) {
     let lines_per_task = (ELEMENTS_PER_TASK / n).max(1);

@@ -16,7 +16,7 @@ use super::fft::{Direction, GridFft};
 use super::kernel::{Accurate, Double, Fast, Mode};
 use super::real::Real;
 use super::{apply_widened, complex_zeros, space, Acc, CpuNormal, CpuOperator};
-use crate::error::{try_vec, Result};
+use crate::error::Result;
 use crate::model::toeplitz::ToeplitzSpec;
 use crate::model::{Features, Sizes};
 use crate::op::{CgReport, EncodingOperator, Precision};
@@ -122,13 +122,9 @@ where
         let spec = &self.spec;
         let points = spec.kernel_points();
         let pairs = spec.kernel_pairs().len();
-        // One real-weighted kernel is Hermitian, T(−Δ) = conj(T(Δ)): compute
-        // the half of the grid with Δ ≥ 0 along the slowest doubled axis A
-        // (its first n_A slices, contiguous) and mirror the rest.
-        let computed = match (0..3).rev().find(|&a| spec.dims[a] > 1) {
-            Some(a) if pairs == 1 => points / spec.kernel_dims[a] * spec.dims[a],
-            _ => points,
-        };
+        // One real-weighted kernel is Hermitian: half of it is computed,
+        // the rest mirrored ([`ToeplitzSpec::computed_points`]).
+        let computed = spec.computed_points();
         // The kernels and the set-up's data, before allocating any of it.
         let acc = std::mem::size_of::<Acc<Mo>>() as u64;
         let setup_bytes = (points as u64)
@@ -136,17 +132,7 @@ where
             .saturating_mul(2 * acc)
             .saturating_add((spec.samples as u64).saturating_mul(pairs as u64 * (16 + acc)));
         crate::error::check_available(setup_bytes, "the Toeplitz kernels")?;
-        let mut features = spec.offset_features()?;
-        if computed < points {
-            let mut half = try_vec(3 * computed, 0.0f64, "Toeplitz kernel offsets (K/2 x 3)")?;
-            for (h, f) in half
-                .chunks_exact_mut(computed)
-                .zip(features.voxel.chunks_exact(points))
-            {
-                h.copy_from_slice(&f[..computed]);
-            }
-            features.voxel = half;
-        }
+        let features = spec.offset_features()?;
         let sizes = Sizes::new(computed as i64, 1, 1, pairs as i64, spec.samples as i64)?;
         let offsets = CpuOperator::<Mo>::new(&features, sizes, self.exact.pool.clone())?;
         drop(features);

@@ -21,7 +21,7 @@ use super::operator::check_index_range;
 use super::space::{solve_on, DeviceNormal};
 use super::vectors::{upload_sensitivities, CudaCore};
 use super::work::{take, Work};
-use crate::error::{Error, Result};
+use crate::error::{try_collect, Result};
 use crate::model::cartesian::Cartesian;
 use crate::model::Sizes;
 use crate::op::{CgReport, EncodingOperator, Precision};
@@ -67,24 +67,12 @@ impl CudaCartesian {
             samples: m,
             coils,
         } = sizes;
-        if cartesian.geometry.dims != dims
-            || cartesian.bins.len() != m
-            || cartesian.phase_cycles.len() != m
-        {
-            return Err(Error::internal(format!(
-                "Cartesian sampling of {:?} with {} samples for a plan of {:?} with {m}",
-                cartesian.geometry.dims,
-                cartesian.bins.len(),
-                dims
-            )));
-        }
+        cartesian.check_sizes(sizes)?;
         check_index_range(sizes)?;
-        if let Some(&bad) = cartesian.bins.iter().find(|&&q| q >= n) {
-            return Err(Error::internal(format!(
-                "Cartesian sample in FFT bin {bad} of {n}"
-            )));
-        }
-        let bins: Vec<u32> = cartesian.bins.iter().map(|&q| q as u32).collect();
+        let bins = try_collect(
+            cartesian.bins.iter().map(|&q| q as u32),
+            "Cartesian FFT bins (M)",
+        )?;
         let theta = to_pairs(
             m,
             cartesian

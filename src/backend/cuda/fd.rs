@@ -42,10 +42,11 @@ impl FdState {
         let fd_weights = match problem.fd_weights {
             Some(u) => {
                 if u.len() != n * grid.ndims() {
-                    return Err(Error::internal(format!(
-                        "fd_weights has {} elements, expected {}",
+                    return Err(Error::size(format!(
+                        "fd_weights has {} elements, expected {} (N x {} directions)",
                         u.len(),
-                        n * grid.ndims()
+                        n * grid.ndims(),
+                        grid.ndims()
                     )));
                 }
                 Some(DeviceBuffer::from_host(

@@ -5,6 +5,8 @@
 //! block's exact reference phase Σ_f a_f(i)·vref_f and small float32
 //! differences a_f(i)·(v_f(o) − vref_f).
 
+use crate::error::{checked_len, try_collect, try_vec, Result};
+
 /// What the host computes for a side before anything goes to the device.
 pub(super) struct SideLayout {
     /// Features that vary over the outer points and meet non-zero inner values.
@@ -18,7 +20,8 @@ pub(super) struct SideLayout {
 
 /// Sorts the outer points into compact blocks of `blk` (Morton order of up to
 /// three features that move the phase most) and takes each block's midrange
-/// as its reference feature vector.
+/// as its reference feature vector. Its tables grow with the outer points:
+/// allocated fallibly (`OutOfMemory` naming them).
 pub(super) fn layout(
     outer: &[f64],
     inner: &[f64],
@@ -26,7 +29,7 @@ pub(super) fn layout(
     o: usize,
     i: usize,
     blk: usize,
-) -> SideLayout {
+) -> Result<SideLayout> {
     let range = |v: &[f64]| {
         v.iter()
             .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
@@ -55,19 +58,24 @@ pub(super) fn layout(
         .take(3)
         .collect();
     // Coordinates in cycles of phase: feature value × largest inner coefficient.
-    let coords: Vec<Vec<f64>> = keys
+    let coords = keys
         .iter()
         .map(|&f| {
             let amax = stats[f].2 / (stats[f].1 - stats[f].0);
-            outer[f * o..(f + 1) * o].iter().map(|v| v * amax).collect()
+            let column = outer[f * o..(f + 1) * o].iter().map(|v| v * amax);
+            try_collect(column, "outer sort keys (points)")
         })
-        .collect();
-    let mut order: Vec<u32> = (0..o as u32).collect();
+        .collect::<Result<Vec<Vec<f64>>>>()?;
+    let mut order = try_collect(0..o as u32, "outer point order (points)")?;
     bisect(&mut order, &coords, blk);
+    drop(coords);
     let blocks = o.div_ceil(blk);
-    let mut perm = vec![u32::MAX; blocks * blk];
+    let padded = checked_len(blocks, blk, "outer permutation (blocks x block size)")?;
+    let mut perm = try_vec(padded, u32::MAX, "outer permutation (blocks x block size)")?;
     perm[..o].copy_from_slice(&order);
-    let mut vref = vec![0.0; blocks * terms];
+    drop(order);
+    let references = checked_len(blocks, terms, "block reference features (blocks x terms)")?;
+    let mut vref = try_vec(references, 0.0, "block reference features (blocks x terms)")?;
     for b in 0..blocks {
         let members = &perm[b * blk..((b + 1) * blk).min(o)];
         for f in 0..terms {
@@ -81,12 +89,12 @@ pub(super) fn layout(
             vref[b * terms + f] = 0.5 * (lo + hi);
         }
     }
-    SideLayout {
+    Ok(SideLayout {
         effective,
         perm,
         vref,
         blocks,
-    }
+    })
 }
 
 /// Orders `points` into groups of `blk` (the last may be short) that are

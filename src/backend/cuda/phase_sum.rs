@@ -17,7 +17,7 @@ use super::launch::{launch, mode_code, Args};
 use super::layout::layout;
 use super::memory::{knob, setting, DeviceBuffer, Stream};
 use super::probe::PhaseProbe;
-use crate::error::Result;
+use crate::error::{checked_len, try_collect, try_vec, Result};
 use crate::op::Precision;
 use cudarc::driver::CudaFunction;
 use std::sync::Arc;
@@ -97,17 +97,24 @@ pub(super) struct Side {
     pub(super) partial: DeviceBuffer,
 }
 
-/// Values as the kernel's REAL (f32, or f64 in double mode), as raw bytes.
-fn real_bytes(values: impl Iterator<Item = f64>, double: bool) -> Vec<u8> {
-    let mut out = Vec::new();
-    for v in values {
+/// `count` values as the kernel's REAL (f32, or f64 in double mode), as raw
+/// bytes (allocated fallibly: `OutOfMemory` naming `what`).
+fn real_bytes(
+    values: impl Iterator<Item = f64>,
+    count: usize,
+    double: bool,
+    what: &str,
+) -> Result<Vec<u8>> {
+    let real = if double { 8 } else { 4 };
+    let mut out = try_vec(checked_len(count, real, what)?, 0u8, what)?;
+    for (bytes, v) in out.chunks_exact_mut(real).zip(values) {
         if double {
-            out.extend_from_slice(&v.to_le_bytes());
+            bytes.copy_from_slice(&v.to_le_bytes());
         } else {
-            out.extend_from_slice(&(v as f32).to_le_bytes());
+            bytes.copy_from_slice(&(v as f32).to_le_bytes());
         }
     }
-    out
+    Ok(out)
 }
 
 impl Side {
@@ -154,40 +161,44 @@ impl Side {
         } else {
             threads * r
         };
-        let lay = layout(outer, inner, terms, o, i, blk);
+        let lay = layout(outer, inner, terms, o, i, blk)?;
         let opad = lay.blocks * blk;
         // Δv (permuted order) per effective feature, and how far it moves the phase.
-        let delta = |f: usize| -> Vec<f64> {
-            (0..opad)
-                .map(|k| match lay.perm[k] {
-                    u32::MAX => 0.0,
-                    p => outer[f * o + p as usize] - lay.vref[(k / blk) * terms + f],
-                })
-                .collect()
+        let delta = |f: usize| -> Result<Vec<f64>> {
+            let dv = (0..opad).map(|k| match lay.perm[k] {
+                u32::MAX => 0.0,
+                p => outer[f * o + p as usize] - lay.vref[(k / blk) * terms + f],
+            });
+            try_collect(dv, "outer feature differences (points)")
         };
-        let mut rows: Vec<(usize, Vec<f64>, f64)> = lay
+        let mut rows = lay
             .effective
             .iter()
             .map(|&f| {
-                let dv = delta(f);
+                let dv = delta(f)?;
                 let amax = inner[f * i..(f + 1) * i]
                     .iter()
                     .fold(0.0f64, |m, x| m.max(x.abs()));
                 let bound = amax * dv.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-                (f, dv, bound)
+                Ok((f, dv, bound))
             })
-            .collect();
+            .collect::<Result<Vec<(usize, Vec<f64>, f64)>>>()?;
         // Terms whose inner values are all one constant K (the solid harmonic
         // h0 = 1 in E) add K·Δv(o) per outer point: an exact float64 rotation
         // of the result (applied by the epilogue) instead of a term per pair.
-        let mut rotation: Option<Vec<f64>> = None;
-        rows.retain(|(f, dv, _)| {
+        let constant = |f: usize| -> Option<f64> {
             let column = &inner[f * i..(f + 1) * i];
-            let k = column[0];
-            if column.iter().any(|&x| x != k) {
+            let k = *column.first()?;
+            column.iter().all(|&x| x == k).then_some(k)
+        };
+        let mut rotation = match rows.iter().any(|(f, ..)| constant(*f).is_some()) {
+            true => Some(try_vec(opad, 0.0, "outer phase rotation (points)")?),
+            false => None,
+        };
+        rows.retain(|(f, dv, _)| {
+            let (Some(k), Some(rot)) = (constant(*f), rotation.as_mut()) else {
                 return true;
-            }
-            let rot = rotation.get_or_insert_with(|| vec![0.0; opad]);
+            };
             for (r, d) in rot.iter_mut().zip(dv) {
                 *r += k * d;
             }
@@ -303,14 +314,20 @@ impl Side {
         let kernel = device.function(name, source, &defines, name)?;
         // Rows FE..FE+NS hold the float32 rounding residuals of the split terms.
         let residual = |x: f64| x - (x as f32) as f64;
-        let dv: Vec<u8> = real_bytes(
+        let dv = real_bytes(
             rows.iter().flat_map(|r| r.1.iter().copied()).chain(
                 rows[..split]
                     .iter()
                     .flat_map(|r| r.1.iter().map(|&x| residual(x))),
             ),
+            checked_len(
+                fe + split,
+                opad,
+                "outer feature differences (terms x points)",
+            )?,
             double,
-        );
+            "outer feature differences (terms x points)",
+        )?;
         let inner_eff = real_bytes(
             rows.iter()
                 .flat_map(|r| inner[r.0 * i..(r.0 + 1) * i].iter().copied())
@@ -319,8 +336,10 @@ impl Side {
                         .iter()
                         .flat_map(|r| inner[r.0 * i..(r.0 + 1) * i].iter().map(|&x| residual(x))),
                 ),
+            checked_len(fe + split, i, "inner features (terms x points)")?,
             double,
-        );
+            "inner features (terms x points)",
+        )?;
         // Splits of the inner sum: enough blocks to fill the GPU several times.
         // Few outer blocks split it down to one tile each: that fills the GPU and
         // keeps the float32 sums short (one voxel's Eᴴ over 3000 samples measured
@@ -340,7 +359,11 @@ impl Side {
         let split_len = i.div_ceil(splits).div_ceil(tile) * tile;
         let splits = i.div_ceil(split_len).max(1);
         // Partial sums: at most ~1/4 of free memory (and 1 GiB) per launch.
-        let per_block = splits * coil_group * blk * 2 * real;
+        let per_block = checked_len(
+            checked_len(splits, coil_group, "partial sums")?,
+            blk * 2 * real,
+            "partial sums (splits x coils x block)",
+        )?;
         let (free, _) = device.memory()?;
         let budget = (free / 4).min(1 << 30);
         let mut chunk_blocks = (budget / per_block).clamp(1, lay.blocks);
@@ -383,7 +406,11 @@ impl Side {
                 Some(r) => Some(DeviceBuffer::from_host(device, r, "outer phase rotation")?),
                 None => None,
             },
-            weights: DeviceBuffer::new::<u8>(device, coil_group * i * 2 * real, "kernel weights")?,
+            weights: DeviceBuffer::new::<u8>(
+                device,
+                checked_len(coil_group, i * 2 * real, "kernel weights (coils x points)")?,
+                "kernel weights",
+            )?,
             partial: DeviceBuffer::new::<u8>(device, chunk_blocks * per_block, "partial sums")?,
         })
     }

@@ -29,7 +29,7 @@ use super::nufft::CudaNufft;
 use super::operator::{CudaOperator, DeviceExact};
 use super::space::{solve_on, DeviceNormal};
 use super::work::take;
-use crate::error::Result;
+use crate::error::{checked_bytes, try_copy, Result};
 use crate::model::toeplitz::{kernel_nufft_tolerance, ToeplitzSpec};
 use crate::model::{Features, Sizes};
 use crate::nufft::{Modes, NufftSpec, NufftType, Upsampling};
@@ -224,7 +224,11 @@ impl CudaToeplitz {
         let nufft_bytes = if nufft_double { 16 } else { 8 };
         let data = DeviceBuffer::new::<u8>(
             &device,
-            pairs * m * nufft_bytes,
+            checked_bytes(
+                pairs.saturating_mul(m),
+                nufft_bytes,
+                "Toeplitz kernel weights (pairs x M)",
+            )?,
             "Toeplitz kernel weights (pairs x M)",
         )?;
         let s = nufft.stream();
@@ -239,13 +243,21 @@ impl CudaToeplitz {
         }
         let modes = DeviceBuffer::new::<u8>(
             &device,
-            pairs * points * nufft_bytes,
+            checked_bytes(
+                pairs.saturating_mul(points),
+                nufft_bytes,
+                "Toeplitz kernels (pairs x 2^d N)",
+            )?,
             "Toeplitz kernels (pairs x 2^d N)",
         )?;
         let bytes = self.bytes();
         let spectra = DeviceBuffer::new::<u8>(
             &device,
-            pairs * points * bytes,
+            checked_bytes(
+                pairs.saturating_mul(points),
+                bytes,
+                "Toeplitz kernel spectra (pairs x 2^d N)",
+            )?,
             "Toeplitz kernel spectra (pairs x 2^d N)",
         )?;
         let plan = FftPlan::new(
@@ -286,7 +298,9 @@ impl CudaToeplitz {
         unsafe { result::stream::synchronize(s.0) }
             .map_err(|e| driver_error("computing the Toeplitz kernels", e))?;
         let k = Arc::new(Kernels {
-            weights: weights.map(<[f32]>::to_vec),
+            weights: weights
+                .map(|w| try_copy(w, "Toeplitz kernel weights (M)"))
+                .transpose()?,
             spectra,
         });
         *slot = Some(k.clone());

@@ -8,7 +8,7 @@ use super::context::Device;
 use super::launch::{launch_over, mode_code, Args};
 use super::memory::{DeviceBuffer, Stream};
 use super::work::Work;
-use crate::error::Result;
+use crate::error::{try_collect, Result};
 use crate::model::Sizes;
 use crate::op::Precision;
 use cudarc::driver::CudaFunction;
@@ -158,7 +158,7 @@ pub(super) fn upload_sensitivities(
 ) -> Result<Option<DeviceBuffer>> {
     sensitivities
         .map(|s| {
-            let raw: Vec<[f32; 2]> = s.iter().map(|c| [c.re, c.im]).collect();
+            let raw = try_collect(s.iter().map(|c| [c.re, c.im]), "coil sensitivities (N x L)")?;
             DeviceBuffer::from_host(device, &raw, "coil sensitivities (N x L)")
         })
         .transpose()

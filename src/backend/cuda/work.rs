@@ -5,7 +5,7 @@
 
 use super::context::{driver_error, Device};
 use super::memory::{DeviceBuffer, Stream};
-use crate::error::Result;
+use crate::error::{try_collect, Result};
 use crate::model::Sizes;
 use cudarc::driver::CudaStream;
 use num_complex::Complex32;
@@ -134,7 +134,9 @@ impl Work {
         weights: Option<&[f32]>,
         s: Stream,
     ) -> Result<StagedWeights<'_>> {
-        let host: Option<Vec<f64>> = weights.map(|v| v.iter().map(|&x| x as f64).collect());
+        let host = weights
+            .map(|v| try_collect(v.iter().map(|&x| x as f64), "sample weights (M)"))
+            .transpose()?;
         if let Some(hw) = &host {
             self.sample_weights.upload(hw, s)?;
         }
