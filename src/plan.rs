@@ -3,8 +3,12 @@
 //!
 //! The Rust face of the C API; `ffi` is a thin, checked layer over it.
 
+/// cbindgen:ignore
+mod approximation;
 mod gridding;
 mod stone;
+
+pub use approximation::ApproximationInfo;
 
 use crate::backend;
 use crate::error::{Error, Result};
@@ -145,6 +149,10 @@ pub struct Plan {
     toeplitz: Option<usize>,
     /// The Toeplitz operator (normal and CG), built on first use.
     toeplitz_operator: Mutex<Option<Arc<dyn EncodingOperator>>>,
+    /// The approximation tolerance of the fast path (0 = exact).
+    approximation: f64,
+    /// The fast path of the current model, built on first use.
+    fast: Mutex<Option<approximation::FastPath>>,
 }
 
 fn expect_len(argument: &str, got: usize, expected: usize, shape: &str) -> Result<()> {
@@ -271,6 +279,8 @@ impl Plan {
             operator: Mutex::new(None),
             toeplitz: None,
             toeplitz_operator: Mutex::new(None),
+            approximation: 0.0,
+            fast: Mutex::new(None),
         })
     }
 
@@ -297,6 +307,7 @@ impl Plan {
             .toeplitz_operator
             .get_mut()
             .unwrap_or_else(|e| e.into_inner()) = None;
+        *self.fast.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     /// Voxel positions, N×3 metres (x column, then y, then z).
@@ -474,8 +485,12 @@ impl Plan {
         })
     }
 
-    /// The operator for the current model, built on first use.
+    /// The operator for the current model, built on first use: the fast
+    /// path's when it is in use ([`Plan::set_approximation`]).
     pub fn operator(&self) -> Result<Arc<dyn EncodingOperator>> {
+        if let Some(fast) = self.fast_operator()? {
+            return Ok(fast);
+        }
         let mut slot = self.operator.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(op) = slot.as_ref() {
             return Ok(op.clone());
@@ -522,6 +537,9 @@ impl Plan {
     /// (and not in Cartesian mode, whose FFTs are exact and cheaper), else
     /// [`Plan::operator`].
     pub fn normal_operator(&self) -> Result<Arc<dyn EncodingOperator>> {
+        if let Some(fast) = self.fast_operator()? {
+            return Ok(fast);
+        }
         let Some(segments) = self.toeplitz.filter(|_| self.cartesian.is_none()) else {
             return self.operator();
         };

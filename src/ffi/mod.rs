@@ -13,10 +13,13 @@ mod guard;
 mod recon;
 mod sim;
 mod toeplitz;
+// Appended last so that its items come last in the header.
+mod approximation;
 
 pub use cartesian::*;
 pub use recon::*;
 pub use sim::*;
+pub use approximation::*;
 
 use crate::error::{Error, Result};
 use crate::op::Precision;
