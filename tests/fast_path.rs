@@ -321,11 +321,13 @@ fn cg_with_the_fast_path_reaches_the_exact_image() {
         .iter()
         .map(|c| Complex32::new(c.re as f32, c.im as f32))
         .collect();
+    // Tikhonov at a tenth of ‖E‖² ~ M·L keeps the system well conditioned, so
+    // both solves converge and differ only by the operators' difference.
     let options = CgOptions {
-        max_iterations: 40,
-        tolerance: 1e-9,
+        max_iterations: 60,
+        tolerance: 1e-7,
         regularizer: Regularizer::Tikhonov,
-        lambda: 1e-2,
+        lambda: 0.1 * (p.samples * p.coils) as f64,
         ..CgOptions::default()
     };
     let exact = p.plan(Precision::Accurate);

@@ -6,12 +6,14 @@ use crate::plan::BackendKind;
 use num_complex::{Complex32, Complex64};
 use rayon::prelude::*;
 
-/// An executor for `spec` with `points` (ndims×M radians, sample fastest).
+/// An executor for `spec` with `points` (ndims×M radians, sample fastest),
+/// running on `pool`.
 pub fn build(
     _backend: BackendKind,
     spec: &NufftSpec,
     points: &[f64],
     npoints: usize,
+    _pool: std::sync::Arc<rayon::ThreadPool>,
 ) -> Result<Box<dyn NufftExecutor>> {
     Ok(Box::new(DirectExecutor {
         spec: spec.clone(),

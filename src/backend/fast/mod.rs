@@ -105,8 +105,20 @@ impl FastOperator {
             let m = sizes.samples;
             Ok(Arc::new(Executors {
                 coils,
-                forward: executor::build(backend, &spec(NufftType::Two, 1)?, &separation.points, m)?,
-                adjoint: executor::build(backend, &spec(NufftType::One, -1)?, &separation.points, m)?,
+                forward: executor::build(
+                    backend,
+                    &spec(NufftType::Two, 1)?,
+                    &separation.points,
+                    m,
+                    pool.clone(),
+                )?,
+                adjoint: executor::build(
+                    backend,
+                    &spec(NufftType::One, -1)?,
+                    &separation.points,
+                    m,
+                    pool.clone(),
+                )?,
             }))
         };
         let full = make(chunk)?;
