@@ -37,11 +37,19 @@ fn seconds(f: impl FnOnce()) -> f64 {
 }
 
 /// The exact E and Eᴴ on the first `rows` samples (the cost is ∝ M).
-fn exact_subset_times(case: &Case, options: Options, rows: usize, image: &[Complex32]) -> (f64, f64) {
+fn exact_subset_times(
+    case: &Case,
+    options: Options,
+    rows: usize,
+    image: &[Complex32],
+) -> (f64, f64) {
     let m = case.samples;
     let rows = rows.min(m);
     let firsts = |values: &[f64]| -> Vec<f64> {
-        values.chunks_exact(m).flat_map(|column| column[..rows].to_vec()).collect()
+        values
+            .chunks_exact(m)
+            .flat_map(|column| column[..rows].to_vec())
+            .collect()
     };
     let sub = Case {
         dims: case.dims,
@@ -92,7 +100,8 @@ fn main() {
 
         // Fast path: set-up = building the expansion, the NUFFT plans and the certificate.
         let mut fast = case.plan(options);
-        fast.set_approximation(tolerance).expect("set_approximation");
+        fast.set_approximation(tolerance)
+            .expect("set_approximation");
         let mut info = None;
         let setup = seconds(|| info = Some(fast.approximation_info().expect("prepare")));
         let info = info.unwrap_or_default();
@@ -102,7 +111,10 @@ fn main() {
         let adjoint = seconds(|| fast.adjoint(&data, &mut x).expect("fast adjoint"));
         let mut z = vec![Complex32::default(); n];
         let normal = seconds(|| fast.normal(&image, &mut z).expect("fast normal"));
-        let backend_name = fast.operator().map(|o| o.backend_name()).unwrap_or_default();
+        let backend_name = fast
+            .operator()
+            .map(|o| o.backend_name())
+            .unwrap_or_default();
 
         // Error against float64 direct sums at 16 samples and 16 voxels.
         let features = fast.model().features().expect("features");
@@ -114,13 +126,19 @@ fn main() {
         };
         let rows: Vec<usize> = (0..16).map(|i| (i * 7919 + 13) % m).collect();
         let voxels: Vec<usize> = (0..16).map(|i| (i * 104729 + 7) % n).collect();
-        let want_rows: Vec<Complex64> = rows.iter().flat_map(|&j| reference.forward_at(&image, j)).collect();
+        let want_rows: Vec<Complex64> = rows
+            .iter()
+            .flat_map(|&j| reference.forward_at(&image, j))
+            .collect();
         let got_rows: Vec<Complex32> = rows
             .iter()
             .flat_map(|&j| (0..l).map(move |c| (j, c)))
             .map(|(j, c)| y[c * m + j])
             .collect();
-        let want_voxels: Vec<Complex64> = voxels.iter().map(|&v| reference.adjoint_at(&data, v)).collect();
+        let want_voxels: Vec<Complex64> = voxels
+            .iter()
+            .map(|&v| reference.adjoint_at(&data, v))
+            .collect();
         let got_voxels: Vec<Complex32> = voxels.iter().map(|&v| x[v]).collect();
         let (error_e, error_eh) = (rel(&got_rows, &want_rows), rel(&got_voxels, &want_voxels));
 
@@ -129,7 +147,11 @@ fn main() {
              estimated error {:.2e}, measured vs float64 E {error_e:.2e} EH {error_eh:.2e}{}",
             info.rank,
             info.estimated_error,
-            if info.active { String::new() } else { format!(" (inactive: {})", info.reason) }
+            if info.active {
+                String::new()
+            } else {
+                format!(" (inactive: {})", info.reason)
+            }
         );
         println!(
             "{name}: fast set-up {setup:.3} s, E {forward:.3} s, EH {adjoint:.3} s, EHE {normal:.3} s"
@@ -176,14 +198,17 @@ fn main() {
             let mut solution = vec![Complex32::default(); n];
             let fresh = seconds(|| {
                 let mut plan = case.plan(options);
-                plan.set_approximation(tolerance).expect("set_approximation");
+                plan.set_approximation(tolerance)
+                    .expect("set_approximation");
                 plan.cg(&y, &cg, &mut solution).expect("fast cg");
             });
             println!("{name}: fast CG {cg_iterations} iterations, set-up included: {fresh:.3} s");
             if exact_mode == "full" {
                 let mut reference_solution = vec![Complex32::default(); n];
                 let t = seconds(|| {
-                    exact.cg(&y, &cg, &mut reference_solution).expect("exact cg");
+                    exact
+                        .cg(&y, &cg, &mut reference_solution)
+                        .expect("exact cg");
                 });
                 let want: Vec<Complex64> = reference_solution
                     .iter()

@@ -92,7 +92,9 @@ fn problem(rng: &mut Rng, kind: Kind, dims: [usize; 3], coils: usize, samples: u
     }
     let n = points.len();
     let m = samples;
-    let positions: Vec<f64> = (0..3).flat_map(|c| points.iter().map(move |p| p[c])).collect();
+    let positions: Vec<f64> = (0..3)
+        .flat_map(|c| points.iter().map(move |p| p[c]))
+        .collect();
     let ndims = (0..3).filter(|&a| dims[a] > 1).count().max(1);
     let step = FOV / 8.0_f64.max(dims.iter().copied().max().unwrap_or(1) as f64);
     let kmax = PI / step;
@@ -116,7 +118,11 @@ fn problem(rng: &mut Rng, kind: Kind, dims: [usize; 3], coils: usize, samples: u
                     0 => curve(rng, m, 2.0),
                     1 => {
                         let eddy = curve(rng, m, 5.0);
-                        linear[b - 1].iter().zip(&eddy).map(|(k, e)| k + e).collect()
+                        linear[b - 1]
+                            .iter()
+                            .zip(&eddy)
+                            .map(|(k, e)| k + e)
+                            .collect()
                     }
                     2 => curve(rng, m, 300.0),
                     _ => curve(rng, m, 3000.0),
@@ -178,7 +184,10 @@ fn problem(rng: &mut Rng, kind: Kind, dims: [usize; 3], coils: usize, samples: u
                 let d2 = (p[0] - 0.15 * a.cos()).powi(2) + (p[1] - 0.15 * a.sin()).powi(2);
                 let mag = (-d2 / (2.0 * 0.12f64.powi(2))).exp();
                 let ph = a + 5.0 * (p[0] * a.cos() + p[1] * a.sin());
-                s.push(Complex32::new((mag * ph.cos()) as f32, (mag * ph.sin()) as f32));
+                s.push(Complex32::new(
+                    (mag * ph.cos()) as f32,
+                    (mag * ph.sin()) as f32,
+                ));
             }
         }
         s
@@ -199,7 +208,8 @@ fn problem(rng: &mut Rng, kind: Kind, dims: [usize; 3], coils: usize, samples: u
 /// The fast plan of `p` at `tolerance`.
 fn fast_plan(p: &Problem, tolerance: f64) -> horecon::Plan {
     let mut plan = p.plan(Precision::Accurate);
-    plan.set_approximation(tolerance).expect("set_approximation");
+    plan.set_approximation(tolerance)
+        .expect("set_approximation");
     plan
 }
 
@@ -250,7 +260,10 @@ fn fast_operators_meet_the_tolerance_and_the_certificate_is_honest() {
                 errors[2]
             );
             for (what, e) in ["E", "EH", "EHE"].iter().zip(errors) {
-                assert!(e <= tolerance, "{kind:?} tol {tolerance}: {what} error {e:.3e}");
+                assert!(
+                    e <= tolerance,
+                    "{kind:?} tol {tolerance}: {what} error {e:.3e}"
+                );
             }
             let truth = errors[0].max(errors[1]);
             assert!(
@@ -276,7 +289,10 @@ fn the_fast_pair_is_adjoint() {
         plan.adjoint(&d, &mut ehd).unwrap();
         let (a, b) = (inner(&ex, &d), inner(&x, &ehd));
         let scale = (a.norm() + b.norm()) / 2.0;
-        assert!((a - b).norm() <= 1e-5 * scale, "{kind:?}: <Ex,d> {a} vs <x,EHd> {b}");
+        assert!(
+            (a - b).norm() <= 1e-5 * scale,
+            "{kind:?}: <Ex,d> {a} vs <x,EHd> {b}"
+        );
     }
 }
 
@@ -343,7 +359,10 @@ fn cg_with_the_fast_path_reaches_the_exact_image() {
         plan.cg(&data, &options, &mut image).unwrap();
         let e = rel_error(&image, &reference64);
         eprintln!("CG tol {tolerance:.0e}: image difference {e:.2e}");
-        assert!(e <= 10.0 * tolerance, "tol {tolerance}: CG image differs by {e:.3e}");
+        assert!(
+            e <= 10.0 * tolerance,
+            "tol {tolerance}: CG image differs by {e:.3e}"
+        );
     }
 }
 
@@ -361,7 +380,10 @@ fn bad_tolerances_are_refused_and_leave_the_plan_as_it_was() {
     }
     plan.set_approximation(0.0).unwrap();
     let info = plan.approximation_info().unwrap();
-    assert!(!info.active && info.rank == 0 && info.reason.contains("0"), "{info:?}");
+    assert!(
+        !info.active && info.rank == 0 && info.reason.contains("0"),
+        "{info:?}"
+    );
     // An incomplete plan cannot be prepared.
     let mut empty = horecon::Plan::new(Default::default(), 4, 4, 1, 1, 10).unwrap();
     empty.set_approximation(1e-3).unwrap();
@@ -383,7 +405,10 @@ fn model_changes_rebuild_the_expansion() {
     }
     plan.set_solid_harmonics(16, &p.coefficients).unwrap();
     let after = plan.approximation_info().unwrap();
-    assert!(after.active && after.rank > before.rank, "{before:?} then {after:?}");
+    assert!(
+        after.active && after.rank > before.rank,
+        "{before:?} then {after:?}"
+    );
     let errors = true_errors(&mut rng, &p, &plan);
     assert!(errors.iter().all(|&e| e <= 1e-3), "{errors:?}");
     // New sensitivities and off-resonance are taken too.
@@ -402,5 +427,8 @@ fn model_changes_rebuild_the_expansion() {
     let info = plan.approximation_info().unwrap();
     assert!(!info.active && info.reason.contains("lattice"), "{info:?}");
     let errors = true_errors(&mut rng, &p, &plan);
-    assert!(errors.iter().all(|&e| e <= 1e-4), "exact path expected: {errors:?}");
+    assert!(
+        errors.iter().all(|&e| e <= 1e-4),
+        "exact path expected: {errors:?}"
+    );
 }

@@ -1,9 +1,7 @@
 //! The C API of the fast path (issue 17): the approximation tolerance and
 //! what the plan made of it.
 
-use super::{
-    check_struct_size, guard, horecon_plan, horecon_status, non_null, plan_mut, plan_ref,
-};
+use super::{check_struct_size, guard, horecon_plan, horecon_status, non_null, plan_mut, plan_ref};
 
 /// Length of `horecon_approximation_info.reason`, terminating NUL included.
 pub const HORECON_APPROXIMATION_REASON_LENGTH: usize = 160;

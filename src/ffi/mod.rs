@@ -16,10 +16,10 @@ mod toeplitz;
 // Appended last so that its items come last in the header.
 mod approximation;
 
+pub use approximation::*;
 pub use cartesian::*;
 pub use recon::*;
 pub use sim::*;
-pub use approximation::*;
 
 use crate::error::{Error, Result};
 use crate::op::Precision;

@@ -60,7 +60,10 @@ impl Lattice {
 
     /// NUFFT dimensions: the last axis with more than one mode (at least 1).
     pub fn ndims(&self) -> usize {
-        (0..3).rev().find(|&a| self.modes[a] > 1).map_or(1, |a| a + 1)
+        (0..3)
+            .rev()
+            .find(|&a| self.modes[a] > 1)
+            .map_or(1, |a| a + 1)
     }
 
     /// m_n along each axis (index − ⌊n/2⌋) of voxel `v`.
@@ -269,7 +272,11 @@ mod tests {
     use super::*;
 
     fn oblique(dims: [usize; 3], mask: impl Fn(usize) -> bool) -> (Vec<f64>, Vec<usize>) {
-        let steps = [[0.013, 0.002, 0.0], [-0.001, 0.012, 0.003], [0.0, 0.001, 0.02]];
+        let steps = [
+            [0.013, 0.002, 0.0],
+            [-0.001, 0.012, 0.003],
+            [0.0, 0.001, 0.02],
+        ];
         let mut kept = Vec::new();
         for iz in 0..dims[2] {
             for iy in 0..dims[1] {
@@ -284,7 +291,11 @@ mod tests {
         let n = kept.len();
         let mut p = vec![0.0; 3 * n];
         for (k, &v) in kept.iter().enumerate() {
-            let i = [v % dims[0], (v / dims[0]) % dims[1], v / (dims[0] * dims[1])];
+            let i = [
+                v % dims[0],
+                (v / dims[0]) % dims[1],
+                v / (dims[0] * dims[1]),
+            ];
             for c in 0..3 {
                 p[c * n + k] = 0.01 + (0..3).map(|a| i[a] as f64 * steps[a][c]).sum::<f64>();
             }
@@ -328,7 +339,9 @@ mod tests {
 
     #[test]
     fn random_points_are_refused() {
-        let p: Vec<f64> = (0..60).map(|i| ((i * 7919) % 101) as f64 * 1e-3 + (i as f64).sqrt() * 1e-4).collect();
+        let p: Vec<f64> = (0..60)
+            .map(|i| ((i * 7919) % 101) as f64 * 1e-3 + (i as f64).sqrt() * 1e-4)
+            .collect();
         let e = Lattice::detect([20, 1, 1], &p).unwrap_err();
         assert!(e.message.contains("not on a lattice"), "{}", e.message);
         let e = Lattice::detect([2, 1, 1], &[0.1, 0.1, 0.0, 0.0, 0.0, 0.0]).unwrap_err();

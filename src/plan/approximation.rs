@@ -102,7 +102,8 @@ impl Plan {
     fn build_fast_path(&self) -> Result<FastPath> {
         let features = self.model.features()?;
         let tolerance = self.approximation;
-        let separation = match Separation::new(&self.model, &features, EXPANSION_SHARE * tolerance) {
+        let separation = match Separation::new(&self.model, &features, EXPANSION_SHARE * tolerance)
+        {
             Ok(s) => s,
             Err(e) if e.status == Status::InvalidArgument => return Ok(inactive(e.message)),
             Err(e) => return Err(e),

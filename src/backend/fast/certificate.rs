@@ -11,32 +11,21 @@ use crate::error::{try_vec, Result};
 use crate::model::{Features, Sizes};
 use crate::op::{EncodingOperator, Precision};
 use crate::plan::{BackendKind, Options};
+use crate::sim::noise::SimRng;
 use num_complex::Complex32;
 use std::sync::Arc;
 
 /// Samples (rows of E) and voxels (columns) probed.
 pub const PROBES: usize = 128;
 
-/// A small generator for the probes (SplitMix64), seeded per plan build.
-struct Rng(u64);
+/// Random probes from the toolkit's seeded generator.
+struct Probes(SimRng);
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
-        z ^ (z >> 31)
-    }
-    fn normal(&mut self) -> f32 {
-        let u = ((self.next() >> 11) as f64 / (1u64 << 53) as f64).max(1e-300);
-        let v = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
-        ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
-    }
+impl Probes {
     fn vector(&mut self, len: usize, what: &str) -> Result<Vec<Complex32>> {
         let mut out = try_vec(len, Complex32::new(0.0, 0.0), what)?;
         for x in out.iter_mut() {
-            *x = Complex32::new(self.normal(), self.normal());
+            *x = Complex32::new(self.0.normal() as f32, self.0.normal() as f32);
         }
         Ok(out)
     }
@@ -47,7 +36,7 @@ impl Rng {
         }
         let mut picked = std::collections::BTreeSet::new();
         while picked.len() < count {
-            picked.insert((self.next() % total as u64) as usize);
+            picked.insert((self.0.next_u64() % total as u64) as usize);
         }
         picked.into_iter().collect()
     }
@@ -55,7 +44,11 @@ impl Rng {
 
 /// ‖a − b‖/‖b‖.
 fn relative(a: &[Complex32], b: &[Complex32]) -> f64 {
-    let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y).norm_sqr() as f64).sum();
+    let num: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).norm_sqr() as f64)
+        .sum();
     let den: f64 = b.iter().map(|y| y.norm_sqr() as f64).sum();
     if den > 0.0 {
         (num / den).sqrt()
@@ -85,7 +78,7 @@ pub fn estimate(
         precision: Precision::Double,
         ..*options
     };
-    let mut rng = Rng(0x5EED_0F_FA57 ^ (n as u64) << 20 ^ m as u64);
+    let mut rng = Probes(SimRng::new(0x5EED_0F_FA57 ^ (n as u64) << 20 ^ m as u64));
 
     // Rows: E x at the probed samples, all coils.
     let image = rng.vector(n, "probe image (N)")?;

@@ -34,23 +34,46 @@ impl DirectExecutor {
         let g = self.spec.modes.total();
         let m = self.npoints;
         match self.spec.kind {
-            NufftType::One => grid.par_chunks_mut(g).zip(nonuniform.par_chunks(m)).for_each(|(out, c)| {
-                out.copy_from_slice(&direct::type1(&self.spec.modes, &self.points, self.spec.sign, c));
-            }),
-            NufftType::Two => nonuniform.par_chunks_mut(m).zip(grid.par_chunks(g)).for_each(|(out, f)| {
-                out.copy_from_slice(&direct::type2(&self.spec.modes, &self.points, m, self.spec.sign, f));
-            }),
+            NufftType::One => grid
+                .par_chunks_mut(g)
+                .zip(nonuniform.par_chunks(m))
+                .for_each(|(out, c)| {
+                    out.copy_from_slice(&direct::type1(
+                        &self.spec.modes,
+                        &self.points,
+                        self.spec.sign,
+                        c,
+                    ));
+                }),
+            NufftType::Two => nonuniform
+                .par_chunks_mut(m)
+                .zip(grid.par_chunks(g))
+                .for_each(|(out, f)| {
+                    out.copy_from_slice(&direct::type2(
+                        &self.spec.modes,
+                        &self.points,
+                        m,
+                        self.spec.sign,
+                        f,
+                    ));
+                }),
         }
     }
 }
 
 impl NufftExecutor for DirectExecutor {
     fn execute(&self, nonuniform: &mut [Complex32], grid: &mut [Complex32]) -> Result<()> {
-        let widen = |x: &[Complex32]| -> Vec<Complex64> { x.iter().map(|c| Complex64::new(c.re as f64, c.im as f64)).collect() };
+        let widen = |x: &[Complex32]| -> Vec<Complex64> {
+            x.iter()
+                .map(|c| Complex64::new(c.re as f64, c.im as f64))
+                .collect()
+        };
         let (mut a, mut b) = (widen(nonuniform), widen(grid));
         self.run(&mut a, &mut b);
         let narrow = |x: &[Complex64], out: &mut [Complex32]| {
-            out.iter_mut().zip(x).for_each(|(o, v)| *o = Complex32::new(v.re as f32, v.im as f32))
+            out.iter_mut()
+                .zip(x)
+                .for_each(|(o, v)| *o = Complex32::new(v.re as f32, v.im as f32))
         };
         narrow(&a, nonuniform);
         narrow(&b, grid);

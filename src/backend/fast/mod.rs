@@ -37,7 +37,10 @@ pub fn nufft_tolerance(tolerance: f64, precision: Precision) -> (f64, bool) {
     } else {
         crate::nufft::params::MIN_TOLERANCE_F32
     };
-    ((tolerance / 4.0).clamp(lowest, crate::nufft::params::MAX_TOLERANCE), double)
+    (
+        (tolerance / 4.0).clamp(lowest, crate::nufft::params::MAX_TOLERANCE),
+        double,
+    )
 }
 
 /// The pair of executors for chunks of `coils` coils.
@@ -100,7 +103,15 @@ impl FastOperator {
             let transforms = i32::try_from(k * coils)
                 .map_err(|_| Error::invalid("too many NUFFT transforms"))?;
             let spec = |kind, sign| {
-                NufftSpec::new(kind, modes, sign, tolerance, transforms, double, Some(upsampling))
+                NufftSpec::new(
+                    kind,
+                    modes,
+                    sign,
+                    tolerance,
+                    transforms,
+                    double,
+                    Some(upsampling),
+                )
             };
             let m = sizes.samples;
             Ok(Arc::new(Executors {
@@ -126,7 +137,11 @@ impl FastOperator {
         let mut start = 0;
         while start < sizes.coils {
             let count = chunk.min(sizes.coils - start);
-            chunks.push(if count == chunk { full.clone() } else { make(count)? });
+            chunks.push(if count == chunk {
+                full.clone()
+            } else {
+                make(count)?
+            });
             start += count;
         }
         let name = format!(

@@ -156,7 +156,9 @@ fn voxel_sample(g: &[f64], terms: usize, weights: &[f64], u_max: f64) -> (Sample
     if terms == 1 {
         // Bins in which the phase moves by at most BIN_PHASE: the fit sees
         // every voxel's weight, and the check sample tests the real values.
-        let (lo, hi) = g.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+        let (lo, hi) = g
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
         let width = BIN_PHASE / u_max.max(1e-300);
         let bins = ((hi - lo) / width).ceil().max(1.0);
         if bins <= HISTOGRAM_BINS as f64 {
@@ -169,7 +171,10 @@ fn voxel_sample(g: &[f64], terms: usize, weights: &[f64], u_max: f64) -> (Sample
             let kept: Vec<usize> = (0..bins).filter(|&b| mass[b] > 0.0).collect();
             return (
                 Sample {
-                    features: kept.iter().map(|&b| lo + (b as f64 + 0.5) * width).collect(),
+                    features: kept
+                        .iter()
+                        .map(|&b| lo + (b as f64 + 0.5) * width)
+                        .collect(),
                     weights: kept.iter().map(|&b| mass[b]).collect(),
                 },
                 Method::Histogram,
@@ -182,7 +187,9 @@ fn voxel_sample(g: &[f64], terms: usize, weights: &[f64], u_max: f64) -> (Sample
 
 /// exp(i Σ_p u_p g_p) for one time of `times` and one voxel of `voxels`.
 fn entry(times: &Sample, t: usize, voxels: &Sample, v: usize, terms: usize) -> Complex64 {
-    let phase: f64 = (0..terms).map(|p| times.feature(p, t) * voxels.feature(p, v)).sum();
+    let phase: f64 = (0..terms)
+        .map(|p| times.feature(p, t) * voxels.feature(p, v))
+        .sum();
     Complex64::from_polar(1.0, phase)
 }
 
@@ -193,7 +200,8 @@ fn weighted_columns(times: &Sample, voxels: &Sample, terms: usize) -> Vec<Vec<Co
         .map(|v| {
             (0..times.len())
                 .map(|t| {
-                    entry(times, t, voxels, v, terms) * (times.weights[t] * voxels.weights[v]).sqrt()
+                    entry(times, t, voxels, v, terms)
+                        * (times.weights[t] * voxels.weights[v]).sqrt()
                 })
                 .collect()
         })
@@ -204,7 +212,10 @@ fn weighted_columns(times: &Sample, voxels: &Sample, terms: usize) -> Vec<Vec<Co
 /// deflation) of the columns `columns` (each of length `rows`), until the
 /// remaining Frobenius norm² is ≤ `stop²`·(initial) or `MAX_RANK` pivots.
 fn pivots(mut columns: Vec<Vec<Complex64>>, stop: f64) -> Vec<usize> {
-    let total: f64 = columns.iter().map(|c| c.iter().map(|x| x.norm_sqr()).sum::<f64>()).sum();
+    let total: f64 = columns
+        .iter()
+        .map(|c| c.iter().map(|x| x.norm_sqr()).sum::<f64>())
+        .sum();
     let mut chosen = Vec::new();
     while chosen.len() < MAX_RANK.min(columns.len()) {
         let norms: Vec<f64> = columns
@@ -275,9 +286,13 @@ impl Factors {
     fn temporal(&self, u: &[f64], k: usize, out: &mut [Complex64]) {
         let j = self.voxel_skeleton.len() / u.len().max(1);
         let terms = u.len();
-        out[..k].iter_mut().for_each(|o| *o = Complex64::new(0.0, 0.0));
+        out[..k]
+            .iter_mut()
+            .for_each(|o| *o = Complex64::new(0.0, 0.0));
         for s in 0..j {
-            let phase: f64 = (0..terms).map(|p| u[p] * self.voxel_skeleton[p * j + s]).sum();
+            let phase: f64 = (0..terms)
+                .map(|p| u[p] * self.voxel_skeleton[p * j + s])
+                .sum();
             let e = Complex64::from_polar(1.0, phase);
             for (l, o) in out[..k].iter_mut().enumerate() {
                 *o += e * to_c64(self.y[(s, l)]);
@@ -289,9 +304,13 @@ impl Factors {
     fn spatial(&self, g: &[f64], k: usize, out: &mut [Complex64]) {
         let i = self.time_skeleton.len() / g.len().max(1);
         let terms = g.len();
-        out[..k].iter_mut().for_each(|o| *o = Complex64::new(0.0, 0.0));
+        out[..k]
+            .iter_mut()
+            .for_each(|o| *o = Complex64::new(0.0, 0.0));
         for s in 0..i {
-            let phase: f64 = (0..terms).map(|p| g[p] * self.time_skeleton[p * i + s]).sum();
+            let phase: f64 = (0..terms)
+                .map(|p| g[p] * self.time_skeleton[p * i + s])
+                .sum();
             let e = Complex64::from_polar(1.0, phase);
             for (l, o) in out[..k].iter_mut().enumerate() {
                 *o += to_c64(self.x[(l, s)]) * e;
@@ -305,7 +324,9 @@ fn factors(times: &Sample, voxels: &Sample, terms: usize, target: f64) -> Result
     let (st, sv) = (times.len(), voxels.len());
     let z = Mat::<c64>::from_fn(st, sv, |t, v| c64::new(columns[v][t].re, columns[v][t].im));
     let stop = SKELETON_FRACTION * target;
-    let rows: Vec<Vec<Complex64>> = (0..st).map(|t| (0..sv).map(|v| columns[v][t]).collect()).collect();
+    let rows: Vec<Vec<Complex64>> = (0..st)
+        .map(|t| (0..sv).map(|v| columns[v][t]).collect())
+        .collect();
     let voxel_pivots = pivots(columns, stop);
     let time_pivots = pivots(rows, stop);
     if voxel_pivots.is_empty() || time_pivots.is_empty() {
@@ -329,7 +350,9 @@ fn factors(times: &Sample, voxels: &Sample, terms: usize, target: f64) -> Result
         .collect();
     let r = sigma.len();
     // Y = D_J T_c⁻¹ P Σ, X = Qᴴ T_r⁻ᴴ D_I = (T_r⁻¹ Q)ᴴ D_I.
-    let mut y = Mat::<c64>::from_fn(voxel_pivots.len(), r, |i, l| svd.U()[(i, l)] * c64::new(sigma[l], 0.0));
+    let mut y = Mat::<c64>::from_fn(voxel_pivots.len(), r, |i, l| {
+        svd.U()[(i, l)] * c64::new(sigma[l], 0.0)
+    });
     upper_solve(&t_c, &mut y);
     for (i, &v) in voxel_pivots.iter().enumerate() {
         let d = c64::new(voxels.weights[v].sqrt(), 0.0);
@@ -390,7 +413,36 @@ fn check_errors(f: &Factors, times: &Sample, voxels: &Sample, terms: usize) -> V
             err
         })
         .collect();
-    (0..r).map(|k| sums.iter().map(|e| e[k]).sum::<f64>()).collect()
+    (0..r)
+        .map(|k| sums.iter().map(|e| e[k]).sum::<f64>())
+        .collect()
+}
+
+/// `factor(features of point i, out)` for every point of P×count `features`,
+/// returned K×count (point fastest).
+fn evaluate(
+    terms: usize,
+    count: usize,
+    features: &[f64],
+    rank: usize,
+    what: &str,
+    factor: impl Fn(&[f64], &mut [Complex64]) + Sync,
+) -> Result<Vec<Complex64>> {
+    let mut by_point = try_vec(rank * count, Complex64::new(0.0, 0.0), what)?;
+    by_point
+        .par_chunks_mut(rank)
+        .enumerate()
+        .for_each(|(i, out)| {
+            let x: Vec<f64> = (0..terms).map(|p| features[p * count + i]).collect();
+            factor(&x, out);
+        });
+    let mut out = try_vec(rank * count, Complex64::new(0.0, 0.0), what)?;
+    for (i, row) in by_point.chunks_exact(rank).enumerate() {
+        for (l, &value) in row.iter().enumerate() {
+            out[l * count + i] = value;
+        }
+    }
+    Ok(out)
 }
 
 impl Expansion {
@@ -425,49 +477,50 @@ impl Expansion {
         let check_times: Vec<usize> = if m <= CHECK_TIMES {
             (0..m).collect()
         } else {
-            (0..CHECK_TIMES).map(|i| ((2 * i + 1) * m) / (2 * CHECK_TIMES)).collect()
+            (0..CHECK_TIMES)
+                .map(|i| ((2 * i + 1) * m) / (2 * CHECK_TIMES))
+                .collect()
         };
         let check_t = Sample::pick(temporal, terms, &check_times);
         let check_v = if n <= SAMPLE_VOXELS {
             voxel_sample(spatial, terms, weights, u_max).0
         } else {
             let total: f64 = weights.iter().sum();
-            let w: Vec<f64> = if total > 0.0 { weights.to_vec() } else { vec![1.0; n] };
+            let w: Vec<f64> = if total > 0.0 {
+                weights.to_vec()
+            } else {
+                vec![1.0; n]
+            };
             Sample::pick(spatial, terms, &weighted(&w, CHECK_VOXELS, 0.137))
         };
         let checked = check_errors(&f, &check_t, &check_v, terms);
         let within = |k: usize| f.errors[k - 1].max(checked[k - 1]).sqrt();
-        let rank = (1..=f.rank_limit()).find(|&k| within(k) <= target).ok_or_else(|| {
-            Error::invalid(format!(
+        let rank = (1..=f.rank_limit())
+            .find(|&k| within(k) <= target)
+            .ok_or_else(|| {
+                Error::invalid(format!(
                 "the residual phase needs more than {} separable terms for a relative error of \
                  {target:.1e} (best {:.2e})",
                 f.rank_limit(),
                 within(f.rank_limit())
             ))
-        })?;
-        let mut a = try_vec(rank * m, Complex64::new(0.0, 0.0), "expansion a_l(t) (K x M)")?;
-        let mut by_time = try_vec(rank * m, Complex64::new(0.0, 0.0), "expansion a_l(t)")?;
-        by_time.par_chunks_mut(rank).enumerate().for_each(|(j, out)| {
-            let u: Vec<f64> = (0..terms).map(|p| temporal[p * m + j]).collect();
-            f.temporal(&u, rank, out);
-        });
-        for (j, row) in by_time.chunks_exact(rank).enumerate() {
-            for l in 0..rank {
-                a[l * m + j] = row[l];
-            }
-        }
-        drop(by_time);
-        let mut b = try_vec(rank * n, Complex64::new(0.0, 0.0), "expansion b_l(r) (K x N)")?;
-        let mut by_voxel = try_vec(rank * n, Complex64::new(0.0, 0.0), "expansion b_l(r)")?;
-        by_voxel.par_chunks_mut(rank).enumerate().for_each(|(v, out)| {
-            let g: Vec<f64> = (0..terms).map(|p| spatial[p * n + v]).collect();
-            f.spatial(&g, rank, out);
-        });
-        for (v, row) in by_voxel.chunks_exact(rank).enumerate() {
-            for l in 0..rank {
-                b[l * n + v] = row[l];
-            }
-        }
+            })?;
+        let a = evaluate(
+            terms,
+            m,
+            temporal,
+            rank,
+            "expansion a_l(t) (K x M)",
+            |u, out| f.temporal(u, rank, out),
+        )?;
+        let b = evaluate(
+            terms,
+            n,
+            spatial,
+            rank,
+            "expansion b_l(r) (K x N)",
+            |g, out| f.spatial(g, rank, out),
+        )?;
         Ok(Expansion {
             rank,
             temporal: a,
@@ -490,7 +543,9 @@ mod tests {
             for v in 0..n {
                 let phase: f64 = (0..terms).map(|p| u[p * m + j] * g[p * n + v]).sum();
                 let exact = Complex64::from_polar(1.0, phase);
-                let approx: Complex64 = (0..e.rank).map(|l| e.temporal[l * m + j] * e.spatial[l * n + v]).sum();
+                let approx: Complex64 = (0..e.rank)
+                    .map(|l| e.temporal[l * m + j] * e.spatial[l * n + v])
+                    .sum();
                 num += w[v] * (exact - approx).norm_sqr();
                 den += w[v];
             }
@@ -501,7 +556,9 @@ mod tests {
     fn problem(terms: usize, m: usize, n: usize, strength: f64) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
         let mut state = 0x1234_5678u64;
         let mut next = || {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (state >> 11) as f64 / (1u64 << 53) as f64
         };
         let g: Vec<f64> = (0..terms * n).map(|_| next() - 0.5).collect();
@@ -522,7 +579,11 @@ mod tests {
         for target in [1e-2, 1e-3, 1e-4] {
             let e = Expansion::new(3, 700, &u, &g, &w, target).unwrap();
             let err = full_error(&e, 3, &u, &g, &w);
-            assert!(err <= target, "target {target}: error {err}, rank {}", e.rank);
+            assert!(
+                err <= target,
+                "target {target}: error {err}, rank {}",
+                e.rank
+            );
             assert!(e.rank >= last);
             assert!(e.sampled_error <= target && err <= 3.0 * e.sampled_error.max(target / 10.0));
             last = e.rank;
@@ -535,7 +596,14 @@ mod tests {
         for terms in [1, 2] {
             let (u, g, w) = problem(terms, 1500, 3000, 20.0);
             let e = Expansion::new(terms, 1500, &u, &g, &w, 1e-3).unwrap();
-            assert_eq!(e.method, if terms == 1 { Method::Histogram } else { Method::SampledVoxels });
+            assert_eq!(
+                e.method,
+                if terms == 1 {
+                    Method::Histogram
+                } else {
+                    Method::SampledVoxels
+                }
+            );
             let err = full_error(&e, terms, &u, &g, &w);
             assert!(err <= 1.5e-3, "terms {terms}: error {err}, rank {}", e.rank);
         }

@@ -53,7 +53,9 @@ impl Separation {
         let mut weights = try_vec(n, 1.0f64, "voxel weights (N)")?;
         if let Some(s) = &features.sensitivities {
             for (v, w) in weights.iter_mut().enumerate() {
-                *w = (0..sizes.coils).map(|c| s[c * n + v].norm_sqr() as f64).sum();
+                *w = (0..sizes.coils)
+                    .map(|c| s[c * n + v].norm_sqr() as f64)
+                    .sum();
             }
         }
         let e = expansion::Expansion::new(

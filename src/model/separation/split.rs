@@ -213,14 +213,20 @@ mod tests {
         assert_eq!(s.ndims, 2);
         for j in 0..2 {
             for v in 0..n {
-                let exact: f64 = (0..3).map(|f| features.sample[f * 2 + j] * features.voxel[f * n + v]).sum::<f64>() * TAU;
+                let exact: f64 = (0..3)
+                    .map(|f| features.sample[f * 2 + j] * features.voxel[f * n + v])
+                    .sum::<f64>()
+                    * TAU;
                 let c = lattice.coordinates(v);
                 let split = TAU * s.offset[j]
                     + s.points[j] * c[0]
                     + s.points[2 + j] * c[1]
                     + s.temporal[j] * s.spatial[v];
                 let d = (exact - split) / TAU;
-                assert!((d - d.round()).abs() < 1e-12, "j {j} v {v}: {exact} vs {split}");
+                assert!(
+                    (d - d.round()).abs() < 1e-12,
+                    "j {j} v {v}: {exact} vs {split}"
+                );
             }
         }
     }
