@@ -19,7 +19,7 @@
 mod cases;
 
 use cases::{make_case, rel, Case, Reference, Rng};
-use horecon::{BackendKind, CgOptions, Complex32, Options, Plan};
+use horecon::{BackendKind, CgOptions, Complex32, Options};
 use num_complex::Complex64;
 use std::time::Instant;
 

@@ -19,12 +19,6 @@
 #define HORECON_VERSION_STRING "0.1.0"
 
 
-// Bytes of grid and sample buffers one executor call may use.
-#define BUFFER_BYTES (512 << 20)
-
-// Samples (rows of E) and voxels (columns) probed.
-#define PROBES 128
-
 #define HORECON_BACKEND_AUTO 0
 
 #define HORECON_BACKEND_CPU 1
@@ -49,12 +43,6 @@
 
 // Length of `horecon_approximation_info.reason`, terminating NUL included.
 #define HORECON_APPROXIMATION_REASON_LENGTH 160
-
-// The smallest tolerance accepted (float32 data and NUFFTs).
-#define MIN_APPROXIMATION 1e-5
-
-// The largest tolerance accepted.
-#define MAX_APPROXIMATION 0.1
 
 // Kernel width W in cells of the oversampled grid.
 #define KERNEL_WIDTH 6

@@ -99,15 +99,22 @@ fn problem(rng: &mut Rng, kind: Kind, dims: [usize; 3], coils: usize, samples: u
     let step = FOV / 8.0_f64.max(dims.iter().copied().max().unwrap_or(1) as f64);
     let kmax = PI / step;
     // Trajectory: a spiral in x-y, a sweep in z for 3D lattices.
-    let mut linear = vec![vec![0.0; m]; 3];
-    for j in 0..m {
-        let tau = j as f64 / m as f64;
-        linear[0][j] = kmax * tau * (TAU * 4.0 * tau).cos();
-        linear[1][j] = kmax * tau * (TAU * 4.0 * tau).sin();
-        if ndims == 3 || oblique {
-            linear[2][j] = kmax * (2.0 * ((tau * 3.0) % 1.0) - 1.0) * 0.5;
-        }
-    }
+    let sweep = ndims == 3 || oblique;
+    let linear: Vec<Vec<f64>> = (0..3)
+        .map(|axis| {
+            (0..m)
+                .map(|j| {
+                    let tau = j as f64 / m as f64;
+                    match axis {
+                        0 => kmax * tau * (TAU * 4.0 * tau).cos(),
+                        1 => kmax * tau * (TAU * 4.0 * tau).sin(),
+                        _ if sweep => kmax * (2.0 * ((tau * 3.0) % 1.0) - 1.0) * 0.5,
+                        _ => 0.0,
+                    }
+                })
+                .collect()
+        })
+        .collect();
     let times: Vec<f64> = (0..m).map(|j| 0.03 * j as f64 / m as f64).collect();
     let (terms, user_basis, coefficients) = match kind {
         Kind::Grid | Kind::Oblique | Kind::Masked => {

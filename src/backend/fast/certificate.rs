@@ -78,7 +78,9 @@ pub fn estimate(
         precision: Precision::Double,
         ..*options
     };
-    let mut rng = Probes(SimRng::new(0x5EED_0F_FA57 ^ (n as u64) << 20 ^ m as u64));
+    let mut rng = Probes(SimRng::new(
+        0x005E_ED0F_FA57 ^ ((n as u64) << 20) ^ m as u64,
+    ));
 
     // Rows: E x at the probed samples, all coils.
     let image = rng.vector(n, "probe image (N)")?;

@@ -118,7 +118,7 @@ fn even(total: usize, count: usize) -> Vec<usize> {
 /// `count` indices drawn ∝ `weights` by systematic sampling with offset `phase` ∈ [0, 1).
 fn weighted(weights: &[f64], count: usize, phase: f64) -> Vec<usize> {
     let total: f64 = weights.iter().sum();
-    if !(total > 0.0) {
+    if total.is_nan() || total <= 0.0 {
         return even(weights.len(), count);
     }
     let step = total / count as f64;
