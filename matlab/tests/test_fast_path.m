@@ -40,8 +40,8 @@ for tol = [1e-2 1e-3]
   assert(e <= tol, 'forward error %g at tolerance %g', e, tol);
   assert(info.estimatedError <= 3 * e * 1.5 && e <= 3 * info.estimatedError * 1.5);
 end
-expect_error(@() set_approximation(p, -1), 'horecon:invalidArgument');
-expect_error(@() set_approximation(p, NaN), 'horecon:invalidArgument');
+expect_error('horecon:invalidArgument', @() set_approximation(p, -1));
+expect_error('horecon:invalidArgument', @() set_approximation(p, NaN));
 assert(p.Approximation == 1e-3, 'a refused tolerance leaves the plan as it was');
 % Voxels off any lattice: exact path with the reason.
 p.setPositions(P + 1e-3 * rand(N, 3));

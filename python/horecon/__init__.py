@@ -775,7 +775,7 @@ class Plan:
         0 (the default) = exact direct sums. Needs voxels on a lattice (any
         orientation, a masked subset of one); otherwise the operators stay
         exact and ``approximation_info["reason"]`` says why. Negative, NaN or
-        out-of-range tolerances raise HoreconValueError (INVALID_ARGUMENT)."""
+        out-of-range tolerances raise HoreconError (HORECON_ERR_INVALID_ARGUMENT)."""
         self._call("horecon_set_approximation", float(tolerance))
 
     @property

@@ -41,7 +41,7 @@ def test_bad_tolerances_and_the_exact_fallback(cases, rng):
     with case_plan(c) as plan:
         plan.set_approximation(1e-3)
         for bad in (-1e-3, float("nan"), float("inf"), 0.5):
-            with pytest.raises(horecon.HoreconValueError) as e:
+            with pytest.raises(horecon.HoreconError) as e:
                 plan.set_approximation(bad)
             assert e.value.status == horecon.HORECON_ERR_INVALID_ARGUMENT
         assert plan.approximation_info["active"]
