@@ -113,7 +113,7 @@ impl Plan {
             self.model.sensitivities.as_deref(),
             self.sizes(),
             nufft_tolerance(tolerance, self.options.precision),
-            self.backend,
+            (self.backend, self.options.device as usize),
             self.pool.clone(),
         )?);
         let estimated_error = certificate::estimate(

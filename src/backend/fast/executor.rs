@@ -7,9 +7,12 @@ use num_complex::{Complex32, Complex64};
 use rayon::prelude::*;
 
 /// An executor for `spec` with `points` (ndims×M radians, sample fastest),
-/// running on `pool`.
+/// on `backend`: the CPU's runs on `pool`; CUDA plans run it on device
+/// `device` once the CUDA executor is merged (until then on the CPU):
+/// `BackendKind::Cuda => crate::backend::cuda::nufft::build(spec, points, npoints, device)`.
 pub fn build(
     _backend: BackendKind,
+    _device: usize,
     spec: &NufftSpec,
     points: &[f64],
     npoints: usize,

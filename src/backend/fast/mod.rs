@@ -25,6 +25,9 @@ use num_complex::Complex32;
 use rayon::prelude::*;
 use std::sync::Arc;
 
+/// Voxels per task of the adjoint's gather.
+const GATHER_BLOCK: usize = 512;
+
 /// Bytes of grid and sample buffers one executor call may use.
 pub const BUFFER_BYTES: usize = 512 << 20;
 
@@ -84,7 +87,7 @@ impl FastOperator {
         sensitivities: Option<&[Complex32]>,
         sizes: Sizes,
         (tolerance, double): (f64, bool),
-        backend: BackendKind,
+        (backend, device): (BackendKind, usize),
         pool: Arc<rayon::ThreadPool>,
     ) -> Result<FastOperator> {
         let lattice = &separation.lattice;
@@ -118,6 +121,7 @@ impl FastOperator {
                 coils,
                 forward: executor::build(
                     backend,
+                    device,
                     &spec(NufftType::Two, 1)?,
                     &separation.points,
                     m,
@@ -125,6 +129,7 @@ impl FastOperator {
                 )?,
                 adjoint: executor::build(
                     backend,
+                    device,
                     &spec(NufftType::One, -1)?,
                     &separation.points,
                     m,
@@ -243,18 +248,27 @@ impl FastOperator {
             });
             ex.adjoint.execute(&mut samples, &mut grid)?;
             let coils = ex.coils;
-            image.par_iter_mut().enumerate().for_each(|(v, x)| {
-                let at = self.grid_index(v);
-                let mut sum = Complex32::new(0.0, 0.0);
-                for ci in 0..coils {
-                    let mut coil = Complex32::new(0.0, 0.0);
-                    for l in 0..k {
-                        coil += self.spatial[l * n + v].conj() * grid[(ci * k + l) * g + at];
+            // Blocks of voxels, each grid read as a contiguous run per block.
+            image
+                .par_chunks_mut(GATHER_BLOCK)
+                .enumerate()
+                .for_each(|(block, out)| {
+                    let start = block * GATHER_BLOCK;
+                    let mut coil = [Complex32::new(0.0, 0.0); GATHER_BLOCK];
+                    for ci in 0..coils {
+                        coil.iter_mut().for_each(|c| *c = Complex32::new(0.0, 0.0));
+                        for l in 0..k {
+                            let b = &self.spatial[l * n + start..l * n + start + out.len()];
+                            let values = &grid[(ci * k + l) * g..(ci * k + l + 1) * g];
+                            for (i, (c, b)) in coil.iter_mut().zip(b).enumerate() {
+                                *c += b.conj() * values[self.grid_index(start + i)];
+                            }
+                        }
+                        for (i, (x, c)) in out.iter_mut().zip(&coil).enumerate() {
+                            *x += self.sensitivity(first + ci, start + i).conj() * c;
+                        }
                     }
-                    sum += self.sensitivity(first + ci, v).conj() * coil;
-                }
-                *x += sum;
-            });
+                });
             first += ex.coils;
         }
         Ok(())
