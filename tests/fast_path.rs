@@ -439,3 +439,51 @@ fn model_changes_rebuild_the_expansion() {
         "exact path expected: {errors:?}"
     );
 }
+
+#[test]
+fn singleton_sizes_and_single_samples() {
+    let mut rng = Rng::fresh("singleton_sizes_and_single_samples");
+    for (dims, samples) in [
+        ([1, 1, 1], 7),
+        ([1, 6, 1], 1),
+        ([5, 1, 3], 40),
+        ([2, 2, 2], 2),
+    ] {
+        let p = problem(&mut rng, Kind::Grid, dims, 2, samples);
+        let plan = fast_plan(&p, 1e-3);
+        let info = plan.approximation_info().unwrap();
+        assert!(info.active, "{dims:?}: {}", info.reason);
+        let errors = true_errors(&mut rng, &p, &plan);
+        assert!(
+            errors.iter().all(|&e| e <= 1e-3),
+            "{dims:?} M {samples}: {errors:?}"
+        );
+    }
+}
+
+#[test]
+fn a_phase_without_structure_falls_back_to_the_exact_path() {
+    // A user basis of random values per voxel with large coefficients: exp(iψ)
+    // has no low-rank form, so the plan stays exact and says why.
+    let mut rng = Rng::fresh("a_phase_without_structure_falls_back");
+    let mut p = problem(&mut rng, Kind::UserBasis, [10, 9, 1], 1, 300);
+    let n = p.voxels();
+    let h = p.user_basis.as_mut().unwrap();
+    for v in 0..n {
+        h[3 * n + v] = rng.range(-1.0, 1.0);
+    }
+    for j in 0..p.samples {
+        p.coefficients[3 * p.samples + j] = rng.range(-40.0, 40.0);
+    }
+    let plan = fast_plan(&p, 1e-4);
+    let info = plan.approximation_info().unwrap();
+    assert!(
+        !info.active && info.reason.contains("separable terms"),
+        "{info:?}"
+    );
+    let errors = true_errors(&mut rng, &p, &plan);
+    assert!(
+        errors.iter().all(|&e| e <= 1e-4),
+        "exact path expected: {errors:?}"
+    );
+}
