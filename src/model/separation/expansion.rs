@@ -521,6 +521,14 @@ impl Expansion {
             "expansion b_l(r) (K x N)",
             |g, out| f.spatial(g, rank, out),
         )?;
+        if a.iter()
+            .chain(&b)
+            .any(|z| !(z.re.is_finite() && z.im.is_finite()))
+        {
+            return Err(Error::invalid(
+                "the separable expansion is numerically unstable for this phase (non-finite factors)",
+            ));
+        }
         Ok(Expansion {
             rank,
             temporal: a,
