@@ -263,59 +263,60 @@ fn to_c64(x: c64) -> Complex64 {
     Complex64::new(x.re, x.im)
 }
 
+/// One side of the factors: skeleton points with their features f_s (P each)
+/// and coefficient rows c_s (r each), evaluated at a point x as
+/// Σ_s exp(i x·f_s)·c_s[..k].
+struct Skeleton {
+    /// f_s, P×|S| (point fastest).
+    features: Vec<f64>,
+    /// c_s, |S|×r (coefficient fastest).
+    rows: Vec<Complex64>,
+    rank: usize,
+}
+
+impl Skeleton {
+    fn evaluate(&self, x: &[f64], k: usize, out: &mut [Complex64]) {
+        let count = self.rows.len() / self.rank.max(1);
+        out[..k]
+            .iter_mut()
+            .for_each(|o| *o = Complex64::new(0.0, 0.0));
+        for (s, row) in self.rows.chunks_exact(self.rank).enumerate() {
+            let phase: f64 = x
+                .iter()
+                .enumerate()
+                .map(|(p, v)| v * self.features[p * count + s])
+                .sum();
+            let e = Complex64::from_polar(1.0, phase);
+            for (o, c) in out[..k].iter_mut().zip(row) {
+                *o += c * e;
+            }
+        }
+    }
+}
+
 /// The candidate factors of every rank up to r: a(t) = e_J(t)ᵀ Y, b(n) = X e_I(n).
 struct Factors {
-    /// Skeleton voxels' features, P×|J|.
-    voxel_skeleton: Vec<f64>,
-    /// Skeleton times' features (segment times), P×|I|.
-    time_skeleton: Vec<f64>,
-    /// |J|×r.
-    y: Mat<c64>,
-    /// r×|I|.
-    x: Mat<c64>,
+    /// Skeleton voxels J with the rows of Y (a(t) = Σ_j exp(i u(t)·g_j) Y_j).
+    voxels: Skeleton,
+    /// Skeleton times I with the columns of X (b(n) = Σ_i exp(i g(n)·u_i) X_i).
+    times: Skeleton,
     /// ε(K)² on the sample for K = 1..=r (index K − 1).
     errors: Vec<f64>,
 }
 
 impl Factors {
     fn rank_limit(&self) -> usize {
-        self.y.ncols()
+        self.voxels.rank
     }
 
     /// a_l(t) for l < k at a time with features `u` (P).
     fn temporal(&self, u: &[f64], k: usize, out: &mut [Complex64]) {
-        let j = self.voxel_skeleton.len() / u.len().max(1);
-        let terms = u.len();
-        out[..k]
-            .iter_mut()
-            .for_each(|o| *o = Complex64::new(0.0, 0.0));
-        for s in 0..j {
-            let phase: f64 = (0..terms)
-                .map(|p| u[p] * self.voxel_skeleton[p * j + s])
-                .sum();
-            let e = Complex64::from_polar(1.0, phase);
-            for (l, o) in out[..k].iter_mut().enumerate() {
-                *o += e * to_c64(self.y[(s, l)]);
-            }
-        }
+        self.voxels.evaluate(u, k, out)
     }
 
     /// b_l(n) for l < k at a voxel with features `g` (P).
     fn spatial(&self, g: &[f64], k: usize, out: &mut [Complex64]) {
-        let i = self.time_skeleton.len() / g.len().max(1);
-        let terms = g.len();
-        out[..k]
-            .iter_mut()
-            .for_each(|o| *o = Complex64::new(0.0, 0.0));
-        for s in 0..i {
-            let phase: f64 = (0..terms)
-                .map(|p| g[p] * self.time_skeleton[p * i + s])
-                .sum();
-            let e = Complex64::from_polar(1.0, phase);
-            for (l, o) in out[..k].iter_mut().enumerate() {
-                *o += to_c64(self.x[(l, s)]) * e;
-            }
-        }
+        self.times.evaluate(g, k, out)
     }
 }
 
@@ -375,10 +376,22 @@ fn factors(times: &Sample, voxels: &Sample, terms: usize, target: f64) -> Result
         out
     };
     Ok(Factors {
-        voxel_skeleton: skeleton(voxels, &voxel_pivots),
-        time_skeleton: skeleton(times, &time_pivots),
-        y,
-        x,
+        voxels: Skeleton {
+            features: skeleton(voxels, &voxel_pivots),
+            rows: (0..voxel_pivots.len())
+                .flat_map(|i| (0..r).map(move |l| (i, l)))
+                .map(|(i, l)| to_c64(y[(i, l)]))
+                .collect(),
+            rank: r,
+        },
+        times: Skeleton {
+            features: skeleton(times, &time_pivots),
+            rows: (0..time_pivots.len())
+                .flat_map(|i| (0..r).map(move |l| (i, l)))
+                .map(|(i, l)| to_c64(x[(l, i)]))
+                .collect(),
+            rank: r,
+        },
         errors,
     })
 }
@@ -429,13 +442,15 @@ fn evaluate(
     factor: impl Fn(&[f64], &mut [Complex64]) + Sync,
 ) -> Result<Vec<Complex64>> {
     let mut by_point = try_vec(rank * count, Complex64::new(0.0, 0.0), what)?;
-    by_point
-        .par_chunks_mut(rank)
-        .enumerate()
-        .for_each(|(i, out)| {
-            let x: Vec<f64> = (0..terms).map(|p| features[p * count + i]).collect();
-            factor(&x, out);
-        });
+    by_point.par_chunks_mut(rank).enumerate().for_each_init(
+        || vec![0.0f64; terms],
+        |x, (i, out)| {
+            for (p, value) in x.iter_mut().enumerate() {
+                *value = features[p * count + i];
+            }
+            factor(x, out);
+        },
+    );
     let mut out = try_vec(rank * count, Complex64::new(0.0, 0.0), what)?;
     for (i, row) in by_point.chunks_exact(rank).enumerate() {
         for (l, &value) in row.iter().enumerate() {
