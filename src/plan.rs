@@ -78,6 +78,43 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// Checks what every plan checks: device ≥ 0, num_devices ≥ 1, verbosity 0…2.
+    pub fn check(&self) -> Result<()> {
+        if self.device < 0 {
+            return Err(Error::invalid(format!(
+                "device must be >= 0, got {}",
+                self.device
+            )));
+        }
+        if self.num_devices < 1 {
+            return Err(Error::invalid(format!(
+                "num_devices must be >= 1, got {}",
+                self.num_devices
+            )));
+        }
+        if !(0..=2).contains(&self.verbosity) {
+            return Err(Error::invalid(format!(
+                "verbosity must be 0, 1 or 2, got {}",
+                self.verbosity
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A plan's CPU thread pool of `num_threads` threads (0 = all cores).
+pub(crate) fn thread_pool(num_threads: usize) -> Result<Arc<rayon::ThreadPool>> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(num_threads)
+        .thread_name(|i| format!("horecon-{i}"))
+        .build()
+        .map(Arc::new)
+        // Starting threads fails only for want of resources (memory,
+        // thread limits): a status the caller can act on, not a bug.
+        .map_err(|e| Error::out_of_memory(format!("could not start the CPU thread pool: {e}")))
+}
+
 /// Options of a conjugate-gradient solve (the Rust mirror of `horecon_cg_options`).
 #[derive(Clone, Copy)]
 pub struct CgOptions<'a> {
@@ -242,40 +279,15 @@ impl Plan {
         nsamples: i64,
     ) -> Result<Plan> {
         let sizes = Sizes::new(nx, ny, nz, ncoils, nsamples)?;
-        if options.device < 0 {
-            return Err(Error::invalid(format!(
-                "device must be >= 0, got {}",
-                options.device
-            )));
-        }
-        if options.num_devices < 1 {
-            return Err(Error::invalid(format!(
-                "num_devices must be >= 1, got {}",
-                options.num_devices
-            )));
-        }
-        if !(0..=2).contains(&options.verbosity) {
-            return Err(Error::invalid(format!(
-                "verbosity must be 0, 1 or 2, got {}",
-                options.verbosity
-            )));
-        }
+        options.check()?;
         let backend = backend::resolve(&options)?;
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(options.num_threads)
-            .thread_name(|i| format!("horecon-{i}"))
-            .build()
-            // Starting threads fails only for want of resources (memory,
-            // thread limits): a status the caller can act on, not a bug.
-            .map_err(|e| {
-                Error::out_of_memory(format!("could not start the CPU thread pool: {e}"))
-            })?;
+        let pool = thread_pool(options.num_threads)?;
         Ok(Plan {
             options,
             backend,
             model: Model::new(sizes),
             cartesian: None,
-            pool: Arc::new(pool),
+            pool,
             operator: Mutex::new(None),
             toeplitz: None,
             toeplitz_operator: Mutex::new(None),
