@@ -17,7 +17,8 @@ use crate::backend::cpu::{complex_zeros, CpuNormal};
 use crate::error::{try_vec, Error, Result};
 use crate::model::separation::Separation;
 use crate::model::Sizes;
-use crate::nufft::{Modes, NufftExecutor, NufftSpec, NufftType, Upsampling};
+use crate::nufft::plan::choose_upsampling;
+use crate::nufft::{Modes, NufftExecutor, NufftSpec, NufftType};
 use crate::op::{CgReport, EncodingOperator, Precision};
 use crate::plan::BackendKind;
 use crate::solver::CgProblem;
@@ -101,7 +102,7 @@ impl FastOperator {
             .and_then(|e| e.checked_mul(std::mem::size_of::<Complex32>()))
             .ok_or_else(|| Error::out_of_memory("fast-path buffers are too large"))?;
         let chunk = (BUFFER_BYTES / per_coil.max(1)).clamp(1, sizes.coils);
-        let upsampling = upsampling_for(&modes);
+        let upsampling = choose_upsampling(&modes, sizes.samples);
         let make = |coils: usize| -> Result<Arc<Executors>> {
             let transforms = i32::try_from(k * coils)
                 .map_err(|_| Error::invalid("too many NUFFT transforms"))?;
@@ -287,15 +288,6 @@ impl FastOperator {
             crate::backend::cpu::apply_sample_weights(&mut data, s.samples, w);
         }
         self.adjoint_into(&data, out)
-    }
-}
-
-/// σ = 1.25 for 3D grids (less memory and FFT work), 2 otherwise.
-fn upsampling_for(modes: &Modes) -> Upsampling {
-    if modes.sizes.iter().filter(|&&n| n > 1).count() == 3 {
-        Upsampling::OneQuarter
-    } else {
-        Upsampling::Two
     }
 }
 
