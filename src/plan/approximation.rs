@@ -8,6 +8,7 @@ use super::Plan;
 use crate::backend::fast::{certificate, nufft_tolerance, FastOperator};
 use crate::error::{Error, Result, Status};
 use crate::model::separation::Separation;
+use crate::model::Features;
 use crate::op::EncodingOperator;
 use std::sync::Arc;
 
@@ -108,22 +109,47 @@ impl Plan {
             Err(e) if e.status == Status::InvalidArgument => return Ok(inactive(e.message)),
             Err(e) => return Err(e),
         };
-        let operator: Arc<dyn EncodingOperator> = Arc::new(FastOperator::new(
-            &separation,
+        let build = |sensitivities: Option<&[num_complex::Complex32]>, sizes| {
+            FastOperator::new(
+                &separation,
+                sensitivities,
+                sizes,
+                nufft_tolerance(tolerance, self.options.precision),
+                (self.backend, self.options.device as usize),
+                self.pool.clone(),
+            )
+        };
+        let operator: Arc<dyn EncodingOperator> =
+            Arc::new(build(self.model.sensitivities.as_deref(), self.sizes())?);
+        // The certificate on a few coils (the expansion is the same for all).
+        let estimated_error = match certificate::coil_subset(
             self.model.sensitivities.as_deref(),
             self.sizes(),
-            nufft_tolerance(tolerance, self.options.precision),
-            (self.backend, self.options.device as usize),
-            self.pool.clone(),
-        )?);
-        let estimated_error = certificate::estimate(
-            operator.as_ref(),
-            &features,
-            self.sizes(),
-            self.backend,
-            &self.options,
-            self.pool.clone(),
-        )?;
+        )? {
+            None => certificate::estimate(
+                operator.as_ref(),
+                &features,
+                self.sizes(),
+                self.backend,
+                &self.options,
+                self.pool.clone(),
+            )?,
+            Some((_, subset, sizes)) => {
+                let probe = build(Some(&subset), sizes)?;
+                let probe_features = Features {
+                    sensitivities: Some(subset),
+                    ..features
+                };
+                certificate::estimate(
+                    &probe,
+                    &probe_features,
+                    sizes,
+                    self.backend,
+                    &self.options,
+                    self.pool.clone(),
+                )?
+            }
+        };
         Ok(FastPath {
             operator: Some(operator),
             info: ApproximationInfo {

@@ -1,10 +1,14 @@
 //! The fast path's certificate (FAST-PATH.md §5): its error measured, not
 //! predicted. For a random image x, the relative RMS difference between the
-//! fast E x and the exact E x on a random subset of samples (all coils),
-//! and for random data d, between the fast Eᴴ d and the exact Eᴴ d on a
-//! random subset of voxels; the larger of the two. The exact rows and
-//! voxels come from the backend's exact operator in DOUBLE precision on the
-//! sub-model of those samples or voxels (|rows|·N·L and |voxels|·M·L pairs).
+//! fast E x and the exact E x on a random subset of samples, and for random
+//! data d, between the fast Eᴴ d and the exact Eᴴ d on a random subset of
+//! voxels; the larger of the two. The exact rows and voxels come from the
+//! backend's exact operator in DOUBLE precision on the sub-model of those
+//! samples or voxels (|rows|·N·L and |voxels|·M·L pairs).
+//!
+//! The expansion and the NUFFT are shared by all coils, so the probes use
+//! [`PROBE_COILS`] coils drawn at random ([`coil_subset`]): the fast
+//! operator of those coils costs a fraction of a full application.
 
 use crate::backend;
 use crate::error::{try_vec, Result};
@@ -17,6 +21,35 @@ use std::sync::Arc;
 
 /// Samples (rows of E) and voxels (columns) probed.
 pub const PROBES: usize = 128;
+/// Coils probed (all when the plan has fewer).
+pub const PROBE_COILS: usize = 2;
+
+/// The probed coils (sorted), the sensitivities of just those (N×|coils|)
+/// and the sizes of that sub-model; `None` when every coil is probed.
+pub fn coil_subset(
+    sensitivities: Option<&[Complex32]>,
+    sizes: Sizes,
+) -> Result<Option<(Vec<usize>, Vec<Complex32>, Sizes)>> {
+    let (Some(s), true) = (sensitivities, sizes.coils > PROBE_COILS) else {
+        return Ok(None);
+    };
+    let mut rng = Probes(SimRng::new(0xC011_5EED ^ sizes.coils as u64));
+    let coils = rng.subset(sizes.coils, PROBE_COILS);
+    let n = sizes.voxels;
+    let mut subset = try_vec(n * coils.len(), Complex32::new(0.0, 0.0), "probe sensitivities")?;
+    for (k, &c) in coils.iter().enumerate() {
+        subset[k * n..(k + 1) * n].copy_from_slice(&s[c * n..(c + 1) * n]);
+    }
+    let [nx, ny, nz] = sizes.dims;
+    let sub = Sizes::new(
+        nx as i64,
+        ny as i64,
+        nz as i64,
+        coils.len() as i64,
+        sizes.samples as i64,
+    )?;
+    Ok(Some((coils, subset, sub)))
+}
 
 /// Random probes from the toolkit's seeded generator.
 struct Probes(SimRng);
