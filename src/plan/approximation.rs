@@ -122,34 +122,32 @@ impl Plan {
         let operator: Arc<dyn EncodingOperator> =
             Arc::new(build(self.model.sensitivities.as_deref(), self.sizes())?);
         // The certificate on a few coils (the expansion is the same for all).
-        let estimated_error = match certificate::coil_subset(
-            self.model.sensitivities.as_deref(),
-            self.sizes(),
-        )? {
-            None => certificate::estimate(
-                operator.as_ref(),
-                &features,
-                self.sizes(),
-                self.backend,
-                &self.options,
-                self.pool.clone(),
-            )?,
-            Some((_, subset, sizes)) => {
-                let probe = build(Some(&subset), sizes)?;
-                let probe_features = Features {
-                    sensitivities: Some(subset),
-                    ..features
-                };
-                certificate::estimate(
-                    &probe,
-                    &probe_features,
-                    sizes,
+        let estimated_error =
+            match certificate::coil_subset(self.model.sensitivities.as_deref(), self.sizes())? {
+                None => certificate::estimate(
+                    operator.as_ref(),
+                    &features,
+                    self.sizes(),
                     self.backend,
                     &self.options,
                     self.pool.clone(),
-                )?
-            }
-        };
+                )?,
+                Some((_, subset, sizes)) => {
+                    let probe = build(Some(&subset), sizes)?;
+                    let probe_features = Features {
+                        sensitivities: Some(subset),
+                        ..features
+                    };
+                    certificate::estimate(
+                        &probe,
+                        &probe_features,
+                        sizes,
+                        self.backend,
+                        &self.options,
+                        self.pool.clone(),
+                    )?
+                }
+            };
         Ok(FastPath {
             operator: Some(operator),
             info: ApproximationInfo {

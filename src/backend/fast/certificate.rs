@@ -36,7 +36,11 @@ pub fn coil_subset(
     let mut rng = Probes(SimRng::new(0xC011_5EED ^ sizes.coils as u64));
     let coils = rng.subset(sizes.coils, PROBE_COILS);
     let n = sizes.voxels;
-    let mut subset = try_vec(n * coils.len(), Complex32::new(0.0, 0.0), "probe sensitivities")?;
+    let mut subset = try_vec(
+        n * coils.len(),
+        Complex32::new(0.0, 0.0),
+        "probe sensitivities",
+    )?;
     for (k, &c) in coils.iter().enumerate() {
         subset[k * n..(k + 1) * n].copy_from_slice(&s[c * n..(c + 1) * n]);
     }

@@ -35,6 +35,9 @@ const SAMPLE_VOXELS: usize = 1024;
 /// Times and voxels of the independent check.
 const CHECK_TIMES: usize = 256;
 const CHECK_VOXELS: usize = 256;
+/// Voxels added to a drawn sample to cover the range of g ([`coverage`]).
+const COVERAGE_FAR: usize = 128;
+const COVERAGE_EVEN: usize = 256;
 /// The largest phase change (radians) within one histogram bin.
 const BIN_PHASE: f64 = 0.05;
 /// Bins of the one-term histogram (at most).
@@ -139,7 +142,13 @@ fn weighted(weights: &[f64], count: usize, phase: f64) -> Vec<usize> {
 }
 
 /// The voxel sample of the fit: all voxels, a histogram, or weighted draws.
-fn voxel_sample(g: &[f64], terms: usize, weights: &[f64], u_max: f64) -> (Sample, Method) {
+fn voxel_sample(
+    g: &[f64],
+    terms: usize,
+    weights: &[f64],
+    u_max: f64,
+    lattice_cover: &[usize],
+) -> (Sample, Method) {
     let n = weights.len();
     let total: f64 = weights.iter().sum();
     let normalised: Vec<f64> = if total > 0.0 {
@@ -181,8 +190,51 @@ fn voxel_sample(g: &[f64], terms: usize, weights: &[f64], u_max: f64) -> (Sample
             );
         }
     }
-    let picked = weighted(&normalised, SAMPLE_VOXELS, 0.5);
+    let mut picked = weighted(&normalised, SAMPLE_VOXELS, 0.5);
+    picked.extend(coverage(g, terms, n));
+    picked.extend(lattice_cover.iter().copied().filter(|&v| v < n));
+    picked.sort_unstable();
+    picked.dedup();
     (Sample::pick(g, terms, &picked), Method::SampledVoxels)
+}
+
+/// Voxels that cover the range of the basis values, so that b_l is never
+/// extrapolated (a rare voxel with an extreme g, such as a corner of a 3D
+/// field of view for third-order terms, would otherwise carry an error of
+/// order 1): the extremes of each g_p, the [`COVERAGE_FAR`] voxels farthest
+/// from the mean in standardised g, and [`COVERAGE_EVEN`] voxels evenly spread
+/// over the index. They enter the sample with the same weight as the others.
+fn coverage(g: &[f64], terms: usize, n: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut mean = vec![0.0; terms];
+    let mut spread = vec![0.0; terms];
+    for p in 0..terms {
+        let column = &g[p * n..(p + 1) * n];
+        let (lo, hi) = column.iter().enumerate().fold((0, 0), |(lo, hi), (v, &x)| {
+            (
+                if x < column[lo] { v } else { lo },
+                if x > column[hi] { v } else { hi },
+            )
+        });
+        out.push(lo);
+        out.push(hi);
+        mean[p] = column.iter().sum::<f64>() / n as f64;
+        let var = column.iter().map(|x| (x - mean[p]).powi(2)).sum::<f64>() / n as f64;
+        spread[p] = var.sqrt().max(1e-300);
+    }
+    let distance = |v: usize| -> f64 {
+        (0..terms)
+            .map(|p| ((g[p * n + v] - mean[p]) / spread[p]).powi(2))
+            .sum()
+    };
+    let mut far: Vec<(f64, usize)> = (0..n).into_par_iter().map(|v| (distance(v), v)).collect();
+    let keep = COVERAGE_FAR.min(n);
+    if keep > 0 && keep < far.len() {
+        far.select_nth_unstable_by(keep - 1, |a, b| b.0.total_cmp(&a.0));
+    }
+    out.extend(far[..keep].iter().map(|e| e.1));
+    out.extend(even(n, COVERAGE_EVEN));
+    out
 }
 
 /// exp(i Σ_p u_p g_p) for one time of `times` and one voxel of `voxels`.
@@ -317,6 +369,92 @@ impl Factors {
     /// b_l(n) for l < k at a voxel with features `g` (P).
     fn spatial(&self, g: &[f64], k: usize, out: &mut [Complex64]) {
         self.times.evaluate(g, k, out)
+    }
+    /// The rank-k factors rebalanced so that the b_l are orthonormal on the
+    /// voxel sample (weights included): with the QR factor R of the sampled
+    /// b's, b' = R⁻ᵀ b and a' = R a leave Σ_l a_l b_l unchanged, while the
+    /// terms no longer cancel each other (the operator runs in float32).
+    fn balanced(self, k: usize, voxels: &Sample) -> Factors {
+        let terms = voxels.features.len() / voxels.len().max(1);
+        let mut g = vec![0.0; terms];
+        let mut b = vec![Complex64::new(0.0, 0.0); k];
+        let mut sampled = Mat::<c64>::zeros(voxels.len(), k);
+        for v in 0..voxels.len() {
+            for (p, x) in g.iter_mut().enumerate() {
+                *x = voxels.feature(p, v);
+            }
+            self.spatial(&g, k, &mut b);
+            let w = voxels.weights[v].sqrt();
+            for (l, value) in b.iter().enumerate() {
+                sampled[(v, l)] = c64::new(value.re * w, value.im * w);
+            }
+        }
+        if voxels.len() < k {
+            return self.truncated(k);
+        }
+        let r = sampled.qr().thin_R().to_owned();
+        if (0..k).any(|l| {
+            let d = r[(l, l)].norm();
+            d.is_nan() || d <= 1e-300 || d.is_infinite()
+        }) {
+            return self.truncated(k);
+        }
+        let r = |i: usize, j: usize| to_c64(r[(i, j)]);
+        let old = self.rank_limit();
+        let a_rows = self
+            .voxels
+            .rows
+            .chunks_exact(old)
+            .flat_map(|y| {
+                (0..k)
+                    .map(|l| (l..k).map(|j| r(l, j) * y[j]).sum::<Complex64>())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let b_rows = self
+            .times
+            .rows
+            .chunks_exact(old)
+            .flat_map(|x| {
+                let mut z = vec![Complex64::new(0.0, 0.0); k];
+                for l in 0..k {
+                    let s: Complex64 = (0..l).map(|j| r(j, l) * z[j]).sum();
+                    z[l] = (x[l] - s) / r(l, l);
+                }
+                z
+            })
+            .collect();
+        Factors {
+            voxels: Skeleton {
+                features: self.voxels.features,
+                rows: a_rows,
+                rank: k,
+            },
+            times: Skeleton {
+                features: self.times.features,
+                rows: b_rows,
+                rank: k,
+            },
+            errors: self.errors,
+        }
+    }
+
+    /// The first k terms only.
+    fn truncated(self, k: usize) -> Factors {
+        let cut = |side: Skeleton| Skeleton {
+            rows: side
+                .rows
+                .chunks_exact(side.rank)
+                .flat_map(|row| row[..k].to_vec())
+                .collect(),
+            rank: k,
+            features: side.features,
+        };
+        Factors {
+            voxels: cut(self.voxels),
+            times: cut(self.times),
+            errors: self.errors,
+        }
     }
 }
 
@@ -463,7 +601,8 @@ fn evaluate(
 impl Expansion {
     /// The expansion of exp(iψ), ψ(j,n) = Σ_p u_p(j) g_p(n) (`temporal` u: P×M,
     /// `spatial` g: P×N), with relative error ≤ `target` on the voxel weights
-    /// `weights` (N, e.g. Σ_c |S_c|²). `InvalidArgument` when more than
+    /// `weights` (N, e.g. Σ_c |S_c|²); `lattice_cover` lists voxels spread over
+    /// the field of view (boundaries included) that join a drawn sample. `InvalidArgument` when more than
     /// [`MAX_RANK`] terms would be needed.
     pub fn new(
         terms: usize,
@@ -472,6 +611,7 @@ impl Expansion {
         spatial: &[f64],
         weights: &[f64],
         target: f64,
+        lattice_cover: &[usize],
     ) -> Result<Expansion> {
         let n = weights.len();
         let m = samples;
@@ -486,7 +626,7 @@ impl Expansion {
         }
         let u_max = temporal.iter().fold(0.0f64, |s, u| s.max(u.abs()));
         let times = Sample::pick(temporal, terms, &even(m, SAMPLE_TIMES));
-        let (voxels, method) = voxel_sample(spatial, terms, weights, u_max);
+        let (voxels, method) = voxel_sample(spatial, terms, weights, u_max, lattice_cover);
         let f = factors(&times, &voxels, terms, target)?;
         // The independent check: other times and other voxels.
         let check_times: Vec<usize> = if m <= CHECK_TIMES {
@@ -498,7 +638,7 @@ impl Expansion {
         };
         let check_t = Sample::pick(temporal, terms, &check_times);
         let check_v = if n <= SAMPLE_VOXELS {
-            voxel_sample(spatial, terms, weights, u_max).0
+            voxel_sample(spatial, terms, weights, u_max, lattice_cover).0
         } else {
             let total: f64 = weights.iter().sum();
             let w: Vec<f64> = if total > 0.0 {
@@ -520,6 +660,8 @@ impl Expansion {
                 within(f.rank_limit())
             ))
             })?;
+        let sampled_error = within(rank);
+        let f = f.balanced(rank, &voxels);
         let a = evaluate(
             terms,
             m,
@@ -548,7 +690,7 @@ impl Expansion {
             rank,
             temporal: a,
             spatial: b,
-            sampled_error: within(rank),
+            sampled_error,
             method,
         })
     }
@@ -600,7 +742,7 @@ mod tests {
         let (u, g, w) = problem(3, 700, 900, 12.0);
         let mut last = 0;
         for target in [1e-2, 1e-3, 1e-4] {
-            let e = Expansion::new(3, 700, &u, &g, &w, target).unwrap();
+            let e = Expansion::new(3, 700, &u, &g, &w, target, &[]).unwrap();
             let err = full_error(&e, 3, &u, &g, &w);
             assert!(
                 err <= target,
@@ -618,7 +760,7 @@ mod tests {
     fn sampled_voxels_and_histograms_generalise() {
         for terms in [1, 2] {
             let (u, g, w) = problem(terms, 1500, 3000, 20.0);
-            let e = Expansion::new(terms, 1500, &u, &g, &w, 1e-3).unwrap();
+            let e = Expansion::new(terms, 1500, &u, &g, &w, 1e-3, &[]).unwrap();
             assert_eq!(
                 e.method,
                 if terms == 1 {
@@ -634,7 +776,7 @@ mod tests {
 
     #[test]
     fn no_residual_is_rank_one() {
-        let e = Expansion::new(0, 4, &[], &[], &[1.0; 5], 1e-3).unwrap();
+        let e = Expansion::new(0, 4, &[], &[], &[1.0; 5], 1e-3, &[]).unwrap();
         assert_eq!(e.rank, 1);
         assert_eq!(e.spatial.len(), 5);
     }

@@ -38,6 +38,26 @@ pub struct Separation {
     pub residual_terms: usize,
 }
 
+/// Lattice cells per axis of the regular sub-lattice [`lattice_cover`] takes.
+const COVER_CELLS: usize = 10;
+
+/// The voxels on a regular sub-lattice of about [`COVER_CELLS`] points per
+/// axis, each axis's first and last index included (the corners of the
+/// field of view, where higher orders are extreme).
+fn lattice_cover(lattice: &Lattice, n: usize) -> Vec<usize> {
+    let step: [usize; 3] = std::array::from_fn(|a| lattice.modes[a].div_ceil(COVER_CELLS).max(1));
+    let on = |a: usize, m: f64| {
+        let i = (m + (lattice.modes[a] / 2) as f64) as usize;
+        i % step[a] == 0 || i + 1 == lattice.modes[a]
+    };
+    (0..n)
+        .filter(|&v| {
+            let m = lattice.coordinates(v);
+            (0..3).all(|a| on(a, m[a]))
+        })
+        .collect()
+}
+
 impl Separation {
     /// The separation of `model` (features `features`) with the expansion's
     /// relative error ≤ `target`. `InvalidArgument` with the reason when the
@@ -65,6 +85,7 @@ impl Separation {
             &split.spatial,
             &weights,
             target,
+            &lattice_cover(&lattice, n),
         )?;
         let mut temporal = e.temporal;
         for (j, &k0) in split.offset.iter().enumerate() {
