@@ -132,16 +132,16 @@ impl Plan {
                     &self.options,
                     self.pool.clone(),
                 )?,
-                Some((_, subset, sizes)) => {
-                    let probe = build(Some(&subset), sizes)?;
+                Some(subset) => {
+                    let probe = build(Some(&subset.sensitivities), subset.sizes)?;
                     let probe_features = Features {
-                        sensitivities: Some(subset),
+                        sensitivities: Some(subset.sensitivities),
                         ..features
                     };
                     certificate::estimate(
                         &probe,
                         &probe_features,
-                        sizes,
+                        subset.sizes,
                         self.backend,
                         &self.options,
                         self.pool.clone(),

@@ -24,12 +24,21 @@ pub const PROBES: usize = 128;
 /// Coils probed (all when the plan has fewer).
 pub const PROBE_COILS: usize = 2;
 
-/// The probed coils (sorted), the sensitivities of just those (N×|coils|)
-/// and the sizes of that sub-model; `None` when every coil is probed.
+/// The probed coils of a plan with more than [`PROBE_COILS`] coils.
+pub struct CoilSubset {
+    /// The coils, sorted.
+    pub coils: Vec<usize>,
+    /// Their sensitivities, N×|coils|.
+    pub sensitivities: Vec<Complex32>,
+    /// The sizes of that sub-model.
+    pub sizes: Sizes,
+}
+
+/// The probed coils; `None` when every coil is probed.
 pub fn coil_subset(
     sensitivities: Option<&[Complex32]>,
     sizes: Sizes,
-) -> Result<Option<(Vec<usize>, Vec<Complex32>, Sizes)>> {
+) -> Result<Option<CoilSubset>> {
     let (Some(s), true) = (sensitivities, sizes.coils > PROBE_COILS) else {
         return Ok(None);
     };
@@ -52,7 +61,11 @@ pub fn coil_subset(
         coils.len() as i64,
         sizes.samples as i64,
     )?;
-    Ok(Some((coils, subset, sub)))
+    Ok(Some(CoilSubset {
+        coils,
+        sensitivities: subset,
+        sizes: sub,
+    }))
 }
 
 /// Random probes from the toolkit's seeded generator.
