@@ -69,6 +69,9 @@
 
 #define HORECON_CALL_GRIDDING 6
 
+// Length of `horecon_approximation_info.reason`, terminating NUL included.
+#define HORECON_APPROXIMATION_REASON_LENGTH 160
+
 // The most CPU threads a plan may ask for (each is a thread of its pool).
 #define MAX_THREADS 1024
 
@@ -251,6 +254,24 @@ typedef struct horecon_delay_options {
 // Progress callback of long calls: `fraction` of the call done, in [0, 1];
 // return non-zero to cancel the call (it then returns HORECON_ERR_CANCELLED).
 typedef int32_t (*horecon_fraction_fn)(void *user, double fraction);
+
+// What the plan does with its approximation tolerance; set `struct_size`
+// to sizeof(horecon_approximation_info) before horecon_get_approximation_info.
+typedef struct horecon_approximation_info {
+  // = sizeof(horecon_approximation_info).
+  uint32_t struct_size;
+  // 1 when E, Eᴴ, EᴴWE and CG use the fast path, 0 when they are exact.
+  int32_t active;
+  // K, the terms a_l(t)·b_l(r) of the separable expansion (0 when inactive).
+  int32_t rank;
+  // The larger of the relative RMS errors of E x and Eᴴ d against the exact
+  // operator, measured on random probes (128 samples, all coils, and 128
+  // voxels) when the plan was prepared; 0 when inactive.
+  double estimated_error;
+  // Why active = 0 (e.g. "voxels are not on a lattice: ..."), "" when
+  // active; NUL-terminated, cut to fit.
+  char reason[HORECON_APPROXIMATION_REASON_LENGTH];
+} horecon_approximation_info;
 
 #define HORECON_OK 0
 
@@ -688,6 +709,37 @@ horecon_status horecon_sim_set_progress(horecon_fraction_fn progress, void *user
 // (MemAvailable + SwapFree) fails at once with HORECON_ERR_OUT_OF_MEMORY.
 // Either output may be NULL.
 horecon_status horecon_plan_memory(const struct horecon_plan *plan, int32_t call, int64_t *host_bytes, int64_t *device_bytes);
+
+// Sets the approximation tolerance of E, Eᴴ, Fᴴd, EᴴWE and CG:
+// 0 (the default) = exact direct sums; a tolerance in [1e-5, 0.1] = the
+// fast path (FAST-PATH.md): the phase is split into its part linear in the
+// voxels' lattice coordinates and a residual ψ (higher orders, a user
+// basis's non-linear part, ω·t), exp(iψ) is expanded in K separable terms,
+// E ρ = Σ_l a_l(t)·NUFFT(b_l·S_c·ρ), and Eᴴ is its exact adjoint, so CG
+// solves a consistent system. K is the smallest rank whose expansion error
+// is within 0.45·tolerance on the operator (not on the factors); the NUFFTs
+// get tolerance/4. The relative RMS error of E x and Eᴴ d against the exact
+// operator is then ≤ tolerance for typical images and data, and is measured
+// when the plan is next prepared (horecon_get_approximation_info). A phase
+// linear in position (a trajectory, k0 allowed) gives K = 1: a plain NUFFT.
+//
+// Needs voxels on a lattice (any orientation, any order, a masked subset of
+// one); otherwise, and in Cartesian mode, the operators stay exact and the
+// info says why. Every change of the model rebuilds the expansion when an
+// operator next runs. Both backends (CUDA plans compute the NUFFTs where the
+// CUDA NUFFT executor is available, else on the CPU).
+// Negative, NaN or infinite tolerances, and tolerances outside
+// {0} ∪ [1e-5, 0.1], give HORECON_ERR_INVALID_ARGUMENT.
+horecon_status horecon_set_approximation(struct horecon_plan *plan, double tolerance);
+
+// Reports whether the fast path is in use, its rank K, its measured error
+// and, when inactive, why. Prepares the plan if needed (builds the
+// expansion and measures its error: the cost of one fast E and Eᴴ plus 128
+// exact rows and voxels), so the model must be complete
+// (HORECON_ERR_INCOMPLETE_PLAN otherwise). `info->struct_size` must be
+// sizeof(horecon_approximation_info) (else HORECON_ERR_INVALID_ARGUMENT).
+// `info` is written only on success.
+horecon_status horecon_get_approximation_info(const struct horecon_plan *plan, struct horecon_approximation_info *info);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -37,7 +37,7 @@ export Plan, HoreconError, version, cuda_device_count, forward, adjoint, normal,
        gridding,
        set_positions!, set_grid_positions!, set_solid_harmonics!, set_basis!,
        set_trajectory!, set_off_resonance!, set_sensitivities!, set_toeplitz!, set_cartesian!,
-       backend, close!, cancel, memory
+       backend, close!, cancel, memory, set_approximation!, approximation_info
 
 const LIB = get(ENV, "HORECON_LIB", joinpath(@__DIR__, "..", "target", "release", "libhorecon.so"))
 
@@ -346,6 +346,43 @@ normal operator within 1e-3). `enable = false` restores the exact operator."""
 function set_toeplitz!(p::Plan, enable::Bool = true, time_segments::Integer = 0)
     check(ccall((:horecon_set_toeplitz, LIB), Int32, (Ptr{Cvoid}, Int32, Int32), live(p),
                 Int32(enable), Int32(time_segments)))
+end
+
+"""
+    set_approximation!(p, tolerance)
+
+The fast path: `tolerance` in [1e-5, 0.1] makes forward, adjoint, fhd, normal
+and cg use a separable expansion of the higher-order and off-resonance phase on
+top of a NUFFT (relative RMS error vs the exact operator <= tolerance); 0 (the
+default) = exact. Needs voxels on a lattice, else the operators stay exact and
+`approximation_info(p).reason` says why."""
+function set_approximation!(p::Plan, tolerance::Real)
+    check(ccall((:horecon_set_approximation, LIB), Int32, (Ptr{Cvoid}, Float64), live(p),
+                Float64(tolerance)))
+end
+
+struct ApproximationInfoC
+    struct_size::UInt32
+    active::Int32
+    rank::Int32
+    estimated_error::Float64
+    reason::NTuple{160, UInt8}
+end
+
+"""
+    approximation_info(p) -> (active, rank, estimated_error, reason)
+
+Whether the fast path is in use, its rank K, its error measured against the
+exact operator on random probes when the plan is prepared, and why not."""
+function approximation_info(p::Plan)
+    info = Ref(ApproximationInfoC(UInt32(sizeof(ApproximationInfoC)), 0, 0, 0.0, ntuple(_ -> 0x00, 160)))
+    check(ccall((:horecon_get_approximation_info, LIB), Int32,
+                (Ptr{Cvoid}, Ref{ApproximationInfoC}), live(p), info))
+    r = info[]
+    bytes = collect(r.reason)
+    reason = String(bytes[1:something(findfirst(==(0x00), bytes), 161) - 1])
+    return (active = r.active != 0, rank = Int(r.rank), estimated_error = r.estimated_error,
+            reason = reason)
 end
 
 """d = E x: image (N or dims) -> data M x L (ComplexF32). `progress` (every long

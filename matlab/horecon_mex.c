@@ -859,6 +859,30 @@ static void cmd_backend(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   plhs[0] = mxCreateString(backend == HORECON_BACKEND_CUDA ? "cuda" : "cpu");
 }
 
+static void cmd_set_approximation(int nrhs, const mxArray *prhs[]) {
+  plan_entry *e;
+  need_args(nrhs, 3, "setApproximation");
+  e = plan_arg(prhs[1]);
+  check(horecon_set_approximation(e->plan, scalar(prhs[2], "Approximation")));
+}
+
+static void cmd_approximation_info(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  static const char *fields[] = {"active", "rank", "estimatedError", "reason"};
+  plan_entry *e;
+  horecon_approximation_info info;
+  need_args(nrhs, 2, "approximationInfo");
+  e = plan_arg(prhs[1]);
+  memset(&info, 0, sizeof info);
+  info.struct_size = (uint32_t)sizeof info;
+  check(horecon_get_approximation_info(e->plan, &info));
+  info.reason[sizeof info.reason - 1] = '\0';
+  plhs[0] = mxCreateStructMatrix(1, 1, 4, fields);
+  mxSetField(plhs[0], 0, "active", mxCreateLogicalScalar(info.active != 0));
+  mxSetField(plhs[0], 0, "rank", mxCreateDoubleScalar(info.rank));
+  mxSetField(plhs[0], 0, "estimatedError", mxCreateDoubleScalar(info.estimated_error));
+  mxSetField(plhs[0], 0, "reason", mxCreateString(info.reason));
+}
+
 /* ---------------------------------------------------------- simulation */
 
 static size_t points(const mxArray *a, const char *name) {
@@ -1373,6 +1397,8 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   else if (!strcmp(command, "setOffResonance")) cmd_set_off_resonance(nrhs, prhs);
   else if (!strcmp(command, "setSensitivities")) cmd_set_sensitivities(nrhs, prhs);
   else if (!strcmp(command, "setToeplitz")) cmd_set_toeplitz(nrhs, prhs);
+  else if (!strcmp(command, "setApproximation")) cmd_set_approximation(nrhs, prhs);
+  else if (!strcmp(command, "approximationInfo")) cmd_approximation_info(plhs, nrhs, prhs);
   else if (!strcmp(command, "forward")) cmd_forward(plhs, nrhs, prhs);
   else if (!strcmp(command, "adjoint")) cmd_adjoint(plhs, nrhs, prhs);
   else if (!strcmp(command, "normal")) cmd_normal(plhs, nrhs, prhs);

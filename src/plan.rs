@@ -4,12 +4,15 @@
 //! The Rust face of the C API; `ffi` is a thin, checked layer over it.
 
 mod calib;
+/// cbindgen:ignore
+mod approximation;
 mod gridding;
 mod memory;
 mod precondition;
 mod stone;
 
 pub use memory::{Call, Memory};
+pub use approximation::ApproximationInfo;
 
 use crate::backend;
 use crate::error::{Error, Result};
@@ -25,6 +28,50 @@ use std::sync::{Arc, Mutex};
 
 /// The most CPU threads a plan may ask for (each is a thread of its pool).
 pub const MAX_THREADS: usize = 1024;
+
+impl Options {
+    /// Checks what every plan checks: device ≥ 0, num_devices ≥ 1,
+    /// num_threads ≤ [`MAX_THREADS`], verbosity 0…2.
+    pub fn check(&self) -> Result<()> {
+        if self.device < 0 {
+            return Err(Error::invalid(format!(
+                "device must be >= 0, got {}",
+                self.device
+            )));
+        }
+        if self.num_devices < 1 {
+            return Err(Error::invalid(format!(
+                "num_devices must be >= 1, got {}",
+                self.num_devices
+            )));
+        }
+        if self.num_threads > MAX_THREADS {
+            return Err(Error::invalid(format!(
+                "num_threads must be 0 (all cores) to {MAX_THREADS}, got {}",
+                self.num_threads
+            )));
+        }
+        if !(0..=2).contains(&self.verbosity) {
+            return Err(Error::invalid(format!(
+                "verbosity must be 0, 1 or 2, got {}",
+                self.verbosity
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A plan's CPU thread pool of `num_threads` threads (0 = all cores).
+pub(crate) fn thread_pool(num_threads: usize) -> Result<Arc<rayon::ThreadPool>> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(num_threads)
+        .thread_name(|i| format!("horecon-{i}"))
+        .build()
+        .map(Arc::new)
+        // Starting threads fails only for want of resources (memory,
+        // thread limits): a status the caller can act on, not a bug.
+        .map_err(|e| Error::out_of_memory(format!("could not start the CPU thread pool: {e}")))
+}
 
 /// Options of a conjugate-gradient solve (the Rust mirror of `horecon_cg_options`).
 #[derive(Clone, Copy)]
@@ -115,6 +162,10 @@ pub struct Plan {
     control: Arc<Control>,
     /// The progress callback of long calls ([`Plan::set_progress`]).
     progress: Option<Callback>,
+    /// The approximation tolerance of the fast path (0 = exact).
+    approximation: f64,
+    /// The fast path of the current model, built on first use.
+    fast: Mutex<Option<approximation::FastPath>>,
 }
 
 fn expect_len(argument: &str, got: usize, expected: usize, shape: &str) -> Result<()> {
@@ -204,51 +255,22 @@ impl Plan {
         nsamples: i64,
     ) -> Result<Plan> {
         let sizes = Sizes::new(nx, ny, nz, ncoils, nsamples)?;
-        if options.device < 0 {
-            return Err(Error::invalid(format!(
-                "device must be >= 0, got {}",
-                options.device
-            )));
-        }
-        if options.num_devices < 1 {
-            return Err(Error::invalid(format!(
-                "num_devices must be >= 1, got {}",
-                options.num_devices
-            )));
-        }
-        if options.num_threads > MAX_THREADS {
-            return Err(Error::invalid(format!(
-                "num_threads must be 0 (all cores) to {MAX_THREADS}, got {}",
-                options.num_threads
-            )));
-        }
-        if !(0..=2).contains(&options.verbosity) {
-            return Err(Error::invalid(format!(
-                "verbosity must be 0, 1 or 2, got {}",
-                options.verbosity
-            )));
-        }
+        options.check()?;
         let backend = backend::resolve(&options)?;
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(options.num_threads)
-            .thread_name(|i| format!("horecon-{i}"))
-            .build()
-            // Starting threads fails only for want of resources (memory,
-            // thread limits): a status the caller can act on, not a bug.
-            .map_err(|e| {
-                Error::out_of_memory(format!("could not start the CPU thread pool: {e}"))
-            })?;
+        let pool = thread_pool(options.num_threads)?;
         Ok(Plan {
             options,
             backend,
             model: Model::new(sizes),
             cartesian: None,
-            pool: Arc::new(pool),
+            pool,
             operator: Mutex::new(None),
             toeplitz: None,
             toeplitz_operator: Mutex::new(None),
             control: Arc::new(Control::default()),
             progress: None,
+            approximation: 0.0,
+            fast: Mutex::new(None),
         })
     }
 
@@ -297,6 +319,7 @@ impl Plan {
             .toeplitz_operator
             .get_mut()
             .unwrap_or_else(|e| e.into_inner()) = None;
+        *self.fast.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     /// Voxel positions, N×3 metres (x column, then y, then z).
@@ -474,8 +497,12 @@ impl Plan {
         })
     }
 
-    /// The operator for the current model, built on first use.
+    /// The operator for the current model, built on first use: the fast
+    /// path's when it is in use ([`Plan::set_approximation`]).
     pub fn operator(&self) -> Result<Arc<dyn EncodingOperator>> {
+        if let Some(fast) = self.fast_operator()? {
+            return Ok(fast);
+        }
         let mut slot = self.operator.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(op) = slot.as_ref() {
             return Ok(op.clone());
@@ -526,6 +553,9 @@ impl Plan {
     /// (and not in Cartesian mode, whose FFTs are exact and cheaper), else
     /// [`Plan::operator`].
     pub fn normal_operator(&self) -> Result<Arc<dyn EncodingOperator>> {
+        if let Some(fast) = self.fast_operator()? {
+            return Ok(fast);
+        }
         let Some(segments) = self.toeplitz.filter(|_| self.cartesian.is_none()) else {
             return self.operator();
         };

@@ -389,6 +389,8 @@ fn rust_api_mistakes_are_argument_errors() {
         tolerance: 0.0,
         warm_start: false,
         progress: None,
+        preconditioner: None,
+        discrepancy: None,
     };
     let e = Penalty::for_update(&problem, 0).err().unwrap();
     assert_eq!(e.status, Status::InvalidArgument, "{e}");

@@ -54,6 +54,11 @@ pub fn make_case(name: &str) -> Case {
         "bieri-512" => (512, 512, 1, 8, 512 * 512 / 8, 16, true),
         "fourier-256-1coil" => (256, 256, 1, 1, 256 * 256, 3, false),
         "stone-fhd" | "stone-fhd-3k" => (128, 128, 128, 1, 284592, 3, false),
+        // 3D higher-order cases (cases.py; ho3d-40 is a 64k-voxel CPU size of the same kind).
+        "ho3d-40" => (40, 40, 40, 16, 40 * 40 * 40 / 4, 16, true),
+        "ho3d-64" => (64, 64, 64, 16, 64 * 64 * 64 / 4, 16, true),
+        "ho3d-96" => (96, 96, 96, 16, 96 * 96 * 96 / 4, 16, true),
+        "ho3d-1mm" => (200, 200, 144, 16, 200 * 200 * 144 / 4, 16, true),
         other => panic!("unknown case {other}"),
     };
     let n = nx * ny * nz;

@@ -19,6 +19,12 @@ classdef Plan < handle
 %   setSensitivities(S) (N x L or [nx ny nz L]), d = forward(x),
 %   x = adjoint(d), y = normal(x), [x, info] = cg(d, ...), x = gridding(d, dcf), backend().
 %
+%   Fast path: p.Approximation = 1e-3 makes forward, adjoint, normal and cg use
+%   a separable expansion of the higher-order and off-resonance phase on top of
+%   a NUFFT (relative RMS error vs the exact operator <= Approximation; 0, the
+%   default, = exact). p.approximationInfo() returns active, rank,
+%   estimatedError (measured against the exact operator) and reason.
+%
 %   Inputs may be double or single, real or complex; results are single
 %   complex. Errors have identifiers horecon:<status> (horecon:sizeMismatch,
 %   horecon:notFinite, ...) and messages that name the argument. delete(p)
@@ -34,6 +40,14 @@ classdef Plan < handle
 
   properties (Access = private)
     Handle = uint64(0)
+  end
+
+  properties (Dependent)
+    Approximation  % 0 = exact (default); 1e-5 .. 0.1 = the fast path's tolerance
+  end
+
+  properties (Access = private)
+    ApproximationValue = 0
   end
 
   methods
@@ -241,6 +255,23 @@ classdef Plan < handle
     function h = mexHandle(obj)
       % The plan's handle for horecon_mex (used by horecon.calib.*).
       h = obj.Handle;
+    end
+
+    function set.Approximation(obj, tolerance)
+      horecon_mex('setApproximation', obj.Handle, tolerance);
+      obj.ApproximationValue = double(tolerance);
+    end
+
+    function tolerance = get.Approximation(obj)
+      tolerance = obj.ApproximationValue;
+    end
+
+    function info = approximationInfo(obj)
+      %APPROXIMATIONINFO  The fast path's state: active (logical), rank (K),
+      %   estimatedError (relative RMS error of E and E^H vs the exact operator,
+      %   measured on random probes when the plan is prepared) and reason (why
+      %   inactive). Prepares the plan if needed.
+      info = horecon_mex('approximationInfo', obj.Handle);
     end
 
     function name = backend(obj)

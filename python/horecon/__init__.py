@@ -243,6 +243,18 @@ class _CgInfo(Structure):
     ]
 
 
+class _ApproximationInfo(Structure):
+    """horecon_approximation_info."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("active", c_int32),
+        ("rank", c_int32),
+        ("estimated_error", c_double),
+        ("reason", ctypes.c_char * 160),
+    ]
+
+
 class _C32(Structure):
     """horecon_c32: same layout as numpy complex64."""
 
@@ -288,6 +300,8 @@ _SIGNATURES = {
     "horecon_cancel": (c_int32, [_PlanPtr]),
     "horecon_sim_set_progress": (c_int32, [_progress.FractionFn, c_void_p]),
     "horecon_plan_memory": (c_int32, [_PlanPtr, c_int32, POINTER(c_int64), POINTER(c_int64)]),
+    "horecon_set_approximation": (c_int32, [_PlanPtr, c_double]),
+    "horecon_get_approximation_info": (c_int32, [_PlanPtr, POINTER(_ApproximationInfo)]),
 }
 
 #: the calls of :meth:`Plan.memory` (HORECON_CALL_*)
@@ -822,6 +836,34 @@ class Plan:
         (0 = automatic, normal operator within 1e-3 relative); ignored without
         off-resonance. ``enable=False`` restores the exact normal operator."""
         self._call("horecon_set_toeplitz", 1 if enable else 0, int(time_segments))
+
+    def set_approximation(self, tolerance: float) -> None:
+        """The fast path: ``tolerance`` in [1e-5, 0.1] makes forward, adjoint,
+        fhd, normal and cg use a separable expansion of the higher-order and
+        off-resonance phase on top of a NUFFT, with relative RMS error vs the
+        exact operator <= tolerance (measured: see :attr:`approximation_info`);
+        0 (the default) = exact direct sums. Needs voxels on a lattice (any
+        orientation, a masked subset of one); otherwise the operators stay
+        exact and ``approximation_info["reason"]`` says why. Negative, NaN or
+        out-of-range tolerances raise HoreconError (HORECON_ERR_INVALID_ARGUMENT)."""
+        self._call("horecon_set_approximation", float(tolerance))
+
+    @property
+    def approximation_info(self) -> dict:
+        """What the plan made of its approximation tolerance: ``active`` (bool),
+        ``rank`` (K terms), ``estimated_error`` (the larger relative RMS error
+        of E x and E^H d against the exact operator on random probes, measured
+        when the plan is prepared) and ``reason`` (why inactive, "" otherwise).
+        Prepares the plan if needed (the model must be complete)."""
+        info = _ApproximationInfo()
+        info.struct_size = ctypes.sizeof(_ApproximationInfo)
+        self._call("horecon_get_approximation_info", ctypes.byref(info))
+        return {
+            "active": bool(info.active),
+            "rank": int(info.rank),
+            "estimated_error": float(info.estimated_error),
+            "reason": info.reason.decode("utf-8", "replace"),
+        }
 
     # ---------------------------------------------------------- operators
     def forward(self, image, *, progress=None) -> np.ndarray:

@@ -8,7 +8,7 @@ D=.devcarry/cuda
 O=${OUT:-/tmp/horecon-gpu-out}
 mkdir -p "$O" /tmp/ptx
 STAGES=${1:-tests,memcheck,bench,peers,sass}
-# also: fftops (cuFFT Toeplitz/Cartesian tests + memcheck), fftperf (bench_toeplitz, bench_kim), ncu (FFMA kernel), ncutcA / ncutcF (tensor-core kernel), demo, python
+# also: fastpath (bench_fast_path), fftops (cuFFT Toeplitz/Cartesian tests + memcheck), fftperf (bench_toeplitz, bench_kim), ncu (FFMA kernel), ncutcA / ncutcF (tensor-core kernel), demo, python
 if [[ $STAGES == *python* ]]; then
   # the Python binding's tests on the GPU machine (AUTO = CUDA there)
   { HORECON_LIB=$PWD/$D/libhorecon.so timeout 200 python3 -m pytest -q -p no:cacheprovider python/tests; echo "python tests rc=$?"; } > "$O/python.log" 2>&1
@@ -46,6 +46,16 @@ if [[ $STAGES == *fftperf* ]]; then
   { [ -x ./bench_toeplitz ] && HORECON_BENCH_BACKEND=cuda timeout 240 ./bench_toeplitz 256 8 50; echo "bench_toeplitz rc=$?";
     # (Laplace on CUDA: the CUDA Cartesian operator with the CUDA regularizers, kernels/fd.cu)
     [ -x ./bench_kim ] && timeout 240 ./bench_kim --backend cuda; echo "bench_kim rc=$?"; } > "$O/fft_bench.log" 2>&1
+fi
+if [[ $STAGES == *fastpath* ]]; then
+  # The fast path (issue 17) at 1e-3 against the exact path in the same run: ho3d-96 E/EH/EHE
+  # (targets >= 20x, >= 25x), ho3d-1mm 20 CG iterations with set-up (<= 20 s; exact estimated
+  # from 1/16 of the samples), bieri-512 50 CG iterations fast vs exact (>= 5x).
+  { [ -x ./bench_fast_path ] && HORECON_BENCH_BACKEND=cuda HORECON_BENCH_EXACT=full timeout 300 ./bench_fast_path ho3d-96;
+    echo "fast path ho3d-96 rc=$?";
+    HORECON_BENCH_BACKEND=cuda HORECON_BENCH_CG=20 timeout 300 ./bench_fast_path ho3d-1mm; echo "fast path ho3d-1mm rc=$?";
+    HORECON_BENCH_BACKEND=cuda HORECON_BENCH_EXACT=full HORECON_BENCH_CG=50 timeout 300 ./bench_fast_path bieri-512;
+    echo "fast path bieri-512 rc=$?"; } > "$O/fast_path.log" 2>&1
 fi
 if [[ $STAGES == *bench* ]]; then
   { timeout 300 ./bench_cuda ${BENCH_CASES:-}; echo "bench rc=$?"; } > "$O/bench.log" 2>&1

@@ -9,7 +9,7 @@ cd "$ROOT"
 cargo build --release --example bench_cuda --example demo
 # the FFT benchmarks of issue 5 (Toeplitz §2, Kim et al. §3) when present on this branch
 FFT_BENCHES=""
-for b in bench_toeplitz bench_kim; do
+for b in bench_toeplitz bench_kim bench_fast_path; do
   if [ -f "examples/$b.rs" ]; then FFT_BENCHES="$FFT_BENCHES $b"; cargo build --release --example "$b"; fi
 done
 mkdir -p "$DEST"

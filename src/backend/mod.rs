@@ -2,6 +2,9 @@
 
 pub mod cpu;
 pub mod cuda;
+// Rust-only constants: cbindgen skips the module.
+/// cbindgen:ignore
+pub mod fast;
 
 use crate::error::{Error, Result, Status};
 use crate::model::cartesian::Cartesian;

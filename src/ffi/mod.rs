@@ -17,6 +17,10 @@ mod toeplitz;
 mod work;
 
 pub use calib::*;
+// Appended last so that its items come last in the header.
+mod approximation;
+
+pub use approximation::*;
 pub use cartesian::*;
 pub use recon::*;
 pub use sim::*;

@@ -8,6 +8,9 @@
 pub mod cartesian;
 pub mod grid;
 pub mod harmonics;
+pub mod lattice;
+/// cbindgen:ignore
+pub mod separation;
 // Rust-only constants: cbindgen skips the module (the C API documents them in words).
 /// cbindgen:ignore
 pub mod toeplitz;

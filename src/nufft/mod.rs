@@ -17,14 +17,18 @@
 //! backwards. [`direct`] holds the float64 direct sums the tests compare
 //! against.
 
+pub mod cpu;
 pub mod deconvolution;
 pub mod direct;
 pub mod params;
+pub mod plan;
 
 pub use params::{KernelParams, Upsampling};
+pub use plan::Nufft;
 
+use crate::backend::cpu::real::Real;
 use crate::error::{Error, Result};
-use num_complex::{Complex32, Complex64};
+use num_complex::{Complex, Complex32, Complex64};
 
 /// Which sum a transform computes (module documentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,6 +168,41 @@ pub trait NufftExecutor: Send + Sync {
     fn execute_c64(&self, nonuniform: &mut [Complex64], grid: &mut [Complex64]) -> Result<()>;
     /// Where it runs ("cpu", "cuda:0").
     fn backend_name(&self) -> String;
+}
+
+/// The caller's data types: float32 or float64 complex values.
+pub trait Sample: Copy + Send + Sync + std::fmt::Display {
+    fn is_finite(self) -> bool;
+    fn widen<T: Real>(self) -> Complex<T>;
+    fn narrow<T: Real>(c: Complex<T>) -> Self;
+}
+
+impl Sample for Complex32 {
+    fn is_finite(self) -> bool {
+        self.re.is_finite() && self.im.is_finite()
+    }
+    #[inline(always)]
+    fn widen<T: Real>(self) -> Complex<T> {
+        Complex::new(T::from_f64(self.re as f64), T::from_f64(self.im as f64))
+    }
+    #[inline(always)]
+    fn narrow<T: Real>(c: Complex<T>) -> Self {
+        Complex32::new(c.re.to_f64() as f32, c.im.to_f64() as f32)
+    }
+}
+
+impl Sample for Complex64 {
+    fn is_finite(self) -> bool {
+        self.re.is_finite() && self.im.is_finite()
+    }
+    #[inline(always)]
+    fn widen<T: Real>(self) -> Complex<T> {
+        Complex::new(T::from_f64(self.re), T::from_f64(self.im))
+    }
+    #[inline(always)]
+    fn narrow<T: Real>(c: Complex<T>) -> Self {
+        Complex64::new(c.re.to_f64(), c.im.to_f64())
+    }
 }
 
 #[cfg(test)]

@@ -6,10 +6,29 @@
 //!
 //! $$\phi(z) = e^{\beta(\sqrt{1 - z^2} - 1)},\qquad |z| \le 1,$$
 //!
-//! with z = (distance in cells)/(w/2). For upsampling σ = 2,
-//! w = ⌈log₁₀(1/ε)⌉ + 1 and β = γ_w·w (γ_w = 2.20, 2.26, 2.38 for w = 2, 3,
-//! 4 and 2.30 above, FINUFFT's values); for any other σ,
-//! w = ⌈ln(1/ε) / (π√(1 − 1/σ))⌉ and β = 0.97·π·w·(1 − 1/(2σ)).
+//! with z = (distance in cells)/(w/2).
+//!
+//! # The width: measured, with a margin
+//! FINUFFT's rule (σ = 2: w = ⌈log₁₀(1/ε)⌉ + 1) gives relative l2 errors of
+//! about ε on uniform random points, not below it (pip finufft 2.5.1, 2D,
+//! ε = 1e-6: 2.1e-6), and points clustered at one place see the error of
+//! that place, up to ~3.5× the average. This crate promises error ≤ ε for
+//! any points, so the width comes from measurements
+//! (examples/nufft_accuracy.rs `table`): [`ERROR_SIGMA_2`] and
+//! [`ERROR_SIGMA_5_4`] hold, per w, the largest error of a single type-2
+//! output relative to the rms output, worst over 1D (n = 64), 2D (40) and 3D
+//! (32), 3 draws of 1500 uniform points, float64; w is the smallest width
+//! whose error times [`SAFETY`] is ≤ ε. At σ = 2 that is ⌈log₁₀(1/ε)⌉ + 2
+//! for decade tolerances 1e-1 … 1e-7 (one cell more than FINUFFT), + 3 for
+//! 1e-8 … 1e-11 and + 2 for 1e-12.
+//! β = γ_w·w with γ = 1.82, 2.12, 2.20, 2.24 for w = 2 … 5 and 2.30 above
+//! (the measured optima) at σ = 2, and β = 0.97·π·w·(1 − 1/(2σ)) at
+//! σ = 1.25 (the measured optimum too). A tolerance σ = 1.25 cannot reach
+//! with w ≤ 16 gets σ = 2, and so does float32 arithmetic below
+//! [`MIN_TOLERANCE_F32_SIGMA_5_4`]: at σ = 1.25 the deconvolution divides
+//! the edge modes by a ψ̂ up to ~10² (per axis) smaller than ψ̂(0), which
+//! lifts float32 rounding above ε (measured, 3D: 1.5e-4 at ε = 1e-5,
+//! 2e-3 at 1e-6).
 //!
 //! The fine grid of an axis with n modes has n_f = the smallest even
 //! 2,3,5-smooth integer ≥ max(σ·n, 2w) points.
@@ -27,13 +46,40 @@ pub const MIN_TOLERANCE_F32: f64 = 1e-6;
 /// The smallest tolerance in float64 arithmetic.
 pub const MIN_TOLERANCE_F64: f64 = 1e-12;
 
-/// The largest tolerance accepted (a kernel of two cells).
+/// The largest tolerance accepted.
 pub const MAX_TOLERANCE: f64 = 1e-1;
+
+/// The measured largest single-output error of widths w = 2 … 16 at σ = 2
+/// (module documentation).
+pub const ERROR_SIGMA_2: [f64; 15] = [
+    2.64e-1, 2.48e-2, 3.34e-3, 3.65e-4, 4.23e-5, 4.34e-6, 4.78e-7, 5.90e-8, 8.28e-9, 9.85e-10,
+    8.65e-11, 9.01e-12, 7.68e-13, 9.81e-14, 3.66e-14,
+];
+
+/// The same at σ = 1.25.
+pub const ERROR_SIGMA_5_4: [f64; 15] = [
+    8.62e-1, 2.07e-1, 5.46e-2, 1.40e-2, 3.31e-3, 7.00e-4, 1.12e-4, 2.59e-5, 1.05e-5, 3.83e-6,
+    1.11e-6, 2.57e-7, 4.35e-8, 4.22e-9, 3.14e-9,
+];
+
+/// The smallest float32 tolerance at which σ = 1.25 is used (module documentation).
+pub const MIN_TOLERANCE_F32_SIGMA_5_4: f64 = 1e-3;
+
+/// Measured error × SAFETY ≤ ε picks the width.
+pub const SAFETY: f64 = 1.25;
+
+/// The smallest width whose measured error (table `errors`, w = 2…16) times [`SAFETY`] is ≤ ε.
+fn width_for(tolerance: f64, errors: &[f64; 15]) -> Option<usize> {
+    errors
+        .iter()
+        .position(|&e| SAFETY * e <= tolerance)
+        .map(|i| i + 2)
+}
 
 /// Upsampling factors σ (fine grid / modes per axis).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Upsampling {
-    /// σ = 2: narrowest kernel for a tolerance; the Toeplitz embedding needs it.
+    /// σ = 2: the narrowest kernel for a tolerance.
     Two,
     /// σ = 1.25: 2^d/1.25^d less fine-grid memory and FFT work, wider kernel.
     OneQuarter,
@@ -78,32 +124,48 @@ impl KernelParams {
                 if double { "double" } else { "single" }
             )));
         }
-        let sigma = upsampling.factor();
-        let (width, beta) = match upsampling {
+        let quarter_allowed = double || tolerance >= MIN_TOLERANCE_F32_SIGMA_5_4;
+        let (width, upsampling) = match upsampling {
+            Upsampling::OneQuarter if quarter_allowed => {
+                match width_for(tolerance, &ERROR_SIGMA_5_4) {
+                    Some(w) => (w, Upsampling::OneQuarter),
+                    None => (
+                        width_for(tolerance, &ERROR_SIGMA_2).unwrap_or(MAX_WIDTH),
+                        Upsampling::Two,
+                    ),
+                }
+            }
+            _ => (
+                width_for(tolerance, &ERROR_SIGMA_2).unwrap_or(MAX_WIDTH),
+                Upsampling::Two,
+            ),
+        };
+        Ok(KernelParams::with_width(width, upsampling))
+    }
+
+    /// The kernel of width w (2…[`MAX_WIDTH`]) at σ with this module's β.
+    pub fn with_width(width: usize, upsampling: Upsampling) -> KernelParams {
+        let beta = match upsampling {
             Upsampling::Two => {
-                let w = ((1.0 / tolerance).log10().ceil() as usize + 1).clamp(2, MAX_WIDTH);
-                let gamma = match w {
-                    2 => 2.20,
-                    3 => 2.26,
-                    4 => 2.38,
+                let gamma = match width {
+                    2 => 1.82,
+                    3 => 2.12,
+                    4 => 2.20,
+                    5 => 2.24,
                     _ => 2.30,
                 };
-                (w, gamma * w as f64)
+                gamma * width as f64
             }
             Upsampling::OneQuarter => {
-                let w = ((1.0 / tolerance).ln()
-                    / (std::f64::consts::PI * (1.0 - 1.0 / sigma).sqrt()))
-                .ceil() as usize;
-                let w = w.clamp(2, MAX_WIDTH);
-                let beta = 0.97 * std::f64::consts::PI * w as f64 * (1.0 - 1.0 / (2.0 * sigma));
-                (w, beta)
+                let sigma = upsampling.factor();
+                0.97 * std::f64::consts::PI * width as f64 * (1.0 - 1.0 / (2.0 * sigma))
             }
         };
-        Ok(KernelParams {
+        KernelParams {
             width,
             beta,
             upsampling,
-        })
+        }
     }
 
     /// φ(z) for |z| ≤ 1, 0 outside.
@@ -174,14 +236,24 @@ mod tests {
     #[test]
     fn widths_follow_the_tolerance() {
         let k = KernelParams::new(1e-6, Upsampling::Two, false).unwrap();
-        assert_eq!(k.width, 7);
-        assert!((k.beta - 16.1).abs() < 1e-12);
+        assert_eq!(k.width, 8);
+        assert!((k.beta - 18.4).abs() < 1e-12);
         let k = KernelParams::new(1e-3, Upsampling::Two, false).unwrap();
-        assert_eq!(k.width, 4);
+        assert_eq!(k.width, 5);
+        let k = KernelParams::new(1e-1, Upsampling::Two, false).unwrap();
+        assert_eq!(k.width, 3);
         let k = KernelParams::new(1e-12, Upsampling::Two, true).unwrap();
-        assert_eq!(k.width, 13);
+        assert_eq!(k.width, 14);
+        let k = KernelParams::new(1e-8, Upsampling::Two, true).unwrap();
+        assert_eq!(k.width, 11);
+        let k = KernelParams::new(1e-6, Upsampling::OneQuarter, true).unwrap();
+        assert_eq!((k.width, k.upsampling), (13, Upsampling::OneQuarter));
         let k = KernelParams::new(1e-6, Upsampling::OneQuarter, false).unwrap();
-        assert_eq!(k.width, 10);
+        assert_eq!((k.width, k.upsampling), (8, Upsampling::Two));
+        let k = KernelParams::new(1e-3, Upsampling::OneQuarter, false).unwrap();
+        assert_eq!((k.width, k.upsampling), (7, Upsampling::OneQuarter));
+        let k = KernelParams::new(1e-10, Upsampling::OneQuarter, true).unwrap();
+        assert_eq!((k.width, k.upsampling), (13, Upsampling::Two));
         assert!(KernelParams::new(1e-7, Upsampling::Two, false).is_err());
         assert!(KernelParams::new(1e-7, Upsampling::Two, true).is_ok());
         assert!(KernelParams::new(0.5, Upsampling::Two, true).is_err());
@@ -192,7 +264,7 @@ mod tests {
     fn fine_grids() {
         let k = KernelParams::new(1e-6, Upsampling::Two, false).unwrap();
         assert_eq!(k.fine_size(1).unwrap(), 1);
-        assert_eq!(k.fine_size(2).unwrap(), 16); // 2w = 14 → 16
+        assert_eq!(k.fine_size(2).unwrap(), 16); // 2w = 16
         assert_eq!(k.fine_size(256).unwrap(), 512);
         assert_eq!(k.fine_size(200).unwrap(), 400);
         let k = KernelParams::new(1e-3, Upsampling::OneQuarter, false).unwrap();

@@ -342,6 +342,26 @@ static void test_null_pointers(void)
         CHECK(is_poisoned_c32(image, NV), "gridding wrote image on failure");
     }
 
+    {
+        /* the fast path (issue 17): every argument of its two functions */
+        horecon_approximation_info ai, untouched;
+        memset(&ai, 0x5a, sizeof ai);
+        memset(&untouched, 0x5a, sizeof untouched);
+        EXPECT(horecon_set_approximation(NULL, 1e-3), E, "plan is NULL");
+        EXPECT(horecon_set_approximation(plan, -1e-3), HORECON_ERR_INVALID_ARGUMENT, "tolerance");
+        EXPECT(horecon_set_approximation(plan, 0.0 / 0.0), HORECON_ERR_INVALID_ARGUMENT, "tolerance");
+        EXPECT(horecon_set_approximation(plan, 1.0 / 0.0), HORECON_ERR_INVALID_ARGUMENT, "tolerance");
+        EXPECT(horecon_get_approximation_info(NULL, &ai), E, "plan is NULL");
+        EXPECT(horecon_get_approximation_info(plan, NULL), E, "info is NULL");
+        ai.struct_size = 3;
+        EXPECT(horecon_get_approximation_info(plan, &ai), HORECON_ERR_INVALID_ARGUMENT, "struct_size");
+        untouched.struct_size = 3;
+        CHECK(memcmp(&ai, &untouched, sizeof ai) == 0, "get_approximation_info wrote info on failure");
+        ai.struct_size = sizeof ai;
+        EXPECT(horecon_get_approximation_info(plan, &ai), HORECON_OK, NULL);
+        CHECK(ai.active == 0 && ai.rank == 0 && ai.reason[0] != '\0', "tolerance 0 is the exact path");
+    }
+
     EXPECT(horecon_cuda_device_count(NULL), E, "count is NULL");
     EXPECT(horecon_plan_backend(NULL, &backend), E, "plan is NULL");
     EXPECT(horecon_plan_backend(plan, NULL), E, "backend is NULL");

@@ -206,15 +206,16 @@ fn accumulate<A: Real, const FMA: bool, const C: usize>(
     tiles
 }
 
-/// The widest instruction set this CPU has, picked once.
+/// The widest instruction set this CPU has, picked once (also used by the
+/// NUFFT's spreading kernels, `crate::nufft::cpu`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Isa {
+pub(crate) enum Isa {
     Avx512,
     Avx2,
     Baseline,
 }
 
-fn isa() -> Isa {
+pub(crate) fn isa() -> Isa {
     static ISA: once_cell::sync::Lazy<Isa> = once_cell::sync::Lazy::new(|| {
         #[cfg(target_arch = "x86_64")]
         {

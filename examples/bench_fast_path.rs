@@ -1,0 +1,225 @@
+//! Benchmark of the fast path (issue 17) against the exact operators on the
+//! cases of shared/bench/cases.py, in one run: set-up (expansion, NUFFT
+//! plans and the certificate), E, Eᴴ and EᴴE, and optionally CG, with the
+//! rank K, the certificate and the error against float64 direct sums at 16
+//! samples and 16 voxels.
+//!
+//! Run: cargo run --release --example bench_fast_path [case ...]
+//! (default: ho3d-40 ho3d-64) with
+//!   HORECON_BENCH_BACKEND=cpu|cuda|auto (default auto: CUDA when usable)
+//!   HORECON_BENCH_TOLERANCE=1e-3          the approximation tolerance
+//!   HORECON_BENCH_EXACT=full|estimate|none (default estimate: the exact E and
+//!       Eᴴ timed on 1/16 of the samples and scaled by 16; exact EᴴE = E + Eᴴ)
+//!   HORECON_BENCH_CG=N                     also N CG iterations, fast and
+//!       (when HORECON_BENCH_EXACT=full) exact, set-up included
+//! On a CUDA plan everything runs through the plan's backend; the lines
+//! printed say where (`backend`).
+
+#[path = "common/cases.rs"]
+mod cases;
+
+use cases::{make_case, rel, Case, Reference, Rng};
+use horecon::{BackendKind, CgOptions, Complex32, Options};
+use num_complex::Complex64;
+use std::time::Instant;
+
+fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn seconds(f: impl FnOnce()) -> f64 {
+    let start = Instant::now();
+    f();
+    start.elapsed().as_secs_f64()
+}
+
+/// The exact E and Eᴴ on the first `rows` samples (the cost is ∝ M).
+fn exact_subset_times(
+    case: &Case,
+    options: Options,
+    rows: usize,
+    image: &[Complex32],
+) -> (f64, f64) {
+    let m = case.samples;
+    let rows = rows.min(m);
+    let firsts = |values: &[f64]| -> Vec<f64> {
+        values
+            .chunks_exact(m)
+            .flat_map(|column| column[..rows].to_vec())
+            .collect()
+    };
+    let sub = Case {
+        dims: case.dims,
+        coils: case.coils,
+        samples: rows,
+        terms: case.terms,
+        trajectory: case.trajectory,
+        positions: case.positions.clone(),
+        coefficients: firsts(&case.coefficients),
+        off_resonance: case
+            .off_resonance
+            .as_ref()
+            .map(|(w, t)| (w.clone(), t[..rows].to_vec())),
+        sensitivities: case.sensitivities.clone(),
+    };
+    let plan = sub.plan(options);
+    let mut data = vec![Complex32::default(); sub.samples * case.coils];
+    plan.forward(image, &mut data).expect("warm-up");
+    let forward = seconds(|| plan.forward(image, &mut data).expect("exact forward"));
+    let mut out = vec![Complex32::default(); case.voxels()];
+    let adjoint = seconds(|| plan.adjoint(&data, &mut out).expect("exact adjoint"));
+    (forward, adjoint)
+}
+
+fn main() {
+    let cases: Vec<String> = {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        if args.is_empty() {
+            vec!["ho3d-40".into(), "ho3d-64".into()]
+        } else {
+            args
+        }
+    };
+    let backend: BackendKind = env("HORECON_BENCH_BACKEND", BackendKind::Auto);
+    let tolerance: f64 = env("HORECON_BENCH_TOLERANCE", 1e-3);
+    let exact_mode: String = env("HORECON_BENCH_EXACT", "estimate".to_string());
+    let cg_iterations: usize = env("HORECON_BENCH_CG", 0);
+    let options = Options {
+        backend,
+        ..Options::default()
+    };
+    for name in &cases {
+        let case = make_case(name);
+        let (n, m, l) = (case.voxels(), case.samples, case.coils);
+        let mut rng = Rng(99);
+        let image = rng.complex(n);
+        let data = rng.complex(m * l);
+
+        // Fast path: set-up = building the expansion, the NUFFT plans and the certificate.
+        let mut fast = case.plan(options);
+        fast.set_approximation(tolerance)
+            .expect("set_approximation");
+        let mut info = None;
+        let setup = seconds(|| info = Some(fast.approximation_info().expect("prepare")));
+        let info = info.unwrap_or_default();
+        let mut y = vec![Complex32::default(); m * l];
+        let forward = seconds(|| fast.forward(&image, &mut y).expect("fast forward"));
+        let mut x = vec![Complex32::default(); n];
+        let adjoint = seconds(|| fast.adjoint(&data, &mut x).expect("fast adjoint"));
+        let mut z = vec![Complex32::default(); n];
+        let normal = seconds(|| fast.normal(&image, &mut z).expect("fast normal"));
+        let backend_name = fast
+            .operator()
+            .map(|o| o.backend_name())
+            .unwrap_or_default();
+
+        // Error against float64 direct sums at 16 samples and 16 voxels.
+        let features = fast.model().features().expect("features");
+        let reference = Reference {
+            plan: &fast,
+            voxel: features.voxel,
+            sample: features.sample,
+            terms: features.terms,
+        };
+        let rows: Vec<usize> = (0..16).map(|i| (i * 7919 + 13) % m).collect();
+        let voxels: Vec<usize> = (0..16).map(|i| (i * 104729 + 7) % n).collect();
+        let want_rows: Vec<Complex64> = rows
+            .iter()
+            .flat_map(|&j| reference.forward_at(&image, j))
+            .collect();
+        let got_rows: Vec<Complex32> = rows
+            .iter()
+            .flat_map(|&j| (0..l).map(move |c| (j, c)))
+            .map(|(j, c)| y[c * m + j])
+            .collect();
+        let want_voxels: Vec<Complex64> = voxels
+            .iter()
+            .map(|&v| reference.adjoint_at(&data, v))
+            .collect();
+        let got_voxels: Vec<Complex32> = voxels.iter().map(|&v| x[v]).collect();
+        let (error_e, error_eh) = (rel(&got_rows, &want_rows), rel(&got_voxels, &want_voxels));
+
+        println!(
+            "{name}: N {n} M {m} L {l} tolerance {tolerance:.0e} backend {backend_name}: K {} \
+             estimated error {:.2e}, measured vs float64 E {error_e:.2e} EH {error_eh:.2e}{}",
+            info.rank,
+            info.estimated_error,
+            if info.active {
+                String::new()
+            } else {
+                format!(" (inactive: {})", info.reason)
+            }
+        );
+        println!(
+            "{name}: fast set-up {setup:.3} s, E {forward:.3} s, EH {adjoint:.3} s, EHE {normal:.3} s"
+        );
+
+        // The exact operators.
+        let exact = case.plan(options);
+        let (exact_forward, exact_adjoint) = match exact_mode.as_str() {
+            "full" => {
+                let mut d = vec![Complex32::default(); m * l];
+                let f = seconds(|| exact.forward(&image, &mut d).expect("exact forward"));
+                let mut o = vec![Complex32::default(); n];
+                let a = seconds(|| exact.adjoint(&data, &mut o).expect("exact adjoint"));
+                (f, a)
+            }
+            "none" => (f64::NAN, f64::NAN),
+            _ => {
+                let rows = (m / 16).max(1);
+                let (f, a) = exact_subset_times(&case, options, rows, &image);
+                let scale = m as f64 / rows as f64;
+                (f * scale, a * scale)
+            }
+        };
+        if exact_forward.is_finite() {
+            let normal_exact = exact_forward + exact_adjoint;
+            println!(
+                "{name}: exact ({exact_mode}) E {exact_forward:.3} s, EH {exact_adjoint:.3} s, \
+                 EHE {normal_exact:.3} s; speed-up E {:.1}x, EH {:.1}x, EHE {:.1}x; with set-up \
+                 E {:.1}x, EH {:.1}x",
+                exact_forward / forward,
+                exact_adjoint / adjoint,
+                normal_exact / normal,
+                exact_forward / (forward + setup),
+                exact_adjoint / (adjoint + setup)
+            );
+        }
+
+        if cg_iterations > 0 {
+            let cg = CgOptions {
+                max_iterations: cg_iterations,
+                tolerance: 0.0,
+                ..CgOptions::default()
+            };
+            let mut solution = vec![Complex32::default(); n];
+            let fresh = seconds(|| {
+                let mut plan = case.plan(options);
+                plan.set_approximation(tolerance)
+                    .expect("set_approximation");
+                plan.cg(&y, &cg, &mut solution).expect("fast cg");
+            });
+            println!("{name}: fast CG {cg_iterations} iterations, set-up included: {fresh:.3} s");
+            if exact_mode == "full" {
+                let mut reference_solution = vec![Complex32::default(); n];
+                let t = seconds(|| {
+                    exact
+                        .cg(&y, &cg, &mut reference_solution)
+                        .expect("exact cg");
+                });
+                let want: Vec<Complex64> = reference_solution
+                    .iter()
+                    .map(|c| Complex64::new(c.re as f64, c.im as f64))
+                    .collect();
+                println!(
+                    "{name}: exact CG {cg_iterations} iterations: {t:.3} s ({:.1}x); images differ by {:.2e}",
+                    t / fresh,
+                    rel(&solution, &want)
+                );
+            }
+        }
+    }
+}

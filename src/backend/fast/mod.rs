@@ -1,0 +1,345 @@
+//! The fast path's operator (FAST-PATH.md §3): the separated E of
+//! [`crate::model::separation`] applied by batched NUFFTs,
+//!
+//! $$E\rho = \sum_l \tilde a_l \odot \mathrm{NUFFT}_2^{+}(b_l \odot S_c \odot \rho),\qquad
+//!   E^H d = \sum_c \bar S_c \odot \sum_l \bar b_l \odot \mathrm{NUFFT}_1^{-}(\bar{\tilde a}_l \odot d_c)$$
+//!
+//! (type 2 with sign +1 over the lattice modes, type 1 with sign −1, its
+//! adjoint), so Eᴴ is the exact adjoint of the approximate E and CG solves a
+//! consistent system. EᴴWE is Eᴴ W E (the NUFFT pair). All K terms of a chunk
+//! of coils go through one executor call sharing the points; chunks keep the
+//! buffers within [`BUFFER_BYTES`].
+
+pub mod certificate;
+pub mod executor;
+
+use crate::backend::cpu::{complex_zeros, CpuNormal};
+use crate::error::{try_vec, Error, Result};
+use crate::model::separation::Separation;
+use crate::model::Sizes;
+use crate::nufft::plan::choose_upsampling;
+use crate::nufft::{Modes, NufftExecutor, NufftSpec, NufftType};
+use crate::op::{CgReport, EncodingOperator, Precision};
+use crate::plan::BackendKind;
+use crate::solver::CgProblem;
+use num_complex::Complex32;
+use rayon::prelude::*;
+use std::sync::Arc;
+
+/// Voxels per task of the adjoint's gather.
+const GATHER_BLOCK: usize = 512;
+
+/// Bytes of grid and sample buffers one executor call may use.
+pub const BUFFER_BYTES: usize = 512 << 20;
+
+/// The NUFFT tolerance for an approximation tolerance: a quarter of it, within
+/// what the arithmetic allows (float64 arithmetic for DOUBLE plans).
+pub fn nufft_tolerance(tolerance: f64, precision: Precision) -> (f64, bool) {
+    let double = precision == Precision::Double;
+    let lowest = if double {
+        crate::nufft::params::MIN_TOLERANCE_F64
+    } else {
+        crate::nufft::params::MIN_TOLERANCE_F32
+    };
+    (
+        (tolerance / 4.0).clamp(lowest, crate::nufft::params::MAX_TOLERANCE),
+        double,
+    )
+}
+
+/// The pair of executors for chunks of `coils` coils.
+struct Executors {
+    coils: usize,
+    forward: Box<dyn NufftExecutor>,
+    adjoint: Box<dyn NufftExecutor>,
+}
+
+/// E, Eᴴ and EᴴWE of a separated model by NUFFTs.
+pub struct FastOperator {
+    sizes: Sizes,
+    rank: usize,
+    grid_points: usize,
+    /// Grid index of each voxel; `None` = the voxel index.
+    index: Option<Vec<usize>>,
+    /// ã_l(t_j), K×M.
+    temporal: Vec<Complex32>,
+    /// b_l(r_n), K×N.
+    spatial: Vec<Complex32>,
+    sensitivities: Option<Vec<Complex32>>,
+    /// Full chunks, and the last, smaller one if L is not a multiple.
+    chunks: Vec<Arc<Executors>>,
+    pool: Arc<rayon::ThreadPool>,
+    name: String,
+}
+
+fn narrow(values: &[num_complex::Complex64], what: &str) -> Result<Vec<Complex32>> {
+    let mut out = complex_zeros::<f32>(values.len(), what)?;
+    out.iter_mut()
+        .zip(values)
+        .for_each(|(o, v)| *o = Complex32::new(v.re as f32, v.im as f32));
+    Ok(out)
+}
+
+impl FastOperator {
+    /// The operator of `separation` with NUFFTs of relative tolerance
+    /// `nufft_tolerance` (float64 arithmetic when `double`) on `backend`.
+    pub fn new(
+        separation: &Separation,
+        sensitivities: Option<&[Complex32]>,
+        sizes: Sizes,
+        (tolerance, double): (f64, bool),
+        (backend, device): (BackendKind, usize),
+        pool: Arc<rayon::ThreadPool>,
+    ) -> Result<FastOperator> {
+        let lattice = &separation.lattice;
+        let ndims = separation.ndims;
+        let sizes_i64: Vec<i64> = lattice.modes[..ndims].iter().map(|&m| m as i64).collect();
+        let modes = Modes::new(ndims as i32, &sizes_i64)?;
+        let k = separation.rank;
+        let grid_points = lattice.grid_points();
+        let per_coil = k
+            .checked_mul(grid_points + sizes.samples)
+            .and_then(|e| e.checked_mul(std::mem::size_of::<Complex32>()))
+            .ok_or_else(|| Error::out_of_memory("fast-path buffers are too large"))?;
+        let chunk = (BUFFER_BYTES / per_coil.max(1)).clamp(1, sizes.coils);
+        let upsampling = choose_upsampling(&modes, sizes.samples);
+        let make = |coils: usize| -> Result<Arc<Executors>> {
+            let transforms = i32::try_from(k * coils)
+                .map_err(|_| Error::invalid("too many NUFFT transforms"))?;
+            let spec = |kind, sign| {
+                NufftSpec::new(
+                    kind,
+                    modes,
+                    sign,
+                    tolerance,
+                    transforms,
+                    double,
+                    Some(upsampling),
+                )
+            };
+            let m = sizes.samples;
+            Ok(Arc::new(Executors {
+                coils,
+                forward: executor::build(
+                    backend,
+                    device,
+                    &spec(NufftType::Two, 1)?,
+                    &separation.points,
+                    m,
+                    pool.clone(),
+                )?,
+                adjoint: executor::build(
+                    backend,
+                    device,
+                    &spec(NufftType::One, -1)?,
+                    &separation.points,
+                    m,
+                    pool.clone(),
+                )?,
+            }))
+        };
+        let full = make(chunk)?;
+        let mut chunks = Vec::new();
+        let mut start = 0;
+        while start < sizes.coils {
+            let count = chunk.min(sizes.coils - start);
+            chunks.push(if count == chunk {
+                full.clone()
+            } else {
+                make(count)?
+            });
+            start += count;
+        }
+        let name = format!(
+            "{} (fast path, K = {k}, NUFFT tolerance {tolerance:.1e})",
+            full.forward.backend_name()
+        );
+        Ok(FastOperator {
+            sizes,
+            rank: k,
+            grid_points,
+            index: lattice.index.clone(),
+            temporal: narrow(&separation.temporal, "expansion a_l(t) (K x M)")?,
+            spatial: narrow(&separation.spatial, "expansion b_l(r) (K x N)")?,
+            sensitivities: match sensitivities {
+                Some(s) => Some(crate::error::try_copy(s, "sensitivities")?),
+                None => None,
+            },
+            chunks,
+            pool,
+            name,
+        })
+    }
+
+    /// K.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn sensitivity(&self, c: usize, v: usize) -> Complex32 {
+        self.sensitivities
+            .as_ref()
+            .map_or(Complex32::new(1.0, 0.0), |s| s[c * self.sizes.voxels + v])
+    }
+
+    fn grid_index(&self, v: usize) -> usize {
+        self.index.as_ref().map_or(v, |i| i[v])
+    }
+
+    /// d = E x (M×L).
+    fn forward_into(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
+        let Sizes {
+            voxels: n,
+            samples: m,
+            ..
+        } = self.sizes;
+        let (k, g) = (self.rank, self.grid_points);
+        let mut first = 0;
+        for ex in &self.chunks {
+            let t = k * ex.coils;
+            let mut grid = complex_zeros::<f32>(t * g, "fast-path grids (K x coils x modes)")?;
+            let mut samples = complex_zeros::<f32>(t * m, "fast-path samples (K x coils x M)")?;
+            grid.par_chunks_mut(g).enumerate().for_each(|(i, out)| {
+                let (c, l) = (first + i / k, i % k);
+                let b = &self.spatial[l * n..(l + 1) * n];
+                for v in 0..n {
+                    out[self.grid_index(v)] = b[v] * self.sensitivity(c, v) * image[v];
+                }
+            });
+            ex.forward.execute(&mut samples, &mut grid)?;
+            data[first * m..(first + ex.coils) * m]
+                .par_chunks_mut(m)
+                .enumerate()
+                .for_each(|(ci, d)| {
+                    d.iter_mut().for_each(|x| *x = Complex32::new(0.0, 0.0));
+                    for l in 0..k {
+                        let y = &samples[(ci * k + l) * m..(ci * k + l + 1) * m];
+                        let a = &self.temporal[l * m..(l + 1) * m];
+                        for ((d, y), a) in d.iter_mut().zip(y).zip(a) {
+                            *d += a * y;
+                        }
+                    }
+                });
+            first += ex.coils;
+        }
+        Ok(())
+    }
+
+    /// x = Eᴴ d (N).
+    fn adjoint_into(&self, data: &[Complex32], image: &mut [Complex32]) -> Result<()> {
+        let Sizes {
+            voxels: n,
+            samples: m,
+            ..
+        } = self.sizes;
+        let (k, g) = (self.rank, self.grid_points);
+        image.iter_mut().for_each(|x| *x = Complex32::new(0.0, 0.0));
+        let mut first = 0;
+        for ex in &self.chunks {
+            let t = k * ex.coils;
+            let mut grid = complex_zeros::<f32>(t * g, "fast-path grids (K x coils x modes)")?;
+            let mut samples = complex_zeros::<f32>(t * m, "fast-path samples (K x coils x M)")?;
+            samples.par_chunks_mut(m).enumerate().for_each(|(i, out)| {
+                let (c, l) = (first + i / k, i % k);
+                let a = &self.temporal[l * m..(l + 1) * m];
+                let d = &data[c * m..(c + 1) * m];
+                for ((o, a), d) in out.iter_mut().zip(a).zip(d) {
+                    *o = a.conj() * d;
+                }
+            });
+            ex.adjoint.execute(&mut samples, &mut grid)?;
+            let coils = ex.coils;
+            // Blocks of voxels, each grid read as a contiguous run per block.
+            image
+                .par_chunks_mut(GATHER_BLOCK)
+                .enumerate()
+                .for_each(|(block, out)| {
+                    let start = block * GATHER_BLOCK;
+                    let mut coil = [Complex32::new(0.0, 0.0); GATHER_BLOCK];
+                    for ci in 0..coils {
+                        coil.iter_mut().for_each(|c| *c = Complex32::new(0.0, 0.0));
+                        for l in 0..k {
+                            let b = &self.spatial[l * n + start..l * n + start + out.len()];
+                            let values = &grid[(ci * k + l) * g..(ci * k + l + 1) * g];
+                            for (i, (c, b)) in coil.iter_mut().zip(b).enumerate() {
+                                *c += b.conj() * values[self.grid_index(start + i)];
+                            }
+                        }
+                        for (i, (x, c)) in out.iter_mut().zip(&coil).enumerate() {
+                            *x += self.sensitivity(first + ci, start + i).conj() * c;
+                        }
+                    }
+                });
+            first += ex.coils;
+        }
+        Ok(())
+    }
+
+    fn normal_into(
+        &self,
+        image: &[Complex32],
+        out: &mut [Complex32],
+        weights: Option<&[f32]>,
+    ) -> Result<()> {
+        let s = self.sizes;
+        let mut data = complex_zeros::<f32>(s.samples * s.coils, "intermediate data (M x L)")?;
+        self.forward_into(image, &mut data)?;
+        if let Some(w) = weights {
+            crate::backend::cpu::apply_sample_weights(&mut data, s.samples, w);
+        }
+        self.adjoint_into(&data, out)
+    }
+}
+
+impl CpuNormal<f32> for FastOperator {
+    fn sizes(&self) -> Sizes {
+        self.sizes
+    }
+
+    fn pool(&self) -> &rayon::ThreadPool {
+        &self.pool
+    }
+
+    fn rhs(&self, data: &[Complex32], weights: Option<&[f32]>, b: &mut [Complex32]) -> Result<()> {
+        match weights {
+            None => self.adjoint_into(data, b),
+            Some(w) => {
+                let mut d = try_vec(data.len(), Complex32::new(0.0, 0.0), "weighted data")?;
+                d.copy_from_slice(data);
+                crate::backend::cpu::apply_sample_weights(&mut d, self.sizes.samples, w);
+                self.adjoint_into(&d, b)
+            }
+        }
+    }
+
+    fn normal(&self, x: &[Complex32], y: &mut [Complex32], weights: Option<&[f32]>) -> Result<()> {
+        self.normal_into(x, y, weights)
+    }
+}
+
+impl EncodingOperator for FastOperator {
+    fn forward(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
+        self.pool.install(|| self.forward_into(image, data))
+    }
+
+    fn adjoint(&self, data: &[Complex32], image: &mut [Complex32]) -> Result<()> {
+        self.pool.install(|| self.adjoint_into(data, image))
+    }
+
+    fn normal(
+        &self,
+        image: &[Complex32],
+        out: &mut [Complex32],
+        weights: Option<&[f32]>,
+    ) -> Result<()> {
+        self.pool.install(|| self.normal_into(image, out, weights))
+    }
+
+    fn solve(&self, problem: &CgProblem<'_>, image: &mut [Complex32]) -> Result<CgReport> {
+        crate::backend::cpu::space::solve(self, problem, image)
+    }
+
+    fn backend_name(&self) -> String {
+        self.name.clone()
+    }
+}

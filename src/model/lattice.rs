@@ -1,0 +1,350 @@
+//! Lattice detection for the NUFFT-based paths (FAST-PATH.md §1): voxels
+//! r_n = c + A·m_n with integer m_n, so that a phase linear in position,
+//! k·r_n = k·c + (Aᵀk)·m_n, is a type-2 NUFFT over the modes m.
+//!
+//! Two ways to find one:
+//! - the plan's own index order (n = ix + nx·(iy + ny·iz)), any orientation
+//!   (oblique grids), checked by [`super::grid::lattice_steps`]: m_n is the
+//!   grid index centred like the grid helper, m = i − ⌊n/2⌋ per axis;
+//! - any order or a masked subset: lattice vectors from the shortest
+//!   independent differences between nearby voxels, m_n = round(A⁻¹(r_n − r_0)),
+//!   accepted when every voxel lies within 1e-6 of a voxel size of its lattice
+//!   point and no two voxels share one. The modes are then the bounding box
+//!   of the m_n, each voxel at its own grid index.
+//!
+//! The phase split ([`super::separation`]) fits everything against m
+//! directly, so A and c themselves are never needed.
+
+use super::grid::lattice_steps;
+use crate::error::{try_vec, Error, Result};
+
+/// Residual (fraction of the shortest lattice vector) within which a voxel
+/// is on its lattice point.
+const ON_LATTICE: f64 = 1e-6;
+/// Voxels whose neighbourhoods give the candidate lattice vectors.
+const PROBE_VOXELS: usize = 48;
+/// Nearest neighbours kept per probe voxel.
+const NEIGHBOURS: usize = 8;
+/// The bounding box of a masked lattice may hold at most this many grid
+/// points per voxel (plus [`SPARSE_SLACK`]): sparser sets are refused.
+const SPARSE_FACTOR: usize = 16;
+const SPARSE_SLACK: usize = 4096;
+
+/// Voxels on a lattice: the NUFFT's modes and where each voxel sits among them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Lattice {
+    /// Modes per lattice axis (1 on unused axes), grid index i0 + n0·(i1 + n1·i2).
+    pub modes: [usize; 3],
+    /// The grid index of each voxel; `None` when it is the voxel index itself
+    /// (the plan's grid order).
+    pub index: Option<Vec<usize>>,
+}
+
+impl Lattice {
+    /// Finds the lattice of `positions` (N×3, first index fastest) for a plan
+    /// of `dims`; `InvalidArgument` with the reason when there is none.
+    pub fn detect(dims: [usize; 3], positions: &[f64]) -> Result<Lattice> {
+        if lattice_steps(dims, positions, "the fast path").is_ok() {
+            return Ok(Lattice {
+                modes: dims,
+                index: None,
+            });
+        }
+        Self::from_points(positions)
+    }
+
+    /// Number of grid points, Π modes.
+    pub fn grid_points(&self) -> usize {
+        self.modes.iter().product()
+    }
+
+    /// NUFFT dimensions: the last axis with more than one mode (at least 1).
+    pub fn ndims(&self) -> usize {
+        (0..3)
+            .rev()
+            .find(|&a| self.modes[a] > 1)
+            .map_or(1, |a| a + 1)
+    }
+
+    /// m_n along each axis (index − ⌊n/2⌋) of voxel `v`.
+    pub fn coordinates(&self, v: usize) -> [f64; 3] {
+        let g = self.index.as_ref().map_or(v, |index| index[v]);
+        let [n0, n1, _] = self.modes;
+        let i = [g % n0, (g / n0) % n1, g / (n0 * n1)];
+        std::array::from_fn(|a| i[a] as f64 - (self.modes[a] / 2) as f64)
+    }
+
+    /// A lattice through any list of points (masked subsets, any order).
+    fn from_points(positions: &[f64]) -> Result<Lattice> {
+        let n = positions.len() / 3;
+        let r = |v: usize| [positions[v], positions[n + v], positions[2 * n + v]];
+        let basis = lattice_basis(positions)?;
+        let Some(shortest) = basis.first().map(|b| norm(*b)) else {
+            // A single voxel (or all at one place, refused below as coincident).
+            return if n == 1 {
+                Ok(Lattice {
+                    modes: [1, 1, 1],
+                    index: None,
+                })
+            } else {
+                Err(not_a_lattice("all voxels are at the same position"))
+            };
+        };
+        let inverse = pseudo_inverse(&basis);
+        let origin = r(0);
+        let mut coords = try_vec(3 * n, 0i64, "lattice coordinates (N x 3)")?;
+        for v in 0..n {
+            let p = r(v);
+            let d: [f64; 3] = std::array::from_fn(|c| p[c] - origin[c]);
+            let mut back = [0.0; 3];
+            for (a, row) in inverse.iter().enumerate() {
+                let u = (row[0] * d[0] + row[1] * d[1] + row[2] * d[2]).round();
+                if u.abs() > 1e9 {
+                    return Err(not_a_lattice("the voxels span more than 1e9 lattice steps"));
+                }
+                coords[3 * v + a] = u as i64;
+                for c in 0..3 {
+                    back[c] += u * basis[a][c];
+                }
+            }
+            let off = norm(std::array::from_fn(|c| d[c] - back[c]));
+            if off > ON_LATTICE * shortest {
+                return Err(not_a_lattice(&format!(
+                    "voxel {v} is {off:.3e} m off the lattice through voxel 0 spanned by the \
+                     shortest voxel spacings ({shortest:.3e} m)"
+                )));
+            }
+        }
+        let mut low = [i64::MAX; 3];
+        let mut high = [i64::MIN; 3];
+        for m in coords.chunks_exact(3) {
+            for a in 0..3 {
+                low[a] = low[a].min(m[a]);
+                high[a] = high[a].max(m[a]);
+            }
+        }
+        let modes: [usize; 3] = std::array::from_fn(|a| (high[a] - low[a] + 1) as usize);
+        let points = modes
+            .iter()
+            .try_fold(1usize, |acc, &m| acc.checked_mul(m))
+            .filter(|&p| p <= SPARSE_FACTOR * n + SPARSE_SLACK)
+            .ok_or_else(|| {
+                not_a_lattice(&format!(
+                    "the voxels' lattice box {modes:?} is too sparse for {n} voxels (over \
+                     {SPARSE_FACTOR} grid points per voxel)"
+                ))
+            })?;
+        let mut index = try_vec(n, 0usize, "lattice grid index (N)")?;
+        let mut taken = try_vec(points, u32::MAX, "lattice occupancy")?;
+        for (v, m) in coords.chunks_exact(3).enumerate() {
+            let i: [usize; 3] = std::array::from_fn(|a| (m[a] - low[a]) as usize);
+            let g = i[0] + modes[0] * (i[1] + modes[1] * i[2]);
+            if taken[g] != u32::MAX {
+                return Err(not_a_lattice(&format!(
+                    "voxels {} and {v} sit on the same lattice point",
+                    taken[g]
+                )));
+            }
+            taken[g] = v.min(u32::MAX as usize - 1) as u32;
+            index[v] = g;
+        }
+        Ok(Lattice {
+            modes,
+            index: Some(index),
+        })
+    }
+}
+
+fn not_a_lattice(reason: &str) -> Error {
+    Error::invalid(format!("voxels are not on a lattice: {reason}"))
+}
+
+fn norm(v: [f64; 3]) -> f64 {
+    (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt()
+}
+
+fn cross(a: [f64; 3], b: [f64; 3]) -> [f64; 3] {
+    [
+        a[1] * b[2] - a[2] * b[1],
+        a[2] * b[0] - a[0] * b[2],
+        a[0] * b[1] - a[1] * b[0],
+    ]
+}
+
+/// Up to three lattice vectors: the shortest non-zero difference between a
+/// probe voxel and its nearest neighbours, then the shortest not parallel to
+/// it, then the shortest off their plane (successive minima: a basis of the
+/// lattice in up to three dimensions).
+fn lattice_basis(positions: &[f64]) -> Result<Vec<[f64; 3]>> {
+    let n = positions.len() / 3;
+    let r = |v: usize| [positions[v], positions[n + v], positions[2 * n + v]];
+    let probes = n.min(PROBE_VOXELS);
+    let mut candidates: Vec<[f64; 3]> = Vec::with_capacity(probes * NEIGHBOURS);
+    for p in 0..probes {
+        let centre = r(p * n / probes);
+        // The NEIGHBOURS nearest distinct voxels, by insertion into a short sorted list.
+        let mut nearest: Vec<(f64, [f64; 3])> = Vec::with_capacity(NEIGHBOURS + 1);
+        for v in 0..n {
+            let q = r(v);
+            let d: [f64; 3] = std::array::from_fn(|c| q[c] - centre[c]);
+            let length = norm(d);
+            if length == 0.0 {
+                continue;
+            }
+            if nearest.len() == NEIGHBOURS && length >= nearest[NEIGHBOURS - 1].0 {
+                continue;
+            }
+            let at = nearest.partition_point(|e| e.0 < length);
+            nearest.insert(at, (length, d));
+            nearest.truncate(NEIGHBOURS);
+        }
+        candidates.extend(nearest.into_iter().map(|e| e.1));
+    }
+    candidates.sort_by(|a, b| norm(*a).total_cmp(&norm(*b)));
+    let mut basis: Vec<[f64; 3]> = Vec::with_capacity(3);
+    for d in candidates {
+        let length = norm(d);
+        let independent = match basis.len() {
+            0 => true,
+            1 => norm(cross(basis[0], d)) > 1e-3 * norm(basis[0]) * length,
+            2 => {
+                let normal = cross(basis[0], basis[1]);
+                let volume = (normal[0] * d[0] + normal[1] * d[1] + normal[2] * d[2]).abs();
+                volume > 1e-3 * norm(normal) * length
+            }
+            _ => break,
+        };
+        if independent {
+            basis.push(d);
+        }
+    }
+    Ok(basis)
+}
+
+/// The rows of (BᵀB)⁻¹Bᵀ for the 1–3 vectors B (coordinates of a point in the basis).
+fn pseudo_inverse(basis: &[[f64; 3]]) -> Vec<[f64; 3]> {
+    let k = basis.len();
+    let mut gram = [[0.0f64; 3]; 3];
+    for a in 0..k {
+        for b in 0..k {
+            gram[a][b] = (0..3).map(|c| basis[a][c] * basis[b][c]).sum();
+        }
+    }
+    let inverse = invert_small(&gram, k);
+    (0..k)
+        .map(|a| std::array::from_fn(|c| (0..k).map(|b| inverse[a][b] * basis[b][c]).sum()))
+        .collect()
+}
+
+/// Inverse of the leading k×k block (k ≤ 3, symmetric positive definite) by Gauss–Jordan.
+fn invert_small(m: &[[f64; 3]; 3], k: usize) -> [[f64; 3]; 3] {
+    let mut a = *m;
+    let mut inv = [[0.0; 3]; 3];
+    for (i, row) in inv.iter_mut().enumerate().take(k) {
+        row[i] = 1.0;
+    }
+    for col in 0..k {
+        let pivot = (col..k)
+            .max_by(|&x, &y| a[x][col].abs().total_cmp(&a[y][col].abs()))
+            .unwrap_or(col);
+        a.swap(col, pivot);
+        inv.swap(col, pivot);
+        let p = a[col][col];
+        for c in 0..k {
+            a[col][c] /= p;
+            inv[col][c] /= p;
+        }
+        for row in 0..k {
+            if row != col {
+                let f = a[row][col];
+                for c in 0..k {
+                    a[row][c] -= f * a[col][c];
+                    inv[row][c] -= f * inv[col][c];
+                }
+            }
+        }
+    }
+    inv
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn oblique(dims: [usize; 3], mask: impl Fn(usize) -> bool) -> (Vec<f64>, Vec<usize>) {
+        let steps = [
+            [0.013, 0.002, 0.0],
+            [-0.001, 0.012, 0.003],
+            [0.0, 0.001, 0.02],
+        ];
+        let mut kept = Vec::new();
+        for iz in 0..dims[2] {
+            for iy in 0..dims[1] {
+                for ix in 0..dims[0] {
+                    let v = ix + dims[0] * (iy + dims[1] * iz);
+                    if mask(v) {
+                        kept.push(v);
+                    }
+                }
+            }
+        }
+        let n = kept.len();
+        let mut p = vec![0.0; 3 * n];
+        for (k, &v) in kept.iter().enumerate() {
+            let i = [
+                v % dims[0],
+                (v / dims[0]) % dims[1],
+                v / (dims[0] * dims[1]),
+            ];
+            for c in 0..3 {
+                p[c * n + k] = 0.01 + (0..3).map(|a| i[a] as f64 * steps[a][c]).sum::<f64>();
+            }
+        }
+        (p, kept)
+    }
+
+    #[test]
+    fn plan_order_grid_is_the_identity() {
+        let (p, _) = oblique([5, 4, 3], |_| true);
+        let l = Lattice::detect([5, 4, 3], &p).unwrap();
+        assert_eq!(l.modes, [5, 4, 3]);
+        assert!(l.index.is_none());
+        assert_eq!(l.coordinates(0), [-2.0, -2.0, -1.0]);
+    }
+
+    #[test]
+    fn masked_subset_keeps_distinct_grid_points() {
+        let (p, kept) = oblique([7, 6, 5], |v| (v * 7919) % 5 != 0);
+        let n = kept.len();
+        let l = Lattice::detect([n, 1, 1], &p).unwrap();
+        let index = l.index.as_ref().unwrap();
+        let mut seen = index.clone();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), n);
+        assert!(l.grid_points() <= 3 * 7 * 6 * 5);
+        // Differences of lattice coordinates are integer combinations of the steps.
+        let (c0, c1) = (l.coordinates(0), l.coordinates(1));
+        assert!(c0.iter().zip(&c1).all(|(a, b)| (a - b).fract() == 0.0));
+    }
+
+    #[test]
+    fn planar_masks_and_single_voxels() {
+        let (p, kept) = oblique([9, 8, 1], |v| v % 3 != 1);
+        let l = Lattice::detect([kept.len(), 1, 1], &p).unwrap();
+        assert_eq!(l.ndims(), 2);
+        let l = Lattice::detect([1, 1, 1], &[0.1, 0.2, 0.3]).unwrap();
+        assert_eq!(l.grid_points(), 1);
+    }
+
+    #[test]
+    fn random_points_are_refused() {
+        let p: Vec<f64> = (0..60)
+            .map(|i| ((i * 7919) % 101) as f64 * 1e-3 + (i as f64).sqrt() * 1e-4)
+            .collect();
+        let e = Lattice::detect([20, 1, 1], &p).unwrap_err();
+        assert!(e.message.contains("not on a lattice"), "{}", e.message);
+        let e = Lattice::detect([2, 1, 1], &[0.1, 0.1, 0.0, 0.0, 0.0, 0.0]).unwrap_err();
+        assert!(e.message.contains("same"), "{}", e.message);
+    }
+}

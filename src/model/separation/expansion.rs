@@ -1,0 +1,783 @@
+//! The separable expansion of the residual phase (FAST-PATH.md §3):
+//!
+//! $$e^{i\psi(j,n)} \approx \sum_{l=1}^{K} a_l(t_j)\, b_l(r_n),\qquad
+//!   \psi(j,n) = u(j)\cdot g(n)$$
+//!
+//! Method (a skeleton form of singular-vector separation, Wilm et al. IEEE
+//! TMI 2012, and of time segmentation, Fessler et al. 2005):
+//!
+//! 1. The weighted matrix Z = D_t Ψ D_v of Ψ = exp(iψ) on a sample of times
+//!    (all, or evenly spaced) and of voxels, with ‖Z‖_F = 1. The voxel
+//!    sample represents the operator's error weights w_n = Σ_c |S_c(n)|²:
+//!    all voxels when few, a histogram of g (clustering in the space of basis
+//!    values) when one residual term remains, else voxels drawn ∝ w_n.
+//! 2. Column-pivoted QR of Z picks skeleton voxels J, of Zᵀ skeleton times I
+//!    (segment times), each until the part of Z outside their span is below
+//!    a fraction of the target.
+//! 3. Z ≈ C·G·R with C = Z(:, J), R = Z(I, :) and the best core of rank K:
+//!    with C = Q_c T_c and Rᴴ = Q_r T_r, the SVD of Q_cᴴ Z Q_r = P Σ Qᴴ gives
+//!    the relative Frobenius error ε(K)² = 1 − ‖Q_cᴴ Z Q_r‖² + Σ_{l>K} σ_l²,
+//!    the error of the operator on random images (not of the factors).
+//! 4. For any time and voxel, a(t) = e_J(t)ᵀ Y and b(n) = X e_I(n) with
+//!    e_J(t) = exp(i u(t)·g_J), e_I(n) = exp(i u_I·g(n)),
+//!    Y = D_J T_c⁻¹ P_K Σ_K and X = Q_Kᴴ T_r⁻ᴴ D_I.
+//! 5. K is the smallest rank whose error is within the target both on the
+//!    sample and on a second, independent sample of times and voxels.
+
+use crate::error::{try_vec, Error, Result};
+use faer::{c64, Mat};
+use num_complex::Complex64;
+use rayon::prelude::*;
+
+/// Times and voxels of the sampled matrix (at most).
+const SAMPLE_TIMES: usize = 1024;
+const SAMPLE_VOXELS: usize = 1024;
+/// Times and voxels of the independent check.
+const CHECK_TIMES: usize = 256;
+const CHECK_VOXELS: usize = 256;
+/// Voxels added to a drawn sample to cover the range of g ([`coverage`]).
+const COVERAGE_FAR: usize = 128;
+const COVERAGE_EVEN: usize = 256;
+/// The largest phase change (radians) within one histogram bin.
+const BIN_PHASE: f64 = 0.05;
+/// Bins of the one-term histogram (at most).
+const HISTOGRAM_BINS: usize = 4096;
+/// The most skeleton points per side, and so the largest rank.
+pub const MAX_RANK: usize = 64;
+/// The skeletons stop when the part of Z outside their span is below this
+/// fraction of the target.
+const SKELETON_FRACTION: f64 = 0.2;
+
+/// How the voxels were represented when the expansion was chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// No residual phase: K = 1, a = b = 1 (a plain NUFFT).
+    Linear,
+    /// Every voxel.
+    AllVoxels,
+    /// A histogram of the single residual basis function.
+    Histogram,
+    /// Voxels drawn with probability ∝ w_n.
+    SampledVoxels,
+}
+
+/// a_l(t_j) and b_l(r_n).
+#[derive(Clone, Debug)]
+pub struct Expansion {
+    pub rank: usize,
+    /// a_l(t_j), K×M, sample fastest.
+    pub temporal: Vec<Complex64>,
+    /// b_l(r_n), K×N, voxel fastest.
+    pub spatial: Vec<Complex64>,
+    /// The larger of the sampled and the independently checked relative error.
+    pub sampled_error: f64,
+    pub method: Method,
+}
+
+/// Points (times or voxels) of a sample: their P features (point fastest within
+/// each feature) and their weights (summing to 1).
+struct Sample {
+    features: Vec<f64>,
+    weights: Vec<f64>,
+}
+
+impl Sample {
+    fn len(&self) -> usize {
+        self.weights.len()
+    }
+
+    fn feature(&self, p: usize, i: usize) -> f64 {
+        self.features[p * self.len() + i]
+    }
+
+    /// The points `indices` of P×count `values`, equally weighted.
+    fn pick(values: &[f64], terms: usize, indices: &[usize]) -> Sample {
+        let count = values.len() / terms.max(1);
+        let s = indices.len();
+        let mut features = vec![0.0; terms * s];
+        for p in 0..terms {
+            for (i, &k) in indices.iter().enumerate() {
+                features[p * s + i] = values[p * count + k];
+            }
+        }
+        Sample {
+            features,
+            weights: vec![1.0 / s as f64; s],
+        }
+    }
+}
+
+/// `count` indices evenly spread over 0..total (all when total ≤ count).
+fn even(total: usize, count: usize) -> Vec<usize> {
+    if total <= count {
+        (0..total).collect()
+    } else {
+        (0..count)
+            .map(|i| (i * (total - 1)) / (count - 1).max(1))
+            .collect()
+    }
+}
+
+/// `count` indices drawn ∝ `weights` by systematic sampling with offset `phase` ∈ [0, 1).
+fn weighted(weights: &[f64], count: usize, phase: f64) -> Vec<usize> {
+    let total: f64 = weights.iter().sum();
+    if total.is_nan() || total <= 0.0 {
+        return even(weights.len(), count);
+    }
+    let step = total / count as f64;
+    let mut out = Vec::with_capacity(count);
+    let mut cumulative = 0.0;
+    let mut next = phase * step;
+    for (i, &w) in weights.iter().enumerate() {
+        cumulative += w;
+        while next < cumulative && out.len() < count {
+            out.push(i);
+            next += step;
+        }
+    }
+    while out.len() < count {
+        out.push(weights.len() - 1);
+    }
+    out
+}
+
+/// The voxel sample of the fit: all voxels, a histogram, or weighted draws.
+fn voxel_sample(
+    g: &[f64],
+    terms: usize,
+    weights: &[f64],
+    u_max: f64,
+    lattice_cover: &[usize],
+) -> (Sample, Method) {
+    let n = weights.len();
+    let total: f64 = weights.iter().sum();
+    let normalised: Vec<f64> = if total > 0.0 {
+        weights.iter().map(|w| w / total).collect()
+    } else {
+        vec![1.0 / n as f64; n]
+    };
+    if n <= SAMPLE_VOXELS {
+        let all: Vec<usize> = (0..n).collect();
+        let mut s = Sample::pick(g, terms, &all);
+        s.weights = normalised;
+        return (s, Method::AllVoxels);
+    }
+    if terms == 1 {
+        // Bins in which the phase moves by at most BIN_PHASE: the fit sees
+        // every voxel's weight, and the check sample tests the real values.
+        let (lo, hi) = g
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+        let width = BIN_PHASE / u_max.max(1e-300);
+        let bins = ((hi - lo) / width).ceil().max(1.0);
+        if bins <= HISTOGRAM_BINS as f64 {
+            let bins = bins as usize;
+            let mut mass = vec![0.0; bins];
+            for (&x, &w) in g.iter().zip(&normalised) {
+                let b = (((x - lo) / width) as usize).min(bins - 1);
+                mass[b] += w;
+            }
+            let kept: Vec<usize> = (0..bins).filter(|&b| mass[b] > 0.0).collect();
+            return (
+                Sample {
+                    features: kept
+                        .iter()
+                        .map(|&b| lo + (b as f64 + 0.5) * width)
+                        .collect(),
+                    weights: kept.iter().map(|&b| mass[b]).collect(),
+                },
+                Method::Histogram,
+            );
+        }
+    }
+    let mut picked = weighted(&normalised, SAMPLE_VOXELS, 0.5);
+    picked.extend(coverage(g, terms, n));
+    picked.extend(lattice_cover.iter().copied().filter(|&v| v < n));
+    picked.sort_unstable();
+    picked.dedup();
+    (Sample::pick(g, terms, &picked), Method::SampledVoxels)
+}
+
+/// Voxels that cover the range of the basis values, so that b_l is never
+/// extrapolated (a rare voxel with an extreme g, such as a corner of a 3D
+/// field of view for third-order terms, would otherwise carry an error of
+/// order 1): the extremes of each g_p, the [`COVERAGE_FAR`] voxels farthest
+/// from the mean in standardised g, and [`COVERAGE_EVEN`] voxels evenly spread
+/// over the index. They enter the sample with the same weight as the others.
+fn coverage(g: &[f64], terms: usize, n: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut mean = vec![0.0; terms];
+    let mut spread = vec![0.0; terms];
+    for p in 0..terms {
+        let column = &g[p * n..(p + 1) * n];
+        let (lo, hi) = column.iter().enumerate().fold((0, 0), |(lo, hi), (v, &x)| {
+            (
+                if x < column[lo] { v } else { lo },
+                if x > column[hi] { v } else { hi },
+            )
+        });
+        out.push(lo);
+        out.push(hi);
+        mean[p] = column.iter().sum::<f64>() / n as f64;
+        let var = column.iter().map(|x| (x - mean[p]).powi(2)).sum::<f64>() / n as f64;
+        spread[p] = var.sqrt().max(1e-300);
+    }
+    let distance = |v: usize| -> f64 {
+        (0..terms)
+            .map(|p| ((g[p * n + v] - mean[p]) / spread[p]).powi(2))
+            .sum()
+    };
+    let mut far: Vec<(f64, usize)> = (0..n).into_par_iter().map(|v| (distance(v), v)).collect();
+    let keep = COVERAGE_FAR.min(n);
+    if keep > 0 && keep < far.len() {
+        far.select_nth_unstable_by(keep - 1, |a, b| b.0.total_cmp(&a.0));
+    }
+    out.extend(far[..keep].iter().map(|e| e.1));
+    out.extend(even(n, COVERAGE_EVEN));
+    out
+}
+
+/// exp(i Σ_p u_p g_p) for one time of `times` and one voxel of `voxels`.
+fn entry(times: &Sample, t: usize, voxels: &Sample, v: usize, terms: usize) -> Complex64 {
+    let phase: f64 = (0..terms)
+        .map(|p| times.feature(p, t) * voxels.feature(p, v))
+        .sum();
+    Complex64::from_polar(1.0, phase)
+}
+
+/// The columns of Z = D_t Ψ D_v (one per voxel of the sample, times fastest).
+fn weighted_columns(times: &Sample, voxels: &Sample, terms: usize) -> Vec<Vec<Complex64>> {
+    (0..voxels.len())
+        .into_par_iter()
+        .map(|v| {
+            (0..times.len())
+                .map(|t| {
+                    entry(times, t, voxels, v, terms)
+                        * (times.weights[t] * voxels.weights[v]).sqrt()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The first pivots of a column-pivoted QR (modified Gram–Schmidt with
+/// deflation) of the columns `columns` (each of length `rows`), until the
+/// remaining Frobenius norm² is ≤ `stop²`·(initial) or `MAX_RANK` pivots.
+fn pivots(mut columns: Vec<Vec<Complex64>>, stop: f64) -> Vec<usize> {
+    let total: f64 = columns
+        .iter()
+        .map(|c| c.iter().map(|x| x.norm_sqr()).sum::<f64>())
+        .sum();
+    let mut chosen = Vec::new();
+    while chosen.len() < MAX_RANK.min(columns.len()) {
+        let norms: Vec<f64> = columns
+            .par_iter()
+            .map(|c| c.iter().map(|x| x.norm_sqr()).sum::<f64>())
+            .collect();
+        let remaining: f64 = norms.iter().sum();
+        if remaining <= stop * stop * total {
+            break;
+        }
+        let (p, &largest) = norms
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .unwrap_or((0, &0.0));
+        if largest <= 0.0 {
+            break;
+        }
+        let scale = 1.0 / largest.sqrt();
+        let q: Vec<Complex64> = columns[p].iter().map(|x| x * scale).collect();
+        columns.par_iter_mut().for_each(|c| {
+            let dot: Complex64 = q.iter().zip(c.iter()).map(|(a, b)| a.conj() * b).sum();
+            c.iter_mut().zip(&q).for_each(|(x, a)| *x -= a * dot);
+        });
+        chosen.push(p);
+    }
+    chosen
+}
+
+/// Solves T·W = B for upper-triangular T (k×k) in place of B (k×cols).
+fn upper_solve(t: &Mat<c64>, b: &mut Mat<c64>) {
+    let k = t.nrows();
+    for col in 0..b.ncols() {
+        for row in (0..k).rev() {
+            let mut s = b[(row, col)];
+            for c in row + 1..k {
+                s -= t[(row, c)] * b[(c, col)];
+            }
+            b[(row, col)] = s / t[(row, row)];
+        }
+    }
+}
+
+fn to_c64(x: c64) -> Complex64 {
+    Complex64::new(x.re, x.im)
+}
+
+/// One side of the factors: skeleton points with their features f_s (P each)
+/// and coefficient rows c_s (r each), evaluated at a point x as
+/// Σ_s exp(i x·f_s)·c_s[..k].
+struct Skeleton {
+    /// f_s, P×|S| (point fastest).
+    features: Vec<f64>,
+    /// c_s, |S|×r (coefficient fastest).
+    rows: Vec<Complex64>,
+    rank: usize,
+}
+
+impl Skeleton {
+    fn evaluate(&self, x: &[f64], k: usize, out: &mut [Complex64]) {
+        let count = self.rows.len() / self.rank.max(1);
+        out[..k]
+            .iter_mut()
+            .for_each(|o| *o = Complex64::new(0.0, 0.0));
+        for (s, row) in self.rows.chunks_exact(self.rank).enumerate() {
+            let phase: f64 = x
+                .iter()
+                .enumerate()
+                .map(|(p, v)| v * self.features[p * count + s])
+                .sum();
+            let e = Complex64::from_polar(1.0, phase);
+            for (o, c) in out[..k].iter_mut().zip(row) {
+                *o += c * e;
+            }
+        }
+    }
+}
+
+/// The candidate factors of every rank up to r: a(t) = e_J(t)ᵀ Y, b(n) = X e_I(n).
+struct Factors {
+    /// Skeleton voxels J with the rows of Y (a(t) = Σ_j exp(i u(t)·g_j) Y_j).
+    voxels: Skeleton,
+    /// Skeleton times I with the columns of X (b(n) = Σ_i exp(i g(n)·u_i) X_i).
+    times: Skeleton,
+    /// ε(K)² on the sample for K = 1..=r (index K − 1).
+    errors: Vec<f64>,
+}
+
+impl Factors {
+    fn rank_limit(&self) -> usize {
+        self.voxels.rank
+    }
+
+    /// a_l(t) for l < k at a time with features `u` (P).
+    fn temporal(&self, u: &[f64], k: usize, out: &mut [Complex64]) {
+        self.voxels.evaluate(u, k, out)
+    }
+
+    /// b_l(n) for l < k at a voxel with features `g` (P).
+    fn spatial(&self, g: &[f64], k: usize, out: &mut [Complex64]) {
+        self.times.evaluate(g, k, out)
+    }
+    /// The rank-k factors rebalanced so that the b_l are orthonormal on the
+    /// voxel sample (weights included): with the QR factor R of the sampled
+    /// b's, b' = R⁻ᵀ b and a' = R a leave Σ_l a_l b_l unchanged, while the
+    /// terms no longer cancel each other (the operator runs in float32).
+    fn balanced(self, k: usize, voxels: &Sample) -> Factors {
+        let terms = voxels.features.len() / voxels.len().max(1);
+        let mut g = vec![0.0; terms];
+        let mut b = vec![Complex64::new(0.0, 0.0); k];
+        let mut sampled = Mat::<c64>::zeros(voxels.len(), k);
+        for v in 0..voxels.len() {
+            for (p, x) in g.iter_mut().enumerate() {
+                *x = voxels.feature(p, v);
+            }
+            self.spatial(&g, k, &mut b);
+            let w = voxels.weights[v].sqrt();
+            for (l, value) in b.iter().enumerate() {
+                sampled[(v, l)] = c64::new(value.re * w, value.im * w);
+            }
+        }
+        if voxels.len() < k {
+            return self.truncated(k);
+        }
+        let r = sampled.qr().thin_R().to_owned();
+        if (0..k).any(|l| {
+            let d = r[(l, l)].norm();
+            d.is_nan() || d <= 1e-300 || d.is_infinite()
+        }) {
+            return self.truncated(k);
+        }
+        let r = |i: usize, j: usize| to_c64(r[(i, j)]);
+        let old = self.rank_limit();
+        let a_rows = self
+            .voxels
+            .rows
+            .chunks_exact(old)
+            .flat_map(|y| {
+                (0..k)
+                    .map(|l| (l..k).map(|j| r(l, j) * y[j]).sum::<Complex64>())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let b_rows = self
+            .times
+            .rows
+            .chunks_exact(old)
+            .flat_map(|x| {
+                let mut z = vec![Complex64::new(0.0, 0.0); k];
+                for l in 0..k {
+                    let s: Complex64 = (0..l).map(|j| r(j, l) * z[j]).sum();
+                    z[l] = (x[l] - s) / r(l, l);
+                }
+                z
+            })
+            .collect();
+        Factors {
+            voxels: Skeleton {
+                features: self.voxels.features,
+                rows: a_rows,
+                rank: k,
+            },
+            times: Skeleton {
+                features: self.times.features,
+                rows: b_rows,
+                rank: k,
+            },
+            errors: self.errors,
+        }
+    }
+
+    /// The first k terms only.
+    fn truncated(self, k: usize) -> Factors {
+        let cut = |side: Skeleton| Skeleton {
+            rows: side
+                .rows
+                .chunks_exact(side.rank)
+                .flat_map(|row| row[..k].to_vec())
+                .collect(),
+            rank: k,
+            features: side.features,
+        };
+        Factors {
+            voxels: cut(self.voxels),
+            times: cut(self.times),
+            errors: self.errors,
+        }
+    }
+}
+
+fn factors(times: &Sample, voxels: &Sample, terms: usize, target: f64) -> Result<Factors> {
+    let columns = weighted_columns(times, voxels, terms);
+    let (st, sv) = (times.len(), voxels.len());
+    let z = Mat::<c64>::from_fn(st, sv, |t, v| c64::new(columns[v][t].re, columns[v][t].im));
+    let stop = SKELETON_FRACTION * target;
+    let rows: Vec<Vec<Complex64>> = (0..st)
+        .map(|t| (0..sv).map(|v| columns[v][t]).collect())
+        .collect();
+    let voxel_pivots = pivots(columns, stop);
+    let time_pivots = pivots(rows, stop);
+    if voxel_pivots.is_empty() || time_pivots.is_empty() {
+        return Err(Error::internal("the sampled phase matrix is zero"));
+    }
+    let c = Mat::<c64>::from_fn(st, voxel_pivots.len(), |t, k| z[(t, voxel_pivots[k])]);
+    let r_h = Mat::<c64>::from_fn(sv, time_pivots.len(), |v, k| z[(time_pivots[k], v)].conj());
+    let qr_c = c.qr();
+    let (q_c, t_c) = (qr_c.compute_thin_Q(), qr_c.thin_R().to_owned());
+    let qr_r = r_h.qr();
+    let (q_r, t_r) = (qr_r.compute_thin_Q(), qr_r.thin_R().to_owned());
+    let core = q_c.adjoint() * &z * &q_r;
+    let svd = core
+        .thin_svd()
+        .map_err(|e| Error::internal(format!("SVD of the skeleton core failed: {e:?}")))?;
+    let s_diag = svd.S().column_vector();
+    let sigma: Vec<f64> = (0..s_diag.nrows()).map(|l| s_diag[l].re).collect();
+    let captured: f64 = sigma.iter().map(|s| s * s).sum();
+    let errors: Vec<f64> = (1..=sigma.len())
+        .map(|k| (1.0 - captured + sigma[k..].iter().map(|s| s * s).sum::<f64>()).max(0.0))
+        .collect();
+    let r = sigma.len();
+    // Y = D_J T_c⁻¹ P Σ, X = Qᴴ T_r⁻ᴴ D_I = (T_r⁻¹ Q)ᴴ D_I.
+    let mut y = Mat::<c64>::from_fn(voxel_pivots.len(), r, |i, l| {
+        svd.U()[(i, l)] * c64::new(sigma[l], 0.0)
+    });
+    upper_solve(&t_c, &mut y);
+    for (i, &v) in voxel_pivots.iter().enumerate() {
+        let d = c64::new(voxels.weights[v].sqrt(), 0.0);
+        for l in 0..r {
+            y[(i, l)] *= d;
+        }
+    }
+    let mut w = Mat::<c64>::from_fn(time_pivots.len(), r, |i, l| svd.V()[(i, l)]);
+    upper_solve(&t_r, &mut w);
+    let x = Mat::<c64>::from_fn(r, time_pivots.len(), |l, i| {
+        w[(i, l)].conj() * c64::new(times.weights[time_pivots[i]].sqrt(), 0.0)
+    });
+    let skeleton = |sample: &Sample, picked: &[usize]| -> Vec<f64> {
+        let mut out = vec![0.0; terms * picked.len()];
+        for p in 0..terms {
+            for (k, &i) in picked.iter().enumerate() {
+                out[p * picked.len() + k] = sample.feature(p, i);
+            }
+        }
+        out
+    };
+    Ok(Factors {
+        voxels: Skeleton {
+            features: skeleton(voxels, &voxel_pivots),
+            rows: (0..voxel_pivots.len())
+                .flat_map(|i| (0..r).map(move |l| (i, l)))
+                .map(|(i, l)| to_c64(y[(i, l)]))
+                .collect(),
+            rank: r,
+        },
+        times: Skeleton {
+            features: skeleton(times, &time_pivots),
+            rows: (0..time_pivots.len())
+                .flat_map(|i| (0..r).map(move |l| (i, l)))
+                .map(|(i, l)| to_c64(x[(l, i)]))
+                .collect(),
+            rank: r,
+        },
+        errors,
+    })
+}
+
+/// Relative RMS error of the factors of each rank 1..=r on an independent
+/// check sample (equal weights over its times, voxels as drawn).
+fn check_errors(f: &Factors, times: &Sample, voxels: &Sample, terms: usize) -> Vec<f64> {
+    let r = f.rank_limit();
+    let a: Vec<Vec<Complex64>> = (0..times.len())
+        .map(|t| {
+            let u: Vec<f64> = (0..terms).map(|p| times.feature(p, t)).collect();
+            let mut out = vec![Complex64::new(0.0, 0.0); r];
+            f.temporal(&u, r, &mut out);
+            out
+        })
+        .collect();
+    let sums: Vec<Vec<f64>> = (0..voxels.len())
+        .into_par_iter()
+        .map(|v| {
+            let g: Vec<f64> = (0..terms).map(|p| voxels.feature(p, v)).collect();
+            let mut b = vec![Complex64::new(0.0, 0.0); r];
+            f.spatial(&g, r, &mut b);
+            let mut err = vec![0.0; r];
+            for (t, a_t) in a.iter().enumerate() {
+                let exact = entry(times, t, voxels, v, terms);
+                let mut approx = Complex64::new(0.0, 0.0);
+                for k in 0..r {
+                    approx += a_t[k] * b[k];
+                    err[k] += (exact - approx).norm_sqr() * times.weights[t] * voxels.weights[v];
+                }
+            }
+            err
+        })
+        .collect();
+    (0..r)
+        .map(|k| sums.iter().map(|e| e[k]).sum::<f64>())
+        .collect()
+}
+
+/// `factor(features of point i, out)` for every point of P×count `features`,
+/// returned K×count (point fastest).
+fn evaluate(
+    terms: usize,
+    count: usize,
+    features: &[f64],
+    rank: usize,
+    what: &str,
+    factor: impl Fn(&[f64], &mut [Complex64]) + Sync,
+) -> Result<Vec<Complex64>> {
+    let mut by_point = try_vec(rank * count, Complex64::new(0.0, 0.0), what)?;
+    by_point.par_chunks_mut(rank).enumerate().for_each_init(
+        || vec![0.0f64; terms],
+        |x, (i, out)| {
+            for (p, value) in x.iter_mut().enumerate() {
+                *value = features[p * count + i];
+            }
+            factor(x, out);
+        },
+    );
+    let mut out = try_vec(rank * count, Complex64::new(0.0, 0.0), what)?;
+    for (i, row) in by_point.chunks_exact(rank).enumerate() {
+        for (l, &value) in row.iter().enumerate() {
+            out[l * count + i] = value;
+        }
+    }
+    Ok(out)
+}
+
+impl Expansion {
+    /// The expansion of exp(iψ), ψ(j,n) = Σ_p u_p(j) g_p(n) (`temporal` u: P×M,
+    /// `spatial` g: P×N), with relative error ≤ `target` on the voxel weights
+    /// `weights` (N, e.g. Σ_c |S_c|²); `lattice_cover` lists voxels spread over
+    /// the field of view (boundaries included) that join a drawn sample. `InvalidArgument` when more than
+    /// [`MAX_RANK`] terms would be needed.
+    pub fn new(
+        terms: usize,
+        samples: usize,
+        temporal: &[f64],
+        spatial: &[f64],
+        weights: &[f64],
+        target: f64,
+        lattice_cover: &[usize],
+    ) -> Result<Expansion> {
+        let n = weights.len();
+        let m = samples;
+        if terms == 0 {
+            return Ok(Expansion {
+                rank: 1,
+                temporal: try_vec(m, Complex64::new(1.0, 0.0), "expansion a_l(t)")?,
+                spatial: try_vec(n, Complex64::new(1.0, 0.0), "expansion b_l(r)")?,
+                sampled_error: 0.0,
+                method: Method::Linear,
+            });
+        }
+        let u_max = temporal.iter().fold(0.0f64, |s, u| s.max(u.abs()));
+        let times = Sample::pick(temporal, terms, &even(m, SAMPLE_TIMES));
+        let (voxels, method) = voxel_sample(spatial, terms, weights, u_max, lattice_cover);
+        let f = factors(&times, &voxels, terms, target)?;
+        // The independent check: other times and other voxels.
+        let check_times: Vec<usize> = if m <= CHECK_TIMES {
+            (0..m).collect()
+        } else {
+            (0..CHECK_TIMES)
+                .map(|i| ((2 * i + 1) * m) / (2 * CHECK_TIMES))
+                .collect()
+        };
+        let check_t = Sample::pick(temporal, terms, &check_times);
+        let check_v = if n <= SAMPLE_VOXELS {
+            voxel_sample(spatial, terms, weights, u_max, lattice_cover).0
+        } else {
+            let total: f64 = weights.iter().sum();
+            let w: Vec<f64> = if total > 0.0 {
+                weights.to_vec()
+            } else {
+                vec![1.0; n]
+            };
+            Sample::pick(spatial, terms, &weighted(&w, CHECK_VOXELS, 0.137))
+        };
+        let checked = check_errors(&f, &check_t, &check_v, terms);
+        let within = |k: usize| f.errors[k - 1].max(checked[k - 1]).sqrt();
+        let rank = (1..=f.rank_limit())
+            .find(|&k| within(k) <= target)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                "the residual phase needs more than {} separable terms for a relative error of \
+                 {target:.1e} (best {:.2e})",
+                f.rank_limit(),
+                within(f.rank_limit())
+            ))
+            })?;
+        let sampled_error = within(rank);
+        let f = f.balanced(rank, &voxels);
+        let a = evaluate(
+            terms,
+            m,
+            temporal,
+            rank,
+            "expansion a_l(t) (K x M)",
+            |u, out| f.temporal(u, rank, out),
+        )?;
+        let b = evaluate(
+            terms,
+            n,
+            spatial,
+            rank,
+            "expansion b_l(r) (K x N)",
+            |g, out| f.spatial(g, rank, out),
+        )?;
+        if a.iter()
+            .chain(&b)
+            .any(|z| !(z.re.is_finite() && z.im.is_finite()))
+        {
+            return Err(Error::invalid(
+                "the separable expansion is numerically unstable for this phase (non-finite factors)",
+            ));
+        }
+        Ok(Expansion {
+            rank,
+            temporal: a,
+            spatial: b,
+            sampled_error,
+            method,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Relative weighted error of the expansion over every (t, n).
+    fn full_error(e: &Expansion, terms: usize, u: &[f64], g: &[f64], w: &[f64]) -> f64 {
+        let (m, n) = (u.len() / terms, g.len() / terms);
+        let (mut num, mut den) = (0.0, 0.0);
+        for j in 0..m {
+            for v in 0..n {
+                let phase: f64 = (0..terms).map(|p| u[p * m + j] * g[p * n + v]).sum();
+                let exact = Complex64::from_polar(1.0, phase);
+                let approx: Complex64 = (0..e.rank)
+                    .map(|l| e.temporal[l * m + j] * e.spatial[l * n + v])
+                    .sum();
+                num += w[v] * (exact - approx).norm_sqr();
+                den += w[v];
+            }
+        }
+        (num / den).sqrt()
+    }
+
+    fn problem(terms: usize, m: usize, n: usize, strength: f64) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+        let mut state = 0x1234_5678u64;
+        let mut next = || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let g: Vec<f64> = (0..terms * n).map(|_| next() - 0.5).collect();
+        let u: Vec<f64> = (0..terms)
+            .flat_map(|p| {
+                let rate = 1.0 + p as f64;
+                (0..m).map(move |j| strength * (1.0 - (-(j as f64) / (m as f64) * rate).exp()))
+            })
+            .collect();
+        let w: Vec<f64> = (0..n).map(|_| 0.2 + next()).collect();
+        (u, g, w)
+    }
+
+    #[test]
+    fn the_error_meets_the_target_and_the_rank_grows_with_it() {
+        let (u, g, w) = problem(3, 700, 900, 12.0);
+        let mut last = 0;
+        for target in [1e-2, 1e-3, 1e-4] {
+            let e = Expansion::new(3, 700, &u, &g, &w, target, &[]).unwrap();
+            let err = full_error(&e, 3, &u, &g, &w);
+            assert!(
+                err <= target,
+                "target {target}: error {err}, rank {}",
+                e.rank
+            );
+            assert!(e.rank >= last);
+            assert!(e.sampled_error <= target && err <= 3.0 * e.sampled_error.max(target / 10.0));
+            last = e.rank;
+        }
+        assert!(last > 3 && last < 40, "rank {last}");
+    }
+
+    #[test]
+    fn sampled_voxels_and_histograms_generalise() {
+        for terms in [1, 2] {
+            let (u, g, w) = problem(terms, 1500, 3000, 20.0);
+            let e = Expansion::new(terms, 1500, &u, &g, &w, 1e-3, &[]).unwrap();
+            assert_eq!(
+                e.method,
+                if terms == 1 {
+                    Method::Histogram
+                } else {
+                    Method::SampledVoxels
+                }
+            );
+            let err = full_error(&e, terms, &u, &g, &w);
+            assert!(err <= 1.5e-3, "terms {terms}: error {err}, rank {}", e.rank);
+        }
+    }
+
+    #[test]
+    fn no_residual_is_rank_one() {
+        let e = Expansion::new(0, 4, &[], &[], &[1.0; 5], 1e-3, &[]).unwrap();
+        assert_eq!(e.rank, 1);
+        assert_eq!(e.spatial.len(), 5);
+    }
+}

@@ -1,0 +1,233 @@
+//! The split of the phase into its part linear in the lattice coordinates
+//! and the rest (FAST-PATH.md §3):
+//!
+//! $$\varphi(j,n) = 2\pi\sum_f a_f(j)\,v_f(n) = 2\pi k_0(j) + x_j\cdot m_n + \psi(j,n)$$
+//!
+//! with each voxel feature fitted by least squares over the plan's voxels,
+//! v_f(n) ≈ α_f + β_f·m_n (exact for 1, x, y, z on a lattice, and the best
+//! linear part of anything else: a user basis, higher orders, ω), so
+//! k0(j) = Σ_f a_f(j)·α_f (cycles), x_j = 2π Σ_f a_f(j)·β_f (radians per
+//! lattice step: the NUFFT's points) and ψ(j,n) = Σ_p u_p(j)·g_p(n) over the
+//! features with a residual g_p = v_p − α_p − β_p·m that matters,
+//! u_p = 2π·a_p (radians).
+
+use crate::error::{try_vec, Result};
+use crate::model::lattice::Lattice;
+use crate::model::Features;
+use std::f64::consts::TAU;
+
+/// A residual that moves the phase by less than this (radians) is dropped.
+const NEGLIGIBLE_PHASE: f64 = 1e-9;
+
+/// The phase split of one model on one lattice.
+#[derive(Clone, Debug)]
+pub struct Split {
+    /// NUFFT dimensions (axes of the lattice up to the last with more than one mode).
+    pub ndims: usize,
+    /// x_{j,a} (radians per lattice step, wrapped into [−π, π)), ndims×M, sample fastest.
+    pub points: Vec<f64>,
+    /// k0(j) in cycles, M.
+    pub offset: Vec<f64>,
+    /// P, the features with a non-linear residual.
+    pub residual_terms: usize,
+    /// u_p(j) = 2π a_p(j), P×M (radians per unit of g).
+    pub temporal: Vec<f64>,
+    /// g_p(n), P×N.
+    pub spatial: Vec<f64>,
+}
+
+impl Split {
+    pub fn new(features: &Features, lattice: &Lattice, voxels: usize) -> Result<Split> {
+        let f_count = features.terms;
+        let m = features.sample.len() / f_count.max(1);
+        let n = voxels;
+        let ndims = lattice.ndims();
+        // Columns of the fit: 1 and the centred coordinates of the axes with > 1 mode.
+        let axes: Vec<usize> = (0..3).filter(|&a| lattice.modes[a] > 1).collect();
+        let cols = 1 + axes.len();
+        let mut coords = try_vec(axes.len() * n, 0.0f64, "lattice coordinates")?;
+        let mut mean = vec![0.0f64; axes.len()];
+        for v in 0..n {
+            let c = lattice.coordinates(v);
+            for (k, &a) in axes.iter().enumerate() {
+                coords[k * n + v] = c[a];
+                mean[k] += c[a] / n as f64;
+            }
+        }
+        for (k, mu) in mean.iter().enumerate() {
+            coords[k * n..(k + 1) * n].iter_mut().for_each(|c| *c -= mu);
+        }
+        let design = |col: usize, v: usize| {
+            if col == 0 {
+                1.0
+            } else {
+                coords[(col - 1) * n + v]
+            }
+        };
+        let mut gram = vec![0.0f64; cols * cols];
+        for v in 0..n {
+            for i in 0..cols {
+                for j in 0..cols {
+                    gram[i * cols + j] += design(i, v) * design(j, v);
+                }
+            }
+        }
+        let mut offset = try_vec(m, 0.0f64, "phase offsets k0 (M)")?;
+        let mut points = try_vec(ndims * m, 0.0f64, "NUFFT points (M x ndims)")?;
+        let mut temporal = Vec::new();
+        let mut spatial = Vec::new();
+        let mut residual_terms = 0;
+        for f in 0..f_count {
+            let v_f = &features.voxel[f * n..(f + 1) * n];
+            let a_f = &features.sample[f * m..(f + 1) * m];
+            let mut rhs = vec![0.0f64; cols];
+            for (v, &value) in v_f.iter().enumerate() {
+                for (i, r) in rhs.iter_mut().enumerate() {
+                    *r += design(i, v) * value;
+                }
+            }
+            let coef = solve_small(&gram, &rhs, cols);
+            // α in the uncentred coordinates: α = c_0 − Σ β·mean.
+            let alpha = coef[0] - (1..cols).map(|i| coef[i] * mean[i - 1]).sum::<f64>();
+            for j in 0..m {
+                offset[j] += a_f[j] * alpha;
+                for (k, &axis) in axes.iter().enumerate() {
+                    if axis < ndims {
+                        points[axis * m + j] += TAU * a_f[j] * coef[1 + k];
+                    }
+                }
+            }
+            let mut g = try_vec(n, 0.0f64, "non-linear basis residual (N)")?;
+            let mut largest: f64 = 0.0;
+            for (v, out) in g.iter_mut().enumerate() {
+                let fit: f64 = (0..cols).map(|i| coef[i] * design(i, v)).sum();
+                *out = v_f[v] - fit;
+                largest = largest.max(out.abs());
+            }
+            let swing = a_f.iter().fold(0.0f64, |s, a| s.max(a.abs())) * TAU;
+            if largest * swing > NEGLIGIBLE_PHASE {
+                residual_terms += 1;
+                temporal
+                    .try_reserve(m)
+                    .map_err(|_| crate::error::Error::out_of_memory("residual phase terms"))?;
+                temporal.extend(a_f.iter().map(|a| TAU * a));
+                spatial
+                    .try_reserve(n)
+                    .map_err(|_| crate::error::Error::out_of_memory("residual phase terms"))?;
+                spatial.extend_from_slice(&g);
+            }
+        }
+        for x in points.iter_mut() {
+            *x = wrap(*x);
+        }
+        Ok(Split {
+            ndims,
+            points,
+            offset,
+            residual_terms,
+            temporal,
+            spatial,
+        })
+    }
+}
+
+/// x reduced into [−π, π) (the modes are integers, so this changes nothing).
+pub fn wrap(x: f64) -> f64 {
+    x - TAU * ((x + std::f64::consts::PI) / TAU).floor()
+}
+
+/// Solves the small symmetric positive (semi)definite system G c = r by
+/// Gaussian elimination with partial pivoting (singular directions get 0).
+fn solve_small(gram: &[f64], rhs: &[f64], k: usize) -> Vec<f64> {
+    let mut a: Vec<f64> = gram.to_vec();
+    let mut b: Vec<f64> = rhs.to_vec();
+    let scale = (0..k).map(|i| a[i * k + i]).fold(0.0f64, f64::max);
+    let mut zero = vec![false; k];
+    for col in 0..k {
+        let pivot = (col..k)
+            .max_by(|&x, &y| a[x * k + col].abs().total_cmp(&a[y * k + col].abs()))
+            .unwrap_or(col);
+        for c in 0..k {
+            a.swap(col * k + c, pivot * k + c);
+        }
+        b.swap(col, pivot);
+        let p = a[col * k + col];
+        if p.abs() <= 1e-12 * scale {
+            zero[col] = true;
+            continue;
+        }
+        for row in col + 1..k {
+            let f = a[row * k + col] / p;
+            for c in col..k {
+                a[row * k + c] -= f * a[col * k + c];
+            }
+            b[row] -= f * b[col];
+        }
+    }
+    let mut x = vec![0.0; k];
+    for row in (0..k).rev() {
+        if zero[row] {
+            continue;
+        }
+        let s: f64 = (row + 1..k).map(|c| a[row * k + c] * x[c]).sum();
+        x[row] = (b[row] - s) / a[row * k + row];
+    }
+    x
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrapping() {
+        assert!((wrap(3.5 * std::f64::consts::PI) + 0.5 * std::f64::consts::PI).abs() < 1e-12);
+        assert_eq!(wrap(0.25), 0.25);
+        assert!(wrap(-std::f64::consts::PI) >= -std::f64::consts::PI);
+    }
+
+    #[test]
+    fn linear_features_leave_no_residual() {
+        // 4×3 grid, features 1, x (in lattice steps of 0.5 m plus an offset) and x².
+        let lattice = Lattice {
+            modes: [4, 3, 1],
+            index: None,
+        };
+        let n = 12;
+        let mut voxel = vec![0.0; 3 * n];
+        for v in 0..n {
+            let c = lattice.coordinates(v);
+            voxel[v] = 1.0;
+            voxel[n + v] = 0.3 + 0.5 * c[0] - 0.25 * c[1];
+            voxel[2 * n + v] = c[0] * c[0];
+        }
+        let sample = vec![0.1, -0.2, 0.05, 0.02, 0.0, 0.01];
+        let features = Features {
+            terms: 3,
+            voxel,
+            sample,
+            sensitivities: None,
+        };
+        let s = Split::new(&features, &lattice, n).unwrap();
+        assert_eq!(s.residual_terms, 1);
+        assert_eq!(s.ndims, 2);
+        for j in 0..2 {
+            for v in 0..n {
+                let exact: f64 = (0..3)
+                    .map(|f| features.sample[f * 2 + j] * features.voxel[f * n + v])
+                    .sum::<f64>()
+                    * TAU;
+                let c = lattice.coordinates(v);
+                let split = TAU * s.offset[j]
+                    + s.points[j] * c[0]
+                    + s.points[2 + j] * c[1]
+                    + s.temporal[j] * s.spatial[v];
+                let d = (exact - split) / TAU;
+                assert!(
+                    (d - d.round()).abs() < 1e-12,
+                    "j {j} v {v}: {exact} vs {split}"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! Type 2's interpolation: every point reads the fine grid with the
+//! kernel's tensor-product weights,
+//!
+//! $$c_{j,t} = \sum_l b_t(l)\, \psi(l_x - g_{j,x})\,\psi(l_y - g_{j,y})\,\psi(l_z - g_{j,z}),$$
+//!
+//! by the same subproblems as spreading: each rayon task copies its bin's
+//! tile out of the grid (periodically wrapped) and interpolates its points
+//! from it. Tasks only read the grid and write their own points' results,
+//! so all subproblems run at once.
+//!
+//! Per point and transform, each tile row takes one vector FMA,
+//! a ← row·(w_y w_z) + a, and the row sums meet the x weights once at the end.
+
+use super::horner::HornerKernel;
+use super::sort::{Placed, SortedPoints, Subproblem};
+use super::tile::{load_run, unit_weights, TileBuffers, TileShape};
+use crate::backend::cpu::real::Real;
+use crate::error::Result;
+use num_complex::Complex;
+use rayon::prelude::*;
+
+/// What every interpolation task reads.
+pub struct InterpolationJob<'a, T> {
+    pub kernel: &'a HornerKernel<T>,
+    pub shape: TileShape,
+    pub placed: &'a [Placed<T>],
+    pub batch: usize,
+}
+
+/// Interpolates the points of `sub` from `tiles` into `out` (the
+/// subproblem's points × batch, point-major).
+#[inline(always)]
+fn interpolate_points<T: Real, const L: usize, const FMA: bool>(
+    job: &InterpolationJob<'_, T>,
+    sub: &Subproblem,
+    tiles: &[T],
+    out: &mut [Complex<T>],
+) {
+    let shape = &job.shape;
+    let [rows_y, rows_z] = shape.rows();
+    let (row, tile_len) = (shape.row(), shape.len());
+    let (ey, batch) = (shape.extent[1], job.batch);
+    let weights = |axis: usize, z: T| -> [T; L] {
+        if shape.spread[axis] {
+            job.kernel.evaluate::<L, FMA>(z)
+        } else {
+            unit_weights::<T, L>()
+        }
+    };
+    for (p, values) in job.placed[sub.start..sub.end]
+        .iter()
+        .zip(out.chunks_exact_mut(batch))
+    {
+        let kx = weights(0, p.z[0]);
+        let ky = weights(1, p.z[1]);
+        let kz = weights(2, p.z[2]);
+        let [lx, ly, lz] = p.local.map(|v| v as usize);
+        let base = row * (ly + ey * lz) + 2 * lx;
+        for (tile, value) in tiles.chunks_exact(tile_len).zip(values.iter_mut()) {
+            let mut acc = [T::default(); L];
+            for rz in 0..rows_z {
+                let wz = kz[2 * rz];
+                for ry in 0..rows_y {
+                    let weight = wz * ky[2 * ry];
+                    let offset = base + row * (ry + ey * rz);
+                    let cells = &tile[offset..offset + L];
+                    for (a, &v) in acc.iter_mut().zip(cells) {
+                        *a = v.madd::<FMA>(weight, *a);
+                    }
+                }
+            }
+            let (mut re, mut im) = (T::default(), T::default());
+            for k in 0..L / 2 {
+                re = acc[2 * k].madd::<FMA>(kx[2 * k], re);
+                im = acc[2 * k + 1].madd::<FMA>(kx[2 * k + 1], im);
+            }
+            *value = Complex::new(re, im);
+        }
+    }
+}
+
+super::isa_kernel!(interpolate_subproblem => interpolate_points(
+    job: &InterpolationJob<'_, T>,
+    sub: &Subproblem,
+    tiles: &[T],
+    out: &mut [Complex<T>]
+));
+
+/// out (sorted points × batch, point-major) = the interpolated grids
+/// (batch × n_f cells, one grid after another).
+pub fn interpolate<T: Real>(
+    job: &InterpolationJob<'_, T>,
+    sorted: &SortedPoints<T>,
+    buffers: &TileBuffers<T>,
+    grids: &[Complex<T>],
+    out: &mut [Complex<T>],
+) -> Result<()> {
+    let batch = job.batch;
+    let cells: usize = job.shape.fine.iter().product();
+    let tile_len = job.shape.len();
+    // Each subproblem's results, disjoint slices of `out` in sorted order.
+    let mut rest = out;
+    let mut parts = Vec::with_capacity(sorted.subproblems.len());
+    for sub in &sorted.subproblems {
+        let (mine, tail) = rest.split_at_mut((sub.end - sub.start) * batch);
+        parts.push((sub, mine));
+        rest = tail;
+    }
+    parts.into_par_iter().try_for_each(|(sub, values)| {
+        buffers.with(|buffer| {
+            let tiles = &mut buffer[..tile_len * batch];
+            for (t, tile) in tiles.chunks_exact_mut(tile_len).enumerate() {
+                let grid = &grids[t * cells..(t + 1) * cells];
+                job.shape.for_each_run(sub.origin, |from, to, n| {
+                    load_run(&grid[to..to + n], &mut tile[2 * from..2 * (from + n)]);
+                });
+            }
+            interpolate_subproblem(job.shape.lanes, job, sub, tiles, values);
+        })
+    })
+}

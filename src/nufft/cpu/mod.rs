@@ -1,0 +1,92 @@
+//! The CPU executor of the NUFFT (FAST-PATH.md §2): bin-sorted points
+//! ([`sort`]), spreading by subproblems into private tiles ([`spread`],
+//! [`tile`]), the pruned FFT of the fine grid ([`fft`]), interpolation from
+//! the same tiles ([`interpolate`]), and the deconvolution
+//! ([`executor`]); the kernel is evaluated by Horner's rule ([`horner`]).
+//! float32 and float64 arithmetic share one generic implementation; the
+//! inner loops are compiled for AVX-512, AVX2+FMA and a portable baseline
+//! and picked at run time like the phase-sum kernel's.
+
+pub mod executor;
+pub mod fft;
+pub mod horner;
+pub mod interpolate;
+pub mod sort;
+pub mod spread;
+pub mod tile;
+
+pub use executor::CpuNufft;
+
+use super::{NufftExecutor, NufftSpec};
+use crate::error::Result;
+use std::sync::Arc;
+
+/// The CPU executor for `spec` and its points (`points[a·npoints + j]`,
+/// finite, checked by the caller), running on `pool`.
+pub fn build(
+    spec: &NufftSpec,
+    points: &[f64],
+    npoints: usize,
+    pool: Arc<rayon::ThreadPool>,
+) -> Result<Box<dyn NufftExecutor>> {
+    Ok(if spec.double {
+        Box::new(CpuNufft::<f64>::new(spec, points, npoints, pool)?)
+    } else {
+        Box::new(CpuNufft::<f32>::new(spec, points, npoints, pool)?)
+    })
+}
+
+/// Defines `$dispatch::<T>(lanes, args…)`, which runs the `#[inline(always)]`
+/// generic kernel `$kernel::<T, L, FMA>(args…)` for L = `lanes` ∈ {8, 16,
+/// 24, 32} compiled for the widest instruction set of this CPU
+/// ([`crate::backend::cpu::kernel::isa`]).
+macro_rules! isa_kernel {
+    ($dispatch:ident => $kernel:ident($($arg:ident: $ty:ty),* $(,)?)) => {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f,avx512dq,avx512vl,avx2,fma")]
+        unsafe fn avx512<T: Real, const L: usize>($($arg: $ty),*) {
+            $kernel::<T, L, true>($($arg),*)
+        }
+
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2<T: Real, const L: usize>($($arg: $ty),*) {
+            $kernel::<T, L, true>($($arg),*)
+        }
+
+        /// The kernel for `lanes` values per row on the widest instruction set.
+        fn $dispatch<T: Real>(lanes: usize, $($arg: $ty),*) {
+            use crate::backend::cpu::kernel::{isa, Isa};
+            match (isa(), lanes) {
+                // SAFETY: the CPU has these features (checked at run time in `isa`).
+                #[cfg(target_arch = "x86_64")]
+                (Isa::Avx512, 8) => unsafe { avx512::<T, 8>($($arg),*) },
+                #[cfg(target_arch = "x86_64")]
+                (Isa::Avx512, 16) => unsafe { avx512::<T, 16>($($arg),*) },
+                #[cfg(target_arch = "x86_64")]
+                (Isa::Avx512, 24) => unsafe { avx512::<T, 24>($($arg),*) },
+                #[cfg(target_arch = "x86_64")]
+                (Isa::Avx512, _) => unsafe { avx512::<T, 32>($($arg),*) },
+                #[cfg(target_arch = "x86_64")]
+                (Isa::Avx2, 8) => unsafe { avx2::<T, 8>($($arg),*) },
+                #[cfg(target_arch = "x86_64")]
+                (Isa::Avx2, 16) => unsafe { avx2::<T, 16>($($arg),*) },
+                #[cfg(target_arch = "x86_64")]
+                (Isa::Avx2, 24) => unsafe { avx2::<T, 24>($($arg),*) },
+                #[cfg(target_arch = "x86_64")]
+                (Isa::Avx2, _) => unsafe { avx2::<T, 32>($($arg),*) },
+                (_, 8) => $kernel::<T, 8, false>($($arg),*),
+                (_, 16) => $kernel::<T, 16, false>($($arg),*),
+                (_, 24) => $kernel::<T, 24, false>($($arg),*),
+                _ => $kernel::<T, 32, false>($($arg),*),
+            }
+        }
+    };
+}
+pub(crate) use isa_kernel;
+
+/// T values per kernel row for width w: 2 × w rounded up to a multiple of 4
+/// (8, 16, 24 or 32; one AVX-512 register of float32 for w = 5…8).
+pub fn lanes(width: usize) -> usize {
+    2 * width.div_ceil(4).clamp(1, 4) * 4
+}

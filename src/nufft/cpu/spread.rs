@@ -1,0 +1,151 @@
+//! Type 1's spreading: every strength c_{j,t} (transform t) added to the
+//! fine grid with the kernel's tensor-product weights,
+//!
+//! $$b_t(l) = \sum_j c_{j,t}\, \psi(l_x - g_{j,x})\,\psi(l_y - g_{j,y})\,\psi(l_z - g_{j,z}),$$
+//!
+//! by subproblems: each rayon task spreads one subproblem's points into a
+//! private tile ([`super::tile`]) and adds the tile to the grid. The colours
+//! of [`super::sort`] run one after another; within a colour the tiles are
+//! disjoint, so the adds need neither atomics nor locks, except for the
+//! subproblems of a split (heavy) bin, which add under that bin's lock.
+//!
+//! Per point the kernel weights are evaluated once (Horner, all cells of an
+//! axis in one vector) and reused for every transform; per transform a row
+//! of the tile takes one vector FMA, v ← (c ⊗ w_x)·(w_y w_z) + v.
+
+use super::horner::HornerKernel;
+use super::sort::{Placed, SortedPoints, Subproblem};
+use super::tile::{add_run, unit_weights, TileBuffers, TileShape};
+use crate::backend::cpu::real::Real;
+use crate::error::Result;
+use num_complex::Complex;
+use rayon::prelude::*;
+use std::sync::Mutex;
+
+/// What every spreading task reads.
+pub struct SpreadJob<'a, T> {
+    pub kernel: &'a HornerKernel<T>,
+    pub shape: TileShape,
+    /// The sorted points.
+    pub placed: &'a [Placed<T>],
+    /// Strengths in sorted order, point-major: c of point s, transform t at s·batch + t.
+    pub strengths: &'a [Complex<T>],
+    pub batch: usize,
+}
+
+/// Spreads the points of `sub` into `tiles` (batch tiles, zeroed by the caller).
+#[inline(always)]
+fn spread_points<T: Real, const L: usize, const FMA: bool>(
+    job: &SpreadJob<'_, T>,
+    sub: &Subproblem,
+    tiles: &mut [T],
+) {
+    let shape = &job.shape;
+    let [rows_y, rows_z] = shape.rows();
+    let (row, tile_len) = (shape.row(), shape.len());
+    let (ey, batch) = (shape.extent[1], job.batch);
+    let weights = |axis: usize, z: T| -> [T; L] {
+        if shape.spread[axis] {
+            job.kernel.evaluate::<L, FMA>(z)
+        } else {
+            unit_weights::<T, L>()
+        }
+    };
+    for (s, p) in (sub.start..sub.end).zip(&job.placed[sub.start..sub.end]) {
+        let kx = weights(0, p.z[0]);
+        let ky = weights(1, p.z[1]);
+        let kz = weights(2, p.z[2]);
+        let [lx, ly, lz] = p.local.map(|v| v as usize);
+        let base = row * (ly + ey * lz) + 2 * lx;
+        for (t, tile) in tiles.chunks_exact_mut(tile_len).enumerate().take(batch) {
+            let c = job.strengths[s * batch + t];
+            let mut ckx = [T::default(); L];
+            for k in 0..L / 2 {
+                ckx[2 * k] = c.re * kx[2 * k];
+                ckx[2 * k + 1] = c.im * kx[2 * k + 1];
+            }
+            for rz in 0..rows_z {
+                let wz = kz[2 * rz];
+                for ry in 0..rows_y {
+                    let weight = wz * ky[2 * ry];
+                    let offset = base + row * (ry + ey * rz);
+                    let cells = &mut tile[offset..offset + L];
+                    for (v, &a) in cells.iter_mut().zip(&ckx) {
+                        *v = a.madd::<FMA>(weight, *v);
+                    }
+                }
+            }
+        }
+    }
+}
+
+super::isa_kernel!(spread_subproblem => spread_points(
+    job: &SpreadJob<'_, T>,
+    sub: &Subproblem,
+    tiles: &mut [T]
+));
+
+/// The fine grids (batch × n_f cells, one grid after another) as tasks that
+/// write disjoint cells share them.
+#[derive(Clone, Copy)]
+struct SharedGrids<T> {
+    ptr: *mut Complex<T>,
+    len: usize,
+}
+
+// SAFETY: tasks write only through `add_tile`, whose callers guarantee that
+// no two tasks write the same cells at the same time (module documentation).
+unsafe impl<T: Send> Send for SharedGrids<T> {}
+unsafe impl<T: Send> Sync for SharedGrids<T> {}
+
+impl<T: Real> SharedGrids<T> {
+    /// grids += the tiles of a bin with first cell `origin`.
+    ///
+    /// # Safety
+    /// No other thread may access the cells of this bin's tile meanwhile.
+    unsafe fn add_tile(&self, shape: &TileShape, origin: [usize; 3], tiles: &[T], batch: usize) {
+        let cells: usize = shape.fine.iter().product();
+        debug_assert_eq!(self.len, batch * cells);
+        for (t, tile) in tiles.chunks_exact(shape.len()).enumerate().take(batch) {
+            shape.for_each_run(origin, |from, to, n| {
+                // SAFETY: to + n ≤ cells (a run stays inside one grid row), so
+                // the slice lies inside grid t; exclusivity is the caller's.
+                let grid =
+                    unsafe { std::slice::from_raw_parts_mut(self.ptr.add(t * cells + to), n) };
+                add_run(&tile[2 * from..2 * (from + n)], grid);
+            });
+        }
+    }
+}
+
+/// grids (batch × n_f, zeroed by the caller) += the spread strengths.
+pub fn spread<T: Real>(
+    job: &SpreadJob<'_, T>,
+    sorted: &SortedPoints<T>,
+    buffers: &TileBuffers<T>,
+    bin_locks: &[Mutex<()>],
+    grids: &mut [Complex<T>],
+) -> Result<()> {
+    let shared = SharedGrids {
+        ptr: grids.as_mut_ptr(),
+        len: grids.len(),
+    };
+    let tile_values = job.shape.len() * job.batch;
+    for color in &sorted.by_color {
+        color.par_iter().try_for_each(|&index| -> Result<()> {
+            let sub = &sorted.subproblems[index];
+            buffers.with(|buffer| {
+                let tiles = &mut buffer[..tile_values];
+                tiles.fill(T::default());
+                spread_subproblem(job.shape.lanes, job, sub, tiles);
+                let _guard = sub
+                    .shared
+                    .then(|| bin_locks[sub.bin].lock().unwrap_or_else(|e| e.into_inner()));
+                // SAFETY: within one colour the tiles of different bins are
+                // disjoint (super::sort), and subproblems sharing a bin hold its lock.
+                unsafe { shared.add_tile(&job.shape, sub.origin, tiles, job.batch) };
+            })
+        })?;
+    }
+    Ok(())
+}

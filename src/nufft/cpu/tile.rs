@@ -1,0 +1,181 @@
+//! Tiles: the private, padded boxes of the fine grid that spreading writes
+//! and interpolation reads, one bin (plus the kernel's reach) each, and
+//! their periodic exchange with the fine grid.
+//!
+//! A tile holds interleaved complex values (re, im as consecutive T), x
+//! fastest, `extent` cells per axis: along x the bin's width + L/2 − 1
+//! (a kernel row is written or read as one vector of L/2 cells), along a
+//! spread y or z axis the bin's width + w − 1, and 1 along axes that are not
+//! spread. Tile cell (i, j, k) of a bin with first cell o is grid cell
+//! ((o_x + i) mod n_fx, (o_y + j) mod n_fy, (o_z + k) mod n_fz).
+
+use super::sort::AxisBins;
+use crate::backend::cpu::real::Real;
+use crate::error::{try_vec, Result};
+use num_complex::Complex;
+use std::sync::Mutex;
+
+/// The tile layout of one plan.
+#[derive(Clone, Copy, Debug)]
+pub struct TileShape {
+    /// n_f per axis.
+    pub fine: [usize; 3],
+    /// Whether the kernel spreads along each axis (n_f > 1).
+    pub spread: [bool; 3],
+    /// Kernel width w.
+    pub width: usize,
+    /// T values per kernel row (2 × the padded width).
+    pub lanes: usize,
+    /// Cells per axis.
+    pub extent: [usize; 3],
+}
+
+impl TileShape {
+    pub fn new(axes: &[AxisBins; 3], width: usize, lanes: usize) -> TileShape {
+        let fine = [0, 1, 2].map(|a| axes[a].fine);
+        let spread = fine.map(|f| f > 1);
+        let extent = [
+            if spread[0] {
+                axes[0].max_width + lanes / 2 - 1
+            } else {
+                lanes / 2
+            },
+            if spread[1] {
+                axes[1].max_width + width - 1
+            } else {
+                1
+            },
+            if spread[2] {
+                axes[2].max_width + width - 1
+            } else {
+                1
+            },
+        ];
+        TileShape {
+            fine,
+            spread,
+            width,
+            lanes,
+            extent,
+        }
+    }
+
+    /// T values of one tile.
+    pub fn len(&self) -> usize {
+        2 * self.extent.iter().product::<usize>()
+    }
+
+    /// T values per tile row.
+    pub fn row(&self) -> usize {
+        2 * self.extent[0]
+    }
+
+    /// Kernel rows per point along y and z (w, or 1 on an axis not spread).
+    pub fn rows(&self) -> [usize; 2] {
+        [1, 2].map(|a| if self.spread[a] { self.width } else { 1 })
+    }
+
+    /// Calls `run(tile cell, grid cell, cells)` for every contiguous run of
+    /// the tile of a bin with first cell `origin`, wrapped periodically.
+    pub fn for_each_run(&self, origin: [usize; 3], mut run: impl FnMut(usize, usize, usize)) {
+        let [ex, ey, ez] = self.extent;
+        let [fx, fy, fz] = self.fine;
+        for k in 0..ez {
+            let gz = (origin[2] + k) % fz;
+            for j in 0..ey {
+                let gy = (origin[1] + j) % fy;
+                let tile_row = ex * (j + ey * k);
+                let grid_row = fx * (gy + fy * gz);
+                let (mut i, mut gx) = (0, origin[0] % fx);
+                while i < ex {
+                    let cells = (ex - i).min(fx - gx);
+                    run(tile_row + i, grid_row + gx, cells);
+                    i += cells;
+                    gx = 0;
+                }
+            }
+        }
+    }
+}
+
+/// grid[g..g + n] += tile cells t..t + n.
+#[inline]
+pub fn add_run<T: Real>(tile: &[T], grid: &mut [Complex<T>]) {
+    for (g, v) in grid.iter_mut().zip(tile.chunks_exact(2)) {
+        *g = Complex::new(g.re + v[0], g.im + v[1]);
+    }
+}
+
+/// tile cells ← grid values.
+#[inline]
+pub fn load_run<T: Real>(grid: &[Complex<T>], tile: &mut [T]) {
+    for (v, g) in tile.chunks_exact_mut(2).zip(grid) {
+        v[0] = g.re;
+        v[1] = g.im;
+    }
+}
+
+/// The kernel weights of a point along an axis that is not spread: 1 at cell 0.
+#[inline(always)]
+pub fn unit_weights<T: Real, const L: usize>() -> [T; L] {
+    let mut k = [T::default(); L];
+    k[0] = T::from_f64(1.0);
+    k[1] = T::from_f64(1.0);
+    k
+}
+
+/// Tile sets of one execution, one per worker thread, allocated before any
+/// output is written.
+pub struct TileBuffers<T> {
+    per_thread: Vec<Mutex<Vec<T>>>,
+    /// T values of each buffer.
+    len: usize,
+}
+
+impl<T: Real> TileBuffers<T> {
+    pub fn new(len: usize, threads: usize) -> Result<TileBuffers<T>> {
+        let per_thread = (0..threads.max(1))
+            .map(|_| try_vec(len, T::default(), "NUFFT tiles").map(Mutex::new))
+            .collect::<Result<_>>()?;
+        Ok(TileBuffers { per_thread, len })
+    }
+
+    /// Runs `f` with this thread's buffer (a fresh one if it is taken, which
+    /// happens only if `f` itself waits for rayon tasks).
+    pub fn with<R>(&self, f: impl FnOnce(&mut [T]) -> R) -> Result<R> {
+        let slot = rayon::current_thread_index().and_then(|i| self.per_thread.get(i));
+        if let Some(mut buffer) = slot.and_then(|m| m.try_lock().ok()) {
+            return Ok(f(&mut buffer));
+        }
+        let mut fresh = try_vec(self.len, T::default(), "NUFFT tiles")?;
+        Ok(f(&mut fresh))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_cover_the_tile_once_and_wrap() {
+        let axes = [
+            AxisBins::new(20, 10),
+            AxisBins::new(9, 9),
+            AxisBins::new(1, 1),
+        ];
+        let shape = TileShape::new(&axes, 4, 8);
+        assert_eq!(shape.extent, [13, 12, 1]);
+        let mut seen = vec![0; shape.extent.iter().product()];
+        let mut hits = vec![0; 20 * 9];
+        shape.for_each_run([15, 6, 0], |t, g, n| {
+            for c in 0..n {
+                seen[t + c] += 1;
+                hits[g + c] += 1;
+                let (ti, tj) = ((t + c) % 13, (t + c) / 13);
+                assert_eq!(g + c, (15 + ti) % 20 + 20 * ((6 + tj) % 9));
+            }
+        });
+        assert!(seen.iter().all(|&s| s == 1));
+        assert_eq!(hits.iter().sum::<usize>(), 13 * 12);
+    }
+}

@@ -1,0 +1,202 @@
+//! The NUFFT plan: arguments checked, the backend resolved from the
+//! options as reconstruction plans resolve it, the executor built once
+//! (points sorted, kernel and FFT plans made) and applied many times.
+//!
+//! Arithmetic: float64 for `Precision::Double`, float32 otherwise (ACCURATE
+//! and FAST alike; tolerances down to [`super::params::MIN_TOLERANCE_F32`]).
+//! The upsampling σ is chosen by [`choose_upsampling`] unless given.
+
+use super::{Modes, NufftExecutor, NufftSpec, NufftType, Sample, Upsampling};
+use crate::error::{Error, Result, Status};
+use crate::op::Precision;
+use crate::plan::{BackendKind, Options};
+use num_complex::{Complex32, Complex64};
+use std::sync::Arc;
+
+/// A non-uniform FFT plan (module documentation of [`crate::nufft`]).
+pub struct Nufft {
+    spec: NufftSpec,
+    npoints: usize,
+    backend: BackendKind,
+    executor: Box<dyn NufftExecutor>,
+}
+
+/// The upsampling σ used when none is given: 2 except where 1.25 was
+/// measured faster at equal accuracy (BENCHMARKS.md, "NUFFT"):
+/// σ = 1.25 for 3D transforms with fewer than 2 points per mode.
+pub fn choose_upsampling(modes: &Modes, npoints: usize) -> Upsampling {
+    let spread_axes = modes.sizes.iter().filter(|&&n| n > 1).count();
+    if spread_axes == 3 && npoints < 2 * modes.total() {
+        Upsampling::OneQuarter
+    } else {
+        Upsampling::Two
+    }
+}
+
+/// `argument[i]` is finite for every i, else `NotFinite` naming the first bad one.
+pub fn check_finite_samples<D: Sample>(argument: &str, values: &[D]) -> Result<()> {
+    match values.iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(i) => Err(Error::new(
+            Status::NotFinite,
+            format!("{argument}[{i}] = {} is not finite", values[i]),
+        )),
+    }
+}
+
+impl Nufft {
+    /// The standalone plan of the C API (`horecon_nufft_create`): type,
+    /// ndims and modes[ndims], npoints ≥ 0 points (`points[a·npoints + j]`,
+    /// finite radians), sign ±1, tolerance, ntransforms ≥ 1, options (backend,
+    /// threads, precision). Runs on its own thread pool.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        kind: NufftType,
+        ndims: i32,
+        modes: &[i64],
+        npoints: i64,
+        points: &[f64],
+        sign: i32,
+        tolerance: f64,
+        ntransforms: i32,
+        options: &Options,
+    ) -> Result<Nufft> {
+        options.check()?;
+        let modes = Modes::new(ndims, modes)?;
+        let npoints = usize::try_from(npoints)
+            .map_err(|_| Error::invalid(format!("npoints must be >= 0, got {npoints}")))?;
+        let spec = NufftSpec::new(
+            kind,
+            modes,
+            sign,
+            tolerance,
+            ntransforms,
+            options.precision == Precision::Double,
+            Some(choose_upsampling(&modes, npoints)),
+        )?;
+        Nufft::with_spec(spec, points, npoints, options, None)
+    }
+
+    /// A plan for `spec` on the backend `options` resolve to, CPU work on
+    /// `pool` (how the library's own users, Toeplitz and gridding, share
+    /// their plan's threads), or `None`: a pool of `options.num_threads`.
+    pub fn with_spec(
+        spec: NufftSpec,
+        points: &[f64],
+        npoints: usize,
+        options: &Options,
+        pool: Option<Arc<rayon::ThreadPool>>,
+    ) -> Result<Nufft> {
+        options.check()?;
+        let d = spec.modes.ndims;
+        let expected = d
+            .checked_mul(npoints)
+            .filter(|&n| n <= isize::MAX as usize / 8)
+            .ok_or_else(|| {
+                Error::invalid(format!("npoints = {npoints}: ndims x npoints is too large"))
+            })?;
+        if points.len() != expected {
+            return Err(Error::size(format!(
+                "points has {} elements, expected {expected} (npoints x ndims = {npoints} x {d})",
+                points.len()
+            )));
+        }
+        crate::model::check_finite("points", points)?;
+        let backend = crate::backend::resolve(options)?;
+        let cpu = |pool: Option<Arc<rayon::ThreadPool>>| {
+            let pool = match pool {
+                Some(p) => p,
+                None => crate::plan::thread_pool(options.num_threads)?,
+            };
+            super::cpu::build(&spec, points, npoints, pool)
+        };
+        let (backend, executor) = match backend {
+            BackendKind::Cuda => {
+                // MERGE(nufft-cuda): replace the next line by
+                // `let built = crate::backend::cuda::nufft::build(&spec, points, npoints, options.device as usize);`
+                let built: Result<Box<dyn NufftExecutor>> = Err(Error::new(
+                    Status::BackendUnavailable,
+                    "CUDA NUFFT not built in this version",
+                ));
+                match built {
+                    Ok(executor) => (BackendKind::Cuda, executor),
+                    Err(e)
+                        if options.backend == BackendKind::Auto
+                            && e.status == Status::BackendUnavailable =>
+                    {
+                        (BackendKind::Cpu, cpu(pool)?)
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            _ => (BackendKind::Cpu, cpu(pool)?),
+        };
+        Ok(Nufft {
+            spec,
+            npoints,
+            backend,
+            executor,
+        })
+    }
+
+    pub fn spec(&self) -> &NufftSpec {
+        &self.spec
+    }
+
+    /// M.
+    pub fn npoints(&self) -> usize {
+        self.npoints
+    }
+
+    /// Where it runs: `Cpu` or `Cuda`, never `Auto`.
+    pub fn backend(&self) -> BackendKind {
+        self.backend
+    }
+
+    /// Values of `nonuniform` (ntransforms × M) and of `grid` (ntransforms × Π n_a).
+    pub fn lengths(&self) -> (usize, usize) {
+        let t = self.spec.transforms;
+        (t * self.npoints, t * self.spec.modes.total())
+    }
+
+    fn check<D: Sample>(&self, nonuniform: &[D], grid: &[D]) -> Result<()> {
+        let (m, n) = self.lengths();
+        let t = self.spec.transforms;
+        if nonuniform.len() != m {
+            return Err(Error::size(format!(
+                "nonuniform has {} elements, expected {m} (ntransforms x npoints = {t} x {})",
+                nonuniform.len(),
+                self.npoints
+            )));
+        }
+        if grid.len() != n {
+            return Err(Error::size(format!(
+                "grid has {} elements, expected {n} (ntransforms x modes = {t} x {})",
+                grid.len(),
+                self.spec.modes.total()
+            )));
+        }
+        match self.spec.kind {
+            NufftType::One => check_finite_samples("nonuniform", nonuniform),
+            NufftType::Two => check_finite_samples("grid", grid),
+        }
+    }
+
+    /// Type 1 reads `nonuniform` and writes `grid`; type 2 reads `grid` and
+    /// writes `nonuniform`. The output is written only on success.
+    pub fn execute(&self, nonuniform: &mut [Complex32], grid: &mut [Complex32]) -> Result<()> {
+        self.check(nonuniform, grid)?;
+        self.executor.execute(nonuniform, grid)
+    }
+
+    /// As [`Nufft::execute`] for float64 data.
+    pub fn execute_c64(&self, nonuniform: &mut [Complex64], grid: &mut [Complex64]) -> Result<()> {
+        self.check(nonuniform, grid)?;
+        self.executor.execute_c64(nonuniform, grid)
+    }
+
+    /// "cpu" or "cuda:<device>".
+    pub fn backend_name(&self) -> String {
+        self.executor.backend_name()
+    }
+}

@@ -1,0 +1,163 @@
+//! The fast path of a plan (issue 17; FAST-PATH.md): with an approximation
+//! tolerance > 0, E, Eᴴ, Fᴴd, EᴴWE and CG use the separated operator
+//! ([`crate::backend::fast`]) when the voxels are on a lattice, with its
+//! error measured against the exact operator when it is built; otherwise
+//! the exact path, with the reason kept for [`Plan::approximation_info`].
+
+use super::Plan;
+use crate::backend::fast::{certificate, nufft_tolerance, FastOperator};
+use crate::error::{Error, Result, Status};
+use crate::model::separation::Separation;
+use crate::model::Features;
+use crate::op::EncodingOperator;
+use std::sync::Arc;
+
+/// The smallest tolerance accepted (float32 data and NUFFTs).
+pub const MIN_APPROXIMATION: f64 = 1e-5;
+/// The largest tolerance accepted.
+pub const MAX_APPROXIMATION: f64 = 0.1;
+/// The share of the tolerance given to the expansion (the NUFFT gets a quarter):
+/// E and Eᴴ then stay near half the tolerance, and EᴴE, which carries both
+/// errors, within it.
+const EXPANSION_SHARE: f64 = 0.45;
+
+/// What [`Plan::approximation_info`] reports.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ApproximationInfo {
+    /// The fast path is in use.
+    pub active: bool,
+    /// K, the terms of the expansion (0 when inactive).
+    pub rank: usize,
+    /// The larger relative RMS error of E and Eᴴ measured against the exact
+    /// operator on random probes when the plan was prepared.
+    pub estimated_error: f64,
+    /// Why the fast path is not in use ("" when active).
+    pub reason: String,
+}
+
+/// The fast path of the current model: its operator, or why there is none.
+pub(super) struct FastPath {
+    pub operator: Option<Arc<dyn EncodingOperator>>,
+    pub info: ApproximationInfo,
+}
+
+fn inactive(reason: impl Into<String>) -> FastPath {
+    FastPath {
+        operator: None,
+        info: ApproximationInfo {
+            reason: reason.into(),
+            ..ApproximationInfo::default()
+        },
+    }
+}
+
+impl Plan {
+    /// Sets the approximation tolerance: 0 (the default) = exact direct sums;
+    /// in [1e-5, 0.1] = the fast path, with E's and Eᴴ's relative RMS error
+    /// against the exact operator ≤ tolerance. Anything else is `InvalidArgument`.
+    pub fn set_approximation(&mut self, tolerance: f64) -> Result<()> {
+        if !(tolerance == 0.0 || (MIN_APPROXIMATION..=MAX_APPROXIMATION).contains(&tolerance)) {
+            return Err(Error::invalid(format!(
+                "tolerance must be 0 (exact) or in [{MIN_APPROXIMATION:e}, {MAX_APPROXIMATION}], got {tolerance}"
+            )));
+        }
+        self.approximation = tolerance;
+        self.changed();
+        Ok(())
+    }
+
+    /// The approximation tolerance (0 = exact).
+    pub fn approximation(&self) -> f64 {
+        self.approximation
+    }
+
+    /// Whether the fast path is in use, its rank and its measured error, or
+    /// why not. Prepares the plan (builds the operator) when it is not yet:
+    /// an incomplete model is `IncompletePlan`.
+    pub fn approximation_info(&self) -> Result<ApproximationInfo> {
+        if self.approximation == 0.0 {
+            return Ok(inactive("the approximation tolerance is 0: exact operators").info);
+        }
+        if self.cartesian.is_some() {
+            return Ok(inactive("Cartesian mode computes the operators exactly with FFTs").info);
+        }
+        self.fast_path(|fast| fast.info.clone())
+    }
+
+    /// The fast operator when the fast path is in use.
+    pub(super) fn fast_operator(&self) -> Result<Option<Arc<dyn EncodingOperator>>> {
+        if self.approximation == 0.0 || self.cartesian.is_some() {
+            return Ok(None);
+        }
+        self.fast_path(|fast| fast.operator.clone())
+    }
+
+    fn fast_path<T>(&self, read: impl FnOnce(&FastPath) -> T) -> Result<T> {
+        let mut slot = self.fast.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(self.build_fast_path()?);
+        }
+        slot.as_ref()
+            .map(read)
+            .ok_or_else(|| Error::internal("fast path missing after its build"))
+    }
+
+    fn build_fast_path(&self) -> Result<FastPath> {
+        let features = self.model.features()?;
+        let tolerance = self.approximation;
+        let separation = match Separation::new(&self.model, &features, EXPANSION_SHARE * tolerance)
+        {
+            Ok(s) => s,
+            Err(e) if e.status == Status::InvalidArgument => return Ok(inactive(e.message)),
+            Err(e) => return Err(e),
+        };
+        let build = |sensitivities: Option<&[num_complex::Complex32]>, sizes| {
+            FastOperator::new(
+                &separation,
+                sensitivities,
+                sizes,
+                nufft_tolerance(tolerance, self.options.precision),
+                (self.backend, self.options.device as usize),
+                self.pool.clone(),
+            )
+        };
+        let operator: Arc<dyn EncodingOperator> =
+            Arc::new(build(self.model.sensitivities.as_deref(), self.sizes())?);
+        // The certificate on a few coils (the expansion is the same for all).
+        let estimated_error =
+            match certificate::coil_subset(self.model.sensitivities.as_deref(), self.sizes())? {
+                None => certificate::estimate(
+                    operator.as_ref(),
+                    &features,
+                    self.sizes(),
+                    self.backend,
+                    &self.options,
+                    self.pool.clone(),
+                )?,
+                Some(subset) => {
+                    let probe = build(Some(&subset.sensitivities), subset.sizes)?;
+                    let probe_features = Features {
+                        sensitivities: Some(subset.sensitivities),
+                        ..features
+                    };
+                    certificate::estimate(
+                        &probe,
+                        &probe_features,
+                        subset.sizes,
+                        self.backend,
+                        &self.options,
+                        self.pool.clone(),
+                    )?
+                }
+            };
+        Ok(FastPath {
+            operator: Some(operator),
+            info: ApproximationInfo {
+                active: true,
+                rank: separation.rank,
+                estimated_error,
+                reason: String::new(),
+            },
+        })
+    }
+}
