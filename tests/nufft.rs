@@ -59,6 +59,7 @@ fn rel_error(got: &[Complex64], reference: &[Complex64]) -> f64 {
     (num / den.max(1e-300)).sqrt()
 }
 
+#[allow(clippy::too_many_arguments)]
 fn plan(
     kind: NufftType,
     sizes: &[i64],

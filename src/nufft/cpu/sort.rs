@@ -21,6 +21,11 @@
 //! end, bin 0 (≥ reach wide) does, and the last bin of an odd count is
 //! alone in its colour. So the tiles of one colour can be added to the
 //! grid in parallel without conflicts.
+//!
+//! # Order inside a bin
+//! Within its bin, points are ordered by cells of [`SUB_CELL`] cells per axis
+//! (z, then y, then x): consecutive points then share most of their kernel
+//! footprint, which stays in L1 while a 3D tile (~100 KB) does not.
 
 use super::super::NufftSpec;
 use crate::backend::cpu::real::Real;
@@ -36,6 +41,9 @@ fn target_width(spread_axes: usize) -> usize {
         _ => 16,
     }
 }
+
+/// The edge of the cells that order the points inside a bin.
+pub const SUB_CELL: usize = 4;
 
 /// Points per subproblem at most: heavier bins are split (their tiles are
 /// then added one at a time, under the bin's lock).
@@ -188,11 +196,31 @@ impl<T: Real> SortedPoints<T> {
         )?;
         let mut fill = offsets.clone();
         for (j, &b) in bin_of_point.iter().enumerate() {
-            let s = fill[b as usize];
+            order[fill[b as usize]] = j;
             fill[b as usize] += 1;
-            order[s] = j;
+        }
+        // Inside each bin: by sub-cell (module documentation).
+        let sub_counts = axes.each_ref().map(|a| a.max_width.div_ceil(SUB_CELL));
+        let sub_key = |p: &Placed<T>| -> usize {
+            let [x, y, z] = p.local.map(|v| v as usize / SUB_CELL);
+            x + sub_counts[0] * (y + sub_counts[1] * z)
+        };
+        let mut per_bin = Vec::with_capacity(bins);
+        let mut rest = &mut order[..];
+        for b in 0..bins {
+            let (mine, tail) = rest.split_at_mut(offsets[b + 1] - offsets[b]);
+            per_bin.push(mine);
+            rest = tail;
+        }
+        per_bin
+            .into_par_iter()
+            .for_each(|slice| slice.sort_unstable_by_key(|&j| sub_key(&placed_in_order[j])));
+        order
+            .par_iter()
+            .zip(placed.par_iter_mut())
+            .for_each(|(&j, p)| *p = placed_in_order[j]);
+        for (s, &j) in order.iter().enumerate() {
             rank[j] = s;
-            placed[s] = placed_in_order[j];
         }
         drop(placed_in_order);
         drop(bin_of_point);
