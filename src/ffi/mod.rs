@@ -13,10 +13,13 @@ mod guard;
 mod recon;
 mod sim;
 mod toeplitz;
+// Appended last so that its functions come last in the header.
+mod nufft;
 
 pub use cartesian::*;
 pub use recon::*;
 pub use sim::*;
+pub use nufft::*;
 
 use crate::error::{Error, Result};
 use crate::op::Precision;
