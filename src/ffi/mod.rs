@@ -17,9 +17,9 @@ mod toeplitz;
 mod nufft;
 
 pub use cartesian::*;
+pub use nufft::*;
 pub use recon::*;
 pub use sim::*;
-pub use nufft::*;
 
 use crate::error::{Error, Result};
 use crate::op::Precision;

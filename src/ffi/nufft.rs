@@ -174,9 +174,8 @@ pub unsafe extern "C" fn horecon_nufft_create(
                 std::ptr::addr_of!((*options).struct_size).read(),
                 std::mem::size_of::<horecon_options>(),
             )?;
-            options_from_c(&*options).map_err(|e| {
-                Error::new(e.status, e.message.replacen("opts", "options", 1))
-            })?
+            options_from_c(&*options)
+                .map_err(|e| Error::new(e.status, e.message.replacen("opts", "options", 1)))?
         };
         let nufft = Nufft::new(
             kind,

@@ -69,6 +69,14 @@ impl<T: FftNum + Real> CpuNufft<T> {
         if points.len() < spec.modes.ndims * npoints {
             return Err(Error::internal("NUFFT points shorter than ndims x npoints"));
         }
+        // rustfft's planner and the per-axis tables allocate infallibly: make
+        // sure a fine grid and 4 axis-long tables fit first (OutOfMemory, not an abort).
+        let longest = spec.fine.iter().copied().max().unwrap_or(1);
+        drop(try_vec(
+            spec.fine_total().saturating_add(4 * longest),
+            Complex::new(T::default(), T::default()),
+            "NUFFT fine grid",
+        )?);
         let lanes = super::lanes(spec.kernel.width);
         let kernel = HornerKernel::new(&spec.kernel, lanes);
         let sorted = pool.install(|| SortedPoints::new(spec, points, npoints))?;
@@ -86,7 +94,11 @@ impl<T: FftNum + Real> CpuNufft<T> {
                     .collect(),
             }
         });
-        let bin_locks = (0..sorted.bins).map(|_| Mutex::new(())).collect();
+        let mut bin_locks = Vec::new();
+        bin_locks
+            .try_reserve_exact(sorted.bins)
+            .map_err(|_| Error::out_of_memory("could not allocate the NUFFT bin locks"))?;
+        bin_locks.extend((0..sorted.bins).map(|_| Mutex::new(())));
         Ok(CpuNufft {
             spec: spec.clone(),
             npoints,
@@ -161,7 +173,8 @@ impl<T: FftNum + Real> CpuNufft<T> {
             };
             spread(&job, &self.sorted, &tiles, &self.bin_locks, grids)?;
             for grid in grids.chunks_exact_mut(cells) {
-                self.fft.process(grid, self.direction(), Pruning::KeepModes);
+                self.fft
+                    .process(grid, self.direction(), Pruning::KeepModes)?;
             }
             let out = &mut modes[first * total..(first + nb) * total];
             self.read_modes(grids, out);
@@ -181,7 +194,8 @@ impl<T: FftNum + Real> CpuNufft<T> {
             let grids = &mut grids[..cells * nb];
             self.place_modes(&modes[first * total..(first + nb) * total], grids);
             for grid in grids.chunks_exact_mut(cells) {
-                self.fft.process(grid, self.direction(), Pruning::FromModes);
+                self.fft
+                    .process(grid, self.direction(), Pruning::FromModes)?;
             }
             let job = InterpolationJob {
                 kernel: &self.kernel,

@@ -168,9 +168,9 @@ mod tests {
     #[test]
     fn runs_cover_the_tile_once_and_wrap() {
         let axes = [
-            AxisBins::new(20, 10),
-            AxisBins::new(9, 9),
-            AxisBins::new(1, 1),
+            AxisBins::new(20, 10).unwrap(),
+            AxisBins::new(9, 9).unwrap(),
+            AxisBins::new(1, 1).unwrap(),
         ];
         let shape = TileShape::new(&axes, 4, 8);
         assert_eq!(shape.extent, [13, 12, 1]);
