@@ -11,14 +11,15 @@
 //! HORECON_BENCH_EXACT=estimate times one exact Eᴴ W d and one exact normal
 //! instead of the exact CG and reports Eᴴ W d + iterations × normal.
 //! Defaults: n = 256, 8 coils, 50 iterations.
-//!
-//! With off-resonance: HORECON_BENCH_OFF_RESONANCE_HZ=f adds the smooth map
-//! of `sim::field::off_resonance_map` peaking at about f Hz (times from the
-//! spiral's readout); HORECON_BENCH_UNDERSAMPLING=R sets the spiral's radial
-//! spacing (default 1; 0.526 gives M = 6143 at 64²). HORECON_BENCH_SETUP=1
-//! times only the Toeplitz set-up: `set_toeplitz` + the first normal (time
-//! segmentation and kernels included) on a fresh plan, the best of 3, and
-//! one exact normal for comparison.
+//! Off-resonance: HORECON_BENCH_OFFRES_HZ = peak |ω|/2π of
+//! `sim::field::off_resonance_map` (default 0: none; Toeplitz then uses
+//! automatic time segmentation), HORECON_BENCH_DWELL = the spiral's dwell
+//! time in seconds (default 4e-6; the readout lasts M × dwell).
+//! HORECON_BENCH_UNDERSAMPLING=R sets the spiral's radial spacing (default 1;
+//! 0.526 gives M = 6143 at 64²). HORECON_BENCH_SETUP=1 times only the
+//! Toeplitz set-up: `set_toeplitz` + the first normal (time segmentation and
+//! kernels included) on a fresh plan, the best of 3, and one exact normal
+//! for comparison.
 
 use horecon::sim::coils::coil_sensitivities;
 use horecon::sim::field::off_resonance_map;
@@ -56,16 +57,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(Precision::Accurate);
-    let fov = 0.22;
-    let env_f64 = |name: &str, default: f64| {
+    let env = |name: &str, default: f64| {
         std::env::var(name)
             .ok()
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap_or(default)
     };
-    let undersampling = env_f64("HORECON_BENCH_UNDERSAMPLING", 1.0);
-    let off_resonance_hz = env_f64("HORECON_BENCH_OFF_RESONANCE_HZ", 0.0);
-    let trajectory = spiral(n as i64, fov, undersampling, 4e-6, 0.0)?;
+    let offres_hz = env("HORECON_BENCH_OFFRES_HZ", 0.0);
+    let dwell = env("HORECON_BENCH_DWELL", 4e-6);
+    let fov = 0.22;
+    let undersampling = env("HORECON_BENCH_UNDERSAMPLING", 1.0);
+    let trajectory = spiral(n as i64, fov, undersampling, dwell, 0.0)?;
     let m = trajectory.samples();
     let weights = density_weights_2d(&trajectory.k)?;
     let options = Options {
@@ -78,26 +80,41 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         plan.set_grid_positions([fov, fov, 1.0], [0.0; 3])?;
         plan.set_trajectory(2, &trajectory.k)?;
         let positions = plan.model().positions.clone().unwrap_or_default();
+        if offres_hz > 0.0 {
+            let omega = off_resonance_map(&positions, [fov, fov, 1.0], [0.0; 3], offres_hz)?;
+            plan.set_off_resonance(Some((&omega, &trajectory.times)))?;
+        }
         plan.set_sensitivities(Some(&coil_sensitivities(
             &positions,
             coils,
             0.6 * fov,
             [0.0; 3],
         )?))?;
-        if off_resonance_hz != 0.0 {
-            let omega = off_resonance_map(&positions, [fov, fov, 0.0], [0.0; 3], off_resonance_hz)?;
-            plan.set_off_resonance(Some((&omega, &trajectory.times)))?;
-        }
         Ok(plan)
     };
     let exact = make_plan()?;
+    if offres_hz > 0.0 {
+        let positions = exact.model().positions.clone().unwrap_or_default();
+        let omega = off_resonance_map(&positions, [fov, fov, 1.0], [0.0; 3], offres_hz)?;
+        let t = Instant::now();
+        let segmentation =
+            horecon::model::toeplitz::TimeSegmentation::new(&omega, &trajectory.times, 0)?;
+        if let Some(s) = segmentation {
+            eprintln!(
+                "  time segmentation: L = {} segments, interpolation error {:.1e} ({:.3} s on the host)",
+                s.segments,
+                s.error,
+                t.elapsed().as_secs_f64()
+            );
+        }
+    }
     eprintln!(
-        "bench_toeplitz: {n}x{n}, {coils} coils, M = {m} spiral samples, {iterations} CG \
-         iterations, {precision:?}, backend {}",
+        "bench_toeplitz: {n}x{n}, {coils} coils, M = {m} spiral samples (dwell {dwell:e} s), \
+         off-resonance up to {offres_hz} Hz, {iterations} CG iterations, {precision:?}, backend {}",
         exact.operator()?.backend_name()
     );
     if std::env::var("HORECON_BENCH_SETUP").as_deref() == Ok("1") {
-        return setup_only(&exact, &make_plan, n, coils, m, off_resonance_hz);
+        return setup_only(&exact, &make_plan, n, coils, m, offres_hz);
     }
     // Data of a smooth random image (exact forward; not timed).
     let mut state = 12345u64;
@@ -128,9 +145,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         plan.operator()?;
         let start = Instant::now();
         plan.set_toeplitz(true, 0)?;
+        plan.normal_operator()?;
+        let setup = start.elapsed().as_secs_f64();
         let mut x = vec![Complex32::default(); n * n];
         let info = plan.cg(&data, &cg, &mut x)?;
         let seconds = start.elapsed().as_secs_f64();
+        eprintln!("  Toeplitz operator built (segmentation, exact operator) in {setup:.3} s");
         eprintln!(
             "  Toeplitz: {seconds:.3} s ({} iterations, relative residual {:.2e}; kernels included; \
              CG's own clock {:.3} s)",

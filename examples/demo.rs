@@ -10,11 +10,18 @@
 //! noise (no inverse crime), then reconstructed by CG with
 //! (a) the full model, (b) the nominal trajectory only, (c) higher orders
 //! without B0, (d) B0 without higher orders ([`horecon::sim::workflow`]).
-//! Prints NRMSE, PSNR, seconds and backend, and writes a PNG montage: top row
-//! truth and (a)–(d), bottom row the B0 map and the error maps |x − truth| (×5).
+//! Prints NRMSE, PSNR, seconds and backend, and writes a PNG figure
+//! (examples/common/figure.rs, plotters): top row truth and (a)–(d) titled with
+//! method and NRMSE on one grey scale with its colour bar, bottom row the B0
+//! map (Hz) and the differences |x − truth| on one scale with its colour bar.
 //! Runs on the GPU when the CUDA backend is usable, else on the CPU.
 
-use horecon::sim::workflow::{higher_order_workflow, Step, WorkflowSettings, SCENARIOS};
+#[path = "common/figure.rs"]
+mod figure;
+
+use horecon::sim::workflow::{
+    higher_order_workflow, Step, WorkflowResult, WorkflowSettings, SCENARIOS,
+};
 use horecon::Complex32;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::error::Error;
@@ -113,14 +120,9 @@ fn main() -> Result<(), Box<dyn Error>> {
     }
     let gain = result.gain();
     println!("full model vs nominal: NRMSE {gain:.1}x lower; total {total:.1} s");
-    let images: Vec<&[Complex32]> = result
-        .reconstructions
-        .iter()
-        .map(|r| r.image.as_slice())
-        .collect();
-    write_montage(&output, n, &result.truth, &result.off_resonance, &images)?;
+    write_montage(&output, &s, &result)?;
     println!(
-        "montage written to {output} (top: truth, (a)-(d); bottom: B0 map, |error| x5 of (a)-(d))"
+        "figure written to {output} (top: truth, (a)-(d) with NRMSE; bottom: B0 map, |x - truth| of (a)-(d))"
     );
     if gain < 3.0 {
         return Err(
@@ -130,47 +132,110 @@ fn main() -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-/// Grey-scale montage, two rows of five n×n tiles (y up), 8-bit PNG.
+/// The figure: truth and (a)–(d) titled with their NRMSE on one grey scale,
+/// below them the B0 map (Hz) and |x − truth| of (a)–(d) on one scale.
 fn write_montage(
     path: &str,
-    n: usize,
-    truth: &[Complex32],
-    omega: &[f64],
-    images: &[&[Complex32]],
+    settings: &WorkflowSettings,
+    result: &WorkflowResult,
 ) -> Result<(), Box<dyn Error>> {
-    let (cols, rows, gap) = (5, 2, 4);
-    let width = cols * n + (cols - 1) * gap;
-    let height = rows * n + (rows - 1) * gap;
-    let mut pixels = vec![40u8; width * height];
-    let peak = truth
+    let n = settings.n;
+    let magnitude = |x: &[Complex32]| x.iter().map(|v| v.norm() as f64).collect::<Vec<f64>>();
+    let truth = magnitude(&result.truth);
+    let images: Vec<Vec<f64>> = result
+        .reconstructions
         .iter()
-        .map(|v| v.norm())
-        .fold(0.0f32, f32::max)
-        .max(f32::MIN_POSITIVE);
-    let mut tile = |row: usize, col: usize, value: &dyn Fn(usize) -> f32| {
-        for iy in 0..n {
-            for ix in 0..n {
-                let v = value(ix + n * iy).clamp(0.0, 1.0);
-                let y = row * (n + gap) + (n - 1 - iy);
-                let x = col * (n + gap) + ix;
-                pixels[y * width + x] = (v * 255.0).round() as u8;
-            }
-        }
+        .map(|r| magnitude(&r.image))
+        .collect();
+    let differences: Vec<Vec<f64>> = result
+        .reconstructions
+        .iter()
+        .map(|r| {
+            r.image
+                .iter()
+                .zip(&result.truth)
+                .map(|(x, t)| (x - t).norm() as f64)
+                .collect()
+        })
+        .collect();
+    let b0_hz: Vec<f64> = result
+        .off_resonance
+        .iter()
+        .map(|w| w / (2.0 * std::f64::consts::PI))
+        .collect();
+    let peak = truth.iter().fold(0.0f64, |a, &v| a.max(v));
+    let b0_peak = b0_hz.iter().fold(0.0f64, |a, v| a.max(v.abs()));
+    // one scale for all differences: the largest error of the full model (a), so that
+    // the partial models' larger errors saturate rather than hide (a)'s structure
+    let difference_top = differences[0]
+        .iter()
+        .fold(0.0f64, |a, &v| a.max(v))
+        .max(1e-12);
+    let method = |label: &str| {
+        label
+            .split_once(' ')
+            .map_or(label, |(_, rest)| rest)
+            .to_string()
     };
-    tile(0, 0, &|i| truth[i].norm() / peak);
-    for (c, image) in images.iter().enumerate() {
-        tile(0, c + 1, &|i| image[i].norm() / peak);
-        tile(1, c + 1, &|i| 5.0 * (image[i] - truth[i]).norm() / peak);
+    let mut top = vec![figure::Panel {
+        title: vec!["truth".into(), "(phantom, voxel average)".into()],
+        values: &truth,
+        own_scale: None,
+    }];
+    let mut bottom = vec![figure::Panel {
+        title: vec!["B0 map".into(), "(off-resonance)".into()],
+        values: &b0_hz,
+        own_scale: Some(figure::Scale {
+            range: (-b0_peak, b0_peak),
+            label: "Hz".into(),
+        }),
+    }];
+    for ((r, image), difference) in result.reconstructions.iter().zip(&images).zip(&differences) {
+        let tag = &r.label[..3];
+        top.push(figure::Panel {
+            title: vec![
+                format!("{tag} {}", method(r.label)),
+                format!("NRMSE {:.3}, PSNR {:.1} dB", r.nrmse, r.psnr),
+            ],
+            values: image,
+            own_scale: None,
+        });
+        bottom.push(figure::Panel {
+            title: vec![format!("|{tag} − truth|"), String::new()],
+            values: difference,
+            own_scale: None,
+        });
     }
-    let omega_peak = omega
-        .iter()
-        .fold(0.0f64, |a, v| a.max(v.abs()))
-        .max(f64::MIN_POSITIVE);
-    tile(1, 0, &|i| (0.5 + 0.5 * omega[i] / omega_peak) as f32);
-    let file = std::io::BufWriter::new(std::fs::File::create(path)?);
-    let mut encoder = png::Encoder::new(file, width as u32, height as u32);
-    encoder.set_color(png::ColorType::Grayscale);
-    encoder.set_depth(png::BitDepth::Eight);
-    encoder.write_header()?.write_image_data(&pixels)?;
-    Ok(())
+    let heading = vec![
+        format!(
+            "horecon demo: {n}×{n} slice at z = {} mm, {} coils, spiral R = {}, 16-term field model + B0, SNR {}",
+            settings.center[2] * 1e3,
+            settings.coils,
+            settings.undersampling,
+            settings.snr
+        ),
+        format!(
+            "CG, {} iterations, on {}; data simulated on a {}× finer grid; the differences share (a)'s scale (larger ones saturate)",
+            settings.iterations, result.backend, settings.refinement
+        ),
+    ];
+    let rows = [
+        figure::Row {
+            panels: top,
+            grey: true,
+            scale: figure::Scale {
+                range: (0.0, peak),
+                label: "|image|".into(),
+            },
+        },
+        figure::Row {
+            panels: bottom,
+            grey: false,
+            scale: figure::Scale {
+                range: (0.0, difference_top),
+                label: "|difference|".into(),
+            },
+        },
+    ];
+    figure::write_figure(path, &heading, n, &rows)
 }

@@ -41,6 +41,23 @@
 
 #define HORECON_REG_LAPLACE 4
 
+#define HORECON_CALL_FORWARD 0
+
+#define HORECON_CALL_ADJOINT 1
+
+#define HORECON_CALL_NORMAL 2
+
+#define HORECON_CALL_CG 3
+
+#define HORECON_CALL_FHD 4
+
+#define HORECON_CALL_Q 5
+
+#define HORECON_CALL_GRIDDING 6
+
+// The most CPU threads a plan may ask for (each is a thread of its pool).
+#define MAX_THREADS 1024
+
 // Kernel width W in cells of the oversampled grid.
 #define KERNEL_WIDTH 6
 
@@ -149,6 +166,10 @@ typedef struct horecon_cg_info {
   double rel_residual;
   double seconds;
 } horecon_cg_info;
+
+// Progress callback of long calls: `fraction` of the call done, in [0, 1];
+// return non-zero to cancel the call (it then returns HORECON_ERR_CANCELLED).
+typedef int32_t (*horecon_fraction_fn)(void *user, double fraction);
 
 // A double-precision complex number: the layout of C99 `double _Complex`,
 // numpy `complex128` and MATLAB's interleaved double.
@@ -440,6 +461,47 @@ horecon_status horecon_sim_percent_error(int64_t count, const struct horecon_c32
 // (libcufft.so, .so.13 or .so.12; without it HORECON_ERR_BACKEND_UNAVAILABLE).
 // time_segments < 0 gives HORECON_ERR_INVALID_ARGUMENT.
 horecon_status horecon_set_toeplitz(struct horecon_plan *plan, int32_t enable, int32_t time_segments);
+
+// Sets the progress callback of the plan's long calls (forward, adjoint,
+// normal, cg, fhd, q, gridding, and the Toeplitz / Cartesian set-up they
+// trigger): `progress(user, fraction)` runs on the thread that made the call
+// (never on a library thread), once at its start (fraction 0) and then at
+// most every 50 ms; returning non-zero cancels the call, which returns
+// HORECON_ERR_CANCELLED with its outputs untouched and the plan unchanged
+// and usable. Calls made from inside the callback do not call it again.
+// `progress` NULL removes it. A setter: not concurrently with other calls
+// on the plan.
+horecon_status horecon_set_progress(struct horecon_plan *plan, horecon_fraction_fn progress, void *user);
+
+// Cancels the calls running on `plan` now, from any thread (the thread
+// that runs them included, e.g. from a progress callback): each returns
+// HORECON_ERR_CANCELLED at its next check (between chunks of work, at
+// least every few tenths of a second), with its outputs untouched and the
+// plan unchanged and usable. Calls started after it are not affected. It
+// must not race horecon_plan_destroy of the same plan.
+horecon_status horecon_cancel(const struct horecon_plan *plan);
+
+// Sets the progress callback of the horecon_sim_* calls made on the calling
+// thread (each thread has its own; NULL removes it): as for
+// horecon_set_progress, `progress(user, fraction)` runs on that thread at
+// the start and at most every 50 ms, and non-zero cancels the call
+// (HORECON_ERR_CANCELLED). To cancel from another thread, let the callback
+// return non-zero when a flag that thread sets is up.
+horecon_status horecon_sim_set_progress(horecon_fraction_fn progress, void *user);
+
+// The memory the call `call` (HORECON_CALL_FORWARD, _ADJOINT, _NORMAL,
+// _CG, _FHD, _Q or _GRIDDING) on this plan needs at most, in bytes, asked
+// before running it: `*host_bytes` of host memory beyond the caller's
+// arrays, including the one-time set-up the call would trigger now (the
+// operator, Toeplitz kernels and time segmentation, the Cartesian and
+// gridding grids), and `*device_bytes` of GPU memory (0 on the CPU
+// backend; the resident model and vectors: the CUDA backend splits the rest
+// into chunks that fit). Needs the model the call needs (else
+// HORECON_ERR_INCOMPLETE_PLAN, or the argument error the call would give).
+// A call whose host estimate exceeds the memory the system can give
+// (MemAvailable + SwapFree) fails at once with HORECON_ERR_OUT_OF_MEMORY.
+// Either output may be NULL.
+horecon_status horecon_plan_memory(const struct horecon_plan *plan, int32_t call, int64_t *host_bytes, int64_t *device_bytes);
 
 // Creates a non-uniform FFT plan (FINUFFT's conventions) in *out:
 //

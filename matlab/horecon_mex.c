@@ -76,6 +76,15 @@ static void fail(const char *id, const char *fmt, ...) {
   mexErrMsgIdAndTxt(id, "%s", text);
 }
 
+/* Progress of the library's long calls (issue 11): called on MATLAB's thread
+ * between chunks of work; a pending Ctrl-C cancels the call (horecon:cancelled),
+ * the plan stays usable. Installed on every plan and for the toolkit. */
+static int32_t long_call_progress(void *user, double fraction) {
+  (void)user;
+  (void)fraction;
+  return interrupt_pending();
+}
+
 /* A failing status becomes horecon:<name> with the library's message. */
 static void check(horecon_status s) {
   if (s != HORECON_OK) {
@@ -296,6 +305,7 @@ static void cmd_create(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[
   o.device = (int32_t)integer(prhs[6], "Device");
   o.num_threads = (int32_t)integer(prhs[7], "Threads");
   check(horecon_plan_create(&o, dims[0], dims[1], dims[2], coils, samples, &plan));
+  horecon_set_progress(plan, long_call_progress, NULL); /* Ctrl-C cancels long calls */
   if (registry_len == registry_cap) {
     size_t cap = registry_cap ? 2 * registry_cap : 16;
     plan_entry *grown = (plan_entry *)realloc(registry, cap * sizeof(plan_entry));
@@ -857,6 +867,7 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
     fail("horecon:invalidArgument", "usage: horecon_mex(command, ...); use the +horecon package");
   command = mxArrayToString(prhs[0]);
   if (command == NULL) fail("horecon:invalidArgument", "the command must be a character row vector");
+  horecon_sim_set_progress(long_call_progress, NULL); /* Ctrl-C cancels toolkit calls */
 
   if (!strcmp(command, "version")) plhs[0] = mxCreateString(horecon_version());
   else if (!strcmp(command, "cudaDeviceCount")) {

@@ -122,16 +122,47 @@ impl std::error::Error for Error {}
 
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// An empty vector with room for `len` elements, or `OutOfMemory`.
+/// Allocations from this size on are first checked against the memory the
+/// system can give ([`check_available`]): with overcommit, a too-large
+/// allocation can succeed and the process be killed later, when its pages are
+/// touched (MATLAB and Python die with it).
+const CHECKED_ALLOCATION: u64 = 256 << 20;
+
+/// An empty vector with room for `len` elements, or `OutOfMemory` naming the bytes asked for.
 fn try_with_capacity<T>(len: usize, what: &str) -> Result<Vec<T>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(len).map_err(|_| {
+    let size = std::mem::size_of::<T>();
+    let bytes = (len as u64).saturating_mul(size as u64);
+    let failed = || {
         Error::out_of_memory(format!(
-            "could not allocate {what}: {len} elements of {} bytes",
-            std::mem::size_of::<T>()
+            "could not allocate {what}: {len} elements of {size} bytes = {bytes} bytes ({:.2} GiB)",
+            bytes as f64 / GIB
         ))
-    })?;
+    };
+    if bytes >= CHECKED_ALLOCATION {
+        if let Some(available) = available_bytes() {
+            if bytes > available {
+                let mut e = failed();
+                e.message += &format!(
+                    "; only {available} bytes ({:.2} GiB) are available (MemAvailable + SwapFree)",
+                    available as f64 / GIB
+                );
+                return Err(e);
+            }
+        }
+    }
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| failed())?;
     Ok(v)
+}
+
+/// `count` elements of `size` bytes, or `InvalidArgument` naming `what` when
+/// the product overflows (the checked size product of every user size).
+pub fn checked_bytes(count: usize, size: usize, what: &str) -> Result<usize> {
+    count.checked_mul(size).ok_or_else(|| {
+        Error::invalid(format!(
+            "{what}: {count} elements of {size} bytes overflow the address space"
+        ))
+    })
 }
 
 /// Allocates a vector of `len` copies of `value`, reporting failure as
@@ -149,3 +180,39 @@ pub fn try_copy<T: Clone>(values: &[T], what: &str) -> Result<Vec<T>> {
     v.extend_from_slice(values);
     Ok(v)
 }
+
+/// Available memory: MemAvailable + SwapFree of /proc/meminfo, capped by a
+/// cgroup v2 limit; `None` where the system does not say.
+pub fn available_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let field = |name: &str| -> Option<u64> {
+        let line = meminfo.lines().find(|l| l.starts_with(name))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib.saturating_mul(1024))
+    };
+    let mut available = field("MemAvailable:")?.saturating_add(field("SwapFree:").unwrap_or(0));
+    let read = |p: &str| std::fs::read_to_string(p).ok()?.trim().parse::<u64>().ok();
+    if let (Some(max), Some(current)) = (
+        read("/sys/fs/cgroup/memory.max"),
+        read("/sys/fs/cgroup/memory.current"),
+    ) {
+        available = available.min(max.saturating_sub(current));
+    }
+    Some(available)
+}
+
+/// `OutOfMemory` when `bytes` is more than the system can give now.
+pub fn check_available(bytes: u64, what: &str) -> Result<()> {
+    match available_bytes() {
+        Some(available) if bytes > available => Err(Error::out_of_memory(format!(
+            "{what} needs about {bytes} bytes ({:.2} GiB) but only {available} bytes ({:.2} GiB) \
+             are available (MemAvailable + SwapFree); use a smaller problem, fewer coils or time \
+             segments, or a machine with more memory",
+            bytes as f64 / GIB,
+            available as f64 / GIB
+        ))),
+        _ => Ok(()),
+    }
+}
+
+const GIB: f64 = (1u64 << 30) as f64;

@@ -23,7 +23,9 @@ pub mod model;
 /// cbindgen:ignore
 pub mod nufft;
 pub mod op;
+pub mod options;
 pub mod plan;
+pub mod progress;
 // The toolkit reaches C only through src/ffi/sim.rs: cbindgen skips the module.
 /// cbindgen:ignore
 pub mod sim;

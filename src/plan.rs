@@ -4,78 +4,29 @@
 //! The Rust face of the C API; `ffi` is a thin, checked layer over it.
 
 mod gridding;
+mod memory;
 mod stone;
+
+pub use memory::{Call, Memory};
 
 use crate::backend;
 use crate::error::{Error, Result};
 use crate::model::cartesian::Cartesian;
 use crate::model::toeplitz::ToeplitzSpec;
 use crate::model::{check_finite_c32, check_finite_f32, Model, Sizes};
-use crate::op::{CgReport, EncodingOperator, Precision};
+use crate::op::{CgReport, EncodingOperator};
+pub use crate::options::{BackendKind, Options};
+use crate::progress::{self, Callback, Control};
 use crate::solver::{CgProblem, Neighbourhood, Regularizer};
 use num_complex::Complex32;
 use std::sync::{Arc, Mutex};
 
-/// Where the operators run.
-#[repr(i32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum BackendKind {
-    /// CUDA when a usable GPU, driver and NVRTC are present, else the CPU.
-    #[default]
-    Auto = 0,
-    Cpu = 1,
-    Cuda = 2,
-}
-
-impl BackendKind {
-    pub fn from_code(code: i32) -> Option<BackendKind> {
-        [BackendKind::Auto, BackendKind::Cpu, BackendKind::Cuda]
-            .into_iter()
-            .find(|b| *b as i32 == code)
-    }
-}
-
-/// "auto", "cpu" or "cuda" (the bindings' and examples' names).
-impl std::str::FromStr for BackendKind {
-    type Err = String;
-    fn from_str(name: &str) -> std::result::Result<BackendKind, String> {
-        match name {
-            "auto" => Ok(BackendKind::Auto),
-            "cpu" => Ok(BackendKind::Cpu),
-            "cuda" => Ok(BackendKind::Cuda),
-            other => Err(format!("backend must be auto, cpu or cuda, got {other}")),
-        }
-    }
-}
-
-/// Plan options (the Rust mirror of `horecon_options`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Options {
-    pub backend: BackendKind,
-    pub device: i32,
-    pub num_devices: i32,
-    /// CPU threads; 0 = all.
-    pub num_threads: usize,
-    pub precision: Precision,
-    /// 0 silent, 1 one line per solve, 2 one line per iteration (stderr).
-    pub verbosity: i32,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            backend: BackendKind::Auto,
-            device: 0,
-            num_devices: 1,
-            num_threads: 0,
-            precision: Precision::Accurate,
-            verbosity: 0,
-        }
-    }
-}
+/// The most CPU threads a plan may ask for (each is a thread of its pool).
+pub const MAX_THREADS: usize = 1024;
 
 impl Options {
-    /// Checks what every plan checks: device ≥ 0, num_devices ≥ 1, verbosity 0…2.
+    /// Checks what every plan checks: device ≥ 0, num_devices ≥ 1,
+    /// num_threads ≤ [`MAX_THREADS`], verbosity 0…2.
     pub fn check(&self) -> Result<()> {
         if self.device < 0 {
             return Err(Error::invalid(format!(
@@ -87,6 +38,12 @@ impl Options {
             return Err(Error::invalid(format!(
                 "num_devices must be >= 1, got {}",
                 self.num_devices
+            )));
+        }
+        if self.num_threads > MAX_THREADS {
+            return Err(Error::invalid(format!(
+                "num_threads must be 0 (all cores) to {MAX_THREADS}, got {}",
+                self.num_threads
             )));
         }
         if !(0..=2).contains(&self.verbosity) {
@@ -182,6 +139,10 @@ pub struct Plan {
     toeplitz: Option<usize>,
     /// The Toeplitz operator (normal and CG), built on first use.
     toeplitz_operator: Mutex<Option<Arc<dyn EncodingOperator>>>,
+    /// Cancellation of the calls running on this plan ([`Plan::control`]).
+    control: Arc<Control>,
+    /// The progress callback of long calls ([`Plan::set_progress`]).
+    progress: Option<Callback>,
 }
 
 fn expect_len(argument: &str, got: usize, expected: usize, shape: &str) -> Result<()> {
@@ -283,7 +244,31 @@ impl Plan {
             operator: Mutex::new(None),
             toeplitz: None,
             toeplitz_operator: Mutex::new(None),
+            control: Arc::new(Control::default()),
+            progress: None,
         })
+    }
+
+    /// What cancels the calls running on this plan: [`Control::cancel`] may
+    /// be called from any thread while they run (`horecon_cancel`).
+    pub fn control(&self) -> &Arc<Control> {
+        &self.control
+    }
+
+    /// The progress callback of this plan's long calls (`None` removes it):
+    /// called on the calling thread with the fraction done, at the start and
+    /// then at most every [`progress::INTERVAL`]; non-zero cancels the call
+    /// ([`crate::progress`]).
+    pub fn set_progress(&mut self, callback: Option<Callback>) {
+        self.progress = callback;
+    }
+
+    /// Runs the body of the long call `call` as a cancellable, reporting
+    /// [`progress::Work`], after checking that the memory it needs is there.
+    fn run<R>(&self, call: Call, f: impl FnOnce() -> Result<R>) -> Result<R> {
+        let what = call.name();
+        self.preflight(call, what)?;
+        progress::run(what, &self.control, self.progress, f)
     }
 
     pub fn sizes(&self) -> Sizes {
@@ -509,11 +494,15 @@ impl Plan {
     /// a lattice then fail there with `InvalidArgument` naming the reason.
     /// Forward and adjoint stay exact and are unaffected.
     pub fn set_toeplitz(&mut self, enable: bool, time_segments: i32) -> Result<()> {
-        let segments = usize::try_from(time_segments).map_err(|_| {
-            Error::invalid(format!(
-                "time_segments must be >= 0 (0 = automatic), got {time_segments}"
-            ))
-        })?;
+        let max = crate::model::toeplitz::MAX_TIME_SEGMENTS;
+        let segments = usize::try_from(time_segments)
+            .ok()
+            .filter(|&s| s <= max)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "time_segments must be 0 (automatic) to {max}, got {time_segments}"
+                ))
+            })?;
         self.toeplitz = enable.then_some(segments);
         self.changed();
         Ok(())
@@ -572,7 +561,7 @@ impl Plan {
         self.check_image("image", image)?;
         self.check_data("data", data)?;
         check_finite_c32("image", image)?;
-        self.operator()?.forward(image, data)
+        self.run(Call::Forward, || self.operator()?.forward(image, data))
     }
 
     /// ρ = Eᴴ d.
@@ -580,7 +569,7 @@ impl Plan {
         self.check_data("data", data)?;
         self.check_image("image", image)?;
         check_finite_c32("data", data)?;
-        self.operator()?.adjoint(data, image)
+        self.run(Call::Adjoint, || self.operator()?.adjoint(data, image))
     }
 
     /// out = Eᴴ E ρ.
@@ -588,7 +577,9 @@ impl Plan {
         self.check_image("image", image)?;
         self.check_image("out", out)?;
         check_finite_c32("image", image)?;
-        self.normal_operator()?.normal(image, out, None)
+        self.run(Call::Normal, || {
+            self.normal_operator()?.normal(image, out, None)
+        })
     }
 
     /// Conjugate gradient on (EᴴWE + λR)ρ = EᴴWd. `image` holds the start
@@ -634,7 +625,6 @@ impl Plan {
             }
         }
         check_regularizer_options(options, s)?;
-        let op = self.normal_operator()?;
         let verbosity = self.options.verbosity;
         let user = options.progress;
         let progress = move |iteration: usize, rel: f64| {
@@ -660,7 +650,11 @@ impl Plan {
         };
         let start = std::time::Instant::now();
         let mut solution = crate::error::try_copy(image, "image")?;
-        let report: CgReport = op.solve(&problem, &mut solution)?;
+        let (report, op): (CgReport, _) = self.run(Call::Cg, || {
+            // Inside the call: building a Toeplitz operator (time segmentation) takes a while.
+            let op = self.normal_operator()?;
+            Ok((op.solve(&problem, &mut solution)?, op))
+        })?;
         image.copy_from_slice(&solution);
         let info = CgInfo {
             iterations: report.iterations,

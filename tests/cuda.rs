@@ -30,6 +30,49 @@ fn gpu(test: &str) -> bool {
     }
 }
 
+/// A fresh generator (seed printed) when a GPU is usable; otherwise one line saying why.
+fn gpu_rng(test: &str) -> Option<Rng> {
+    gpu(test).then(|| Rng::fresh(test))
+}
+
+/// E x and Eᴴ d of `plan` against `reference` (float64): relative errors.
+fn errors(
+    plan: &Plan,
+    image: &[Complex32],
+    data: &[Complex32],
+    reference: &(Vec<Complex64>, Vec<Complex64>),
+) -> (f64, f64) {
+    let (d, x) = apply(plan, image, data);
+    (rel_error(&d, &reference.0), rel_error(&x, &reference.1))
+}
+
+/// The float64 direct sums E x and Eᴴ d of MODEL.md.
+fn f64_reference(
+    problem: &Problem,
+    image: &[Complex32],
+    data: &[Complex32],
+) -> (Vec<Complex64>, Vec<Complex64>) {
+    (problem.forward_f64(image), problem.adjoint_f64(data))
+}
+
+/// Voxel positions (N×3) of an FFT-centred grid with field of view `fov` on
+/// every axis: x_i = (i − ⌊n/2⌋)·fov/n.
+fn centred_grid(dims: [usize; 3], fov: f64) -> Vec<f64> {
+    let n: usize = dims.iter().product();
+    let mut positions = vec![0.0; 3 * n];
+    for iz in 0..dims[2] {
+        for iy in 0..dims[1] {
+            for ix in 0..dims[0] {
+                let v = ix + dims[0] * (iy + dims[1] * iz);
+                for (a, i) in [ix, iy, iz].into_iter().enumerate() {
+                    positions[a * n + v] = (i as f64 - (dims[a] / 2) as f64) * fov / dims[a] as f64;
+                }
+            }
+        }
+    }
+    positions
+}
+
 /// The problem's plan on an explicit backend.
 fn plan_on(problem: &Problem, precision: Precision, backend: BackendKind) -> Plan {
     problem.plan_with(Options {
@@ -39,26 +82,12 @@ fn plan_on(problem: &Problem, precision: Precision, backend: BackendKind) -> Pla
     })
 }
 
-fn apply(plan: &Plan, image: &[Complex32], data: &[Complex32]) -> (Vec<Complex32>, Vec<Complex32>) {
-    let mut d = vec![Complex32::default(); data.len()];
-    plan.forward(image, &mut d).expect("forward");
-    let mut x = vec![Complex32::default(); image.len()];
-    plan.adjoint(data, &mut x).expect("adjoint");
-    (d, x)
-}
-
 /// A bieri-like 2D grid problem: spiral-like linear terms reaching `cycles`
 /// cycles at the edge, higher orders and off-resonance, `coils` coils.
 fn grid_problem(rng: &mut Rng, width: usize, samples: usize, coils: usize, cycles: f64) -> Problem {
     let n = width * width;
     let fov = 0.22;
-    let mut positions = vec![0.0; 3 * n];
-    for iy in 0..width {
-        for ix in 0..width {
-            positions[ix + width * iy] = (ix as f64 - (width / 2) as f64) * fov / width as f64;
-            positions[n + ix + width * iy] = (iy as f64 - (width / 2) as f64) * fov / width as f64;
-        }
-    }
+    let positions = centred_grid([width, width, 1], fov);
     let terms = 16;
     let kmax = cycles * std::f64::consts::TAU / (fov / 2.0);
     let mut coefficients = vec![0.0; samples * terms];
@@ -202,19 +231,16 @@ fn requesting_cuda_prints_no_panic_text() {
 
 #[test]
 fn cuda_matches_float64_direct_sum_in_each_mode() {
-    if !gpu("cuda_matches_float64_direct_sum_in_each_mode") {
+    let Some(mut rng) = gpu_rng("cuda_matches_float64_direct_sum_in_each_mode") else {
         return;
-    }
-    let mut rng = Rng::fresh("cuda_matches_float64_direct_sum_in_each_mode");
+    };
     for round in 0..10 {
         let problem = Problem::random(&mut rng, 900, 700, 80.0);
-        let image = rng.complex(problem.voxels());
-        let data = rng.complex(problem.samples * problem.coils);
-        let (fref, aref) = (problem.forward_f64(&image), problem.adjoint_f64(&data));
+        let (image, data) = random_inputs(&mut rng, &problem);
+        let reference = f64_reference(&problem, &image, &data);
         for (precision, bound) in CLASSES {
             let plan = plan_on(&problem, precision, BackendKind::Cuda);
-            let (d, x) = apply(&plan, &image, &data);
-            let (ef, ea) = (rel_error(&d, &fref), rel_error(&x, &aref));
+            let (ef, ea) = errors(&plan, &image, &data, &reference);
             eprintln!(
                 "round {round} {precision:?} dims {:?} M {} L {} B {} user {} off-res {}: forward {ef:.2e} adjoint {ea:.2e}",
                 problem.dims,
@@ -238,19 +264,16 @@ fn cuda_matches_float64_direct_sum_in_each_mode() {
 
 #[test]
 fn cuda_accuracy_holds_with_hundreds_of_radians_on_a_grid() {
-    if !gpu("cuda_accuracy_holds_with_hundreds_of_radians_on_a_grid") {
+    let Some(mut rng) = gpu_rng("cuda_accuracy_holds_with_hundreds_of_radians_on_a_grid") else {
         return;
-    }
-    let mut rng = Rng::fresh("cuda_accuracy_holds_with_hundreds_of_radians_on_a_grid");
+    };
     // 96² grid, edge phase 100 cycles (628 rad), 8 coils.
     let problem = grid_problem(&mut rng, 96, 1152, 8, 100.0);
-    let image = rng.complex(problem.voxels());
-    let data = rng.complex(problem.samples * problem.coils);
-    let (fref, aref) = (problem.forward_f64(&image), problem.adjoint_f64(&data));
+    let (image, data) = random_inputs(&mut rng, &problem);
+    let reference = f64_reference(&problem, &image, &data);
     for (precision, bound) in CLASSES {
         let plan = plan_on(&problem, precision, BackendKind::Cuda);
-        let (d, x) = apply(&plan, &image, &data);
-        let (ef, ea) = (rel_error(&d, &fref), rel_error(&x, &aref));
+        let (ef, ea) = errors(&plan, &image, &data, &reference);
         eprintln!("{precision:?}: forward {ef:.2e} adjoint {ea:.2e}");
         assert!(
             ef <= bound && ea <= bound,
@@ -261,26 +284,24 @@ fn cuda_accuracy_holds_with_hundreds_of_radians_on_a_grid() {
 
 #[test]
 fn cuda_agrees_with_cpu_within_the_class() {
-    if !gpu("cuda_agrees_with_cpu_within_the_class") {
+    let Some(mut rng) = gpu_rng("cuda_agrees_with_cpu_within_the_class") else {
         return;
-    }
-    let mut rng = Rng::fresh("cuda_agrees_with_cpu_within_the_class");
+    };
     for _ in 0..4 {
         let problem = Problem::random(&mut rng, 900, 600, 60.0);
-        let image = rng.complex(problem.voxels());
-        let data = rng.complex(problem.samples * problem.coils);
+        let (image, data) = random_inputs(&mut rng, &problem);
         for (precision, bound) in CLASSES {
-            let (dg, xg) = apply(
-                &plan_on(&problem, precision, BackendKind::Cuda),
-                &image,
-                &data,
-            );
             let (dc, xc) = apply(
                 &plan_on(&problem, precision, BackendKind::Cpu),
                 &image,
                 &data,
             );
-            let (ef, ea) = (rel_error(&dg, &to_c64(&dc)), rel_error(&xg, &to_c64(&xc)));
+            let (ef, ea) = errors(
+                &plan_on(&problem, precision, BackendKind::Cuda),
+                &image,
+                &data,
+                &(to_c64(&dc), to_c64(&xc)),
+            );
             eprintln!("{precision:?}: |cuda - cpu| forward {ef:.2e} adjoint {ea:.2e}");
             assert!(
                 ef <= 2.0 * bound && ea <= 2.0 * bound,
@@ -292,14 +313,12 @@ fn cuda_agrees_with_cpu_within_the_class() {
 
 #[test]
 fn cuda_adjoint_is_the_adjoint_and_normal_is_their_product() {
-    if !gpu("cuda_adjoint_is_the_adjoint_and_normal_is_their_product") {
+    let Some(mut rng) = gpu_rng("cuda_adjoint_is_the_adjoint_and_normal_is_their_product") else {
         return;
-    }
-    let mut rng = Rng::fresh("cuda_adjoint_is_the_adjoint_and_normal_is_their_product");
+    };
     for _ in 0..4 {
         let problem = Problem::random(&mut rng, 900, 600, 60.0);
-        let image = rng.complex(problem.voxels());
-        let data = rng.complex(problem.samples * problem.coils);
+        let (image, data) = random_inputs(&mut rng, &problem);
         let weights: Vec<f32> = (0..problem.samples)
             .map(|_| rng.range(0.1, 2.0) as f32)
             .collect();
@@ -336,10 +355,9 @@ fn cuda_adjoint_is_the_adjoint_and_normal_is_their_product() {
 
 #[test]
 fn cg_on_gpu_matches_cg_on_cpu() {
-    if !gpu("cg_on_gpu_matches_cg_on_cpu") {
+    let Some(mut rng) = gpu_rng("cg_on_gpu_matches_cg_on_cpu") else {
         return;
-    }
-    let mut rng = Rng::fresh("cg_on_gpu_matches_cg_on_cpu");
+    };
     let problem = grid_problem(&mut rng, 24, 400, 3, 10.0);
     let truth = rng.complex(problem.voxels());
     let data: Vec<Complex32> = problem
@@ -383,11 +401,10 @@ fn cg_on_gpu_matches_cg_on_cpu() {
 /// inner not of the tile) and coil counts that make groups (9, 13, 20 coils).
 #[test]
 fn tensor_core_and_ffma_paths_match_float64() {
-    if !gpu("tensor_core_and_ffma_paths_match_float64") {
+    let Some(mut rng) = gpu_rng("tensor_core_and_ffma_paths_match_float64") else {
         return;
-    }
+    };
     let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
-    let mut rng = Rng::fresh("tensor_core_and_ffma_paths_match_float64");
     for (coils, tensor) in [
         (1, None),
         (1, Some("1")),
@@ -404,21 +421,17 @@ fn tensor_core_and_ffma_paths_match_float64() {
         let mut problem = Problem::random(&mut rng, 1500, 900, 80.0);
         problem.coils = coils;
         problem.sensitivities = Some(rng.complex(problem.voxels() * coils));
-        let image = rng.complex(problem.voxels());
-        let data = rng.complex(problem.samples * coils);
-        let (fref, aref) = (problem.forward_f64(&image), problem.adjoint_f64(&data));
+        let (image, data) = random_inputs(&mut rng, &problem);
+        let reference = f64_reference(&problem, &image, &data);
         for (precision, bound) in [(Precision::Accurate, 1e-5), (Precision::Fast, 1e-3)] {
             match tensor {
                 Some(v) => std::env::set_var("HORECON_CUDA_TENSOR", v),
                 None => std::env::remove_var("HORECON_CUDA_TENSOR"),
             }
-            let (d, x) = apply(
-                &plan_on(&problem, precision, BackendKind::Cuda),
-                &image,
-                &data,
-            );
+            // (the plan builds its operator, reading the setting, on first use)
+            let plan = plan_on(&problem, precision, BackendKind::Cuda);
+            let (ef, ea) = errors(&plan, &image, &data, &reference);
             std::env::remove_var("HORECON_CUDA_TENSOR");
-            let (ef, ea) = (rel_error(&d, &fref), rel_error(&x, &aref));
             eprintln!(
                 "{precision:?}, L {coils}, HORECON_CUDA_TENSOR {tensor:?}, dims {:?} M {} B {}: forward {ef:.2e} adjoint {ea:.2e}",
                 problem.dims, problem.samples, problem.terms
@@ -433,11 +446,10 @@ fn tensor_core_and_ffma_paths_match_float64() {
 
 #[test]
 fn chunked_execution_equals_unchunked() {
-    if !gpu("chunked_execution_equals_unchunked") {
+    let Some(mut rng) = gpu_rng("chunked_execution_equals_unchunked") else {
         return;
-    }
+    };
     let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
-    let mut rng = Rng::fresh("chunked_execution_equals_unchunked");
     // Large enough for several thread blocks on both sides.
     let mut problem = loop {
         let p = Problem::random(&mut rng, 1800, 900, 40.0);
@@ -447,8 +459,7 @@ fn chunked_execution_equals_unchunked() {
     };
     problem.coils = 5;
     problem.sensitivities = Some(rng.complex(problem.voxels() * 5));
-    let image = rng.complex(problem.voxels());
-    let data = rng.complex(problem.samples * problem.coils);
+    let (image, data) = random_inputs(&mut rng, &problem);
     // The whole problem runs on the tensor cores (5 coils), the chunked one on
     // FFMA (groups of 2): in fast mode they differ by the tf32 rounding.
     for (precision, bound) in [
@@ -488,16 +499,15 @@ fn chunked_execution_equals_unchunked() {
 
 #[test]
 fn several_plans_and_threads_at_once() {
-    if !gpu("several_plans_and_threads_at_once") {
+    let Some(mut rng) = gpu_rng("several_plans_and_threads_at_once") else {
         return;
-    }
-    let mut rng = Rng::fresh("several_plans_and_threads_at_once");
+    };
     let problems: Vec<Problem> = (0..3)
         .map(|_| Problem::random(&mut rng, 700, 500, 40.0))
         .collect();
     let inputs: Vec<(Vec<Complex32>, Vec<Complex32>)> = problems
         .iter()
-        .map(|p| (rng.complex(p.voxels()), rng.complex(p.samples * p.coils)))
+        .map(|p| random_inputs(&mut rng, p))
         .collect();
     let plans: Vec<Plan> = problems
         .iter()
@@ -570,14 +580,13 @@ fn cuda_sign_convention_single_voxel() {
 
 #[test]
 fn operators_called_from_the_progress_callback_do_not_deadlock() {
-    if !gpu("operators_called_from_the_progress_callback_do_not_deadlock") {
+    let Some(mut rng) = gpu_rng("operators_called_from_the_progress_callback_do_not_deadlock")
+    else {
         return;
-    }
-    let mut rng = Rng::fresh("operators_called_from_the_progress_callback_do_not_deadlock");
+    };
     let problem = grid_problem(&mut rng, 16, 200, 2, 5.0);
     let plan = plan_on(&problem, Precision::Accurate, BackendKind::Cuda);
-    let image = rng.complex(problem.voxels());
-    let data = rng.complex(problem.samples * problem.coils);
+    let (image, data) = random_inputs(&mut rng, &problem);
     let mut expect = vec![Complex32::default(); data.len()];
     plan.forward(&image, &mut expect).expect("forward");
     let seen = std::sync::Mutex::new(Vec::new());
@@ -611,17 +620,7 @@ fn fd_problem(rng: &mut Rng, dims: [usize; 3], coils: usize) -> Problem {
     let n: usize = dims.iter().product();
     let m = n;
     let fov = 0.2;
-    let mut positions = vec![0.0; 3 * n];
-    for iz in 0..dims[2] {
-        for iy in 0..dims[1] {
-            for ix in 0..dims[0] {
-                let v = ix + dims[0] * (iy + dims[1] * iz);
-                for (a, i) in [ix, iy, iz].into_iter().enumerate() {
-                    positions[a * n + v] = (i as f64 - (dims[a] / 2) as f64) * fov / dims[a] as f64;
-                }
-            }
-        }
-    }
+    let positions = centred_grid(dims, fov);
     let mut coefficients = vec![0.0; 4 * m];
     for b in 1..4 {
         if dims[b - 1] > 1 {
@@ -649,11 +648,10 @@ fn fd_problem(rng: &mut Rng, dims: [usize; 3], coils: usize) -> Problem {
 /// differences, with and without fd_weights, double and accurate modes.
 #[test]
 fn fd_tv_laplace_cg_on_gpu_matches_cpu() {
-    if !gpu("fd_tv_laplace_cg_on_gpu_matches_cpu") {
+    let Some(mut rng) = gpu_rng("fd_tv_laplace_cg_on_gpu_matches_cpu") else {
         return;
-    }
+    };
     use horecon::solver::Neighbourhood;
-    let mut rng = Rng::fresh("fd_tv_laplace_cg_on_gpu_matches_cpu");
     let mut worst = [0.0f64; 2];
     for dims in [[9, 7, 1], [5, 7, 3]] {
         let problem = fd_problem(&mut rng, dims, 2);

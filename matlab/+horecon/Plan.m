@@ -36,6 +36,9 @@ classdef Plan < handle
 
   methods
     function obj = Plan(dims, ncoils, nsamples, varargin)
+      %PLAN  p = horecon.Plan([nx ny nz], ncoils, nsamples, 'Backend', 'auto', 'Precision',
+      %   'accurate', 'Device', 0, 'Threads', 0): a plan for nx*ny*nz voxels, ncoils receive
+      %   coils and nsamples samples per coil (see help horecon.Plan).
       if nargin < 3
         error('horecon:invalidArgument', 'usage: horecon.Plan([nx ny nz], ncoils, nsamples, ...)');
       end
@@ -52,7 +55,8 @@ classdef Plan < handle
     end
 
     function delete(obj)
-      % Destroys the plan once; later calls (and Octave's own deletion) do nothing.
+      %DELETE  delete(p): destroys the plan once; later calls (and Octave's own
+      %   deletion) do nothing, and a deleted plan's handle is rejected.
       if obj.Handle ~= 0
         h = obj.Handle;
         obj.Handle = uint64(0);
@@ -61,10 +65,15 @@ classdef Plan < handle
     end
 
     function setPositions(obj, P)
+      %SETPOSITIONS  p.setPositions(P): voxel positions r_n, P is N x 3 (x, y, z) in metres;
+      %   any positions (oblique slices, masks). Re-evaluates a solid-harmonic basis.
       horecon_mex('setPositions', obj.Handle, P);
     end
 
     function setGridPositions(obj, fov, center)
+      %SETGRIDPOSITIONS  p.setGridPositions(fov, center): an axis-aligned grid,
+      %   x_i = center(1) + (i - floor(nx/2))*fov(1)/nx (likewise y, z), fov and center
+      %   [x y z] in metres (center defaults to [0 0 0]).
       if nargin < 3
         center = [0 0 0];
       end
@@ -83,18 +92,27 @@ classdef Plan < handle
     end
 
     function setSolidHarmonics(obj, coef)
+      %SETSOLIDHARMONICS  p.setSolidHarmonics(coef): the built-in real solid harmonics
+      %   (field-camera order 1, x, y, z, xy, zy, 3z^2-r^2, xz, x^2-y^2, ...), coef M x B
+      %   in rad/m^order with B = 1, 4, 9 or 16. Needs positions first.
       horecon_mex('setSolidHarmonics', obj.Handle, coef);
     end
 
     function setBasis(obj, H, coef)
+      %SETBASIS  p.setBasis(H, coef): a user basis H (N x B, real) with coefficients coef
+      %   (M x B): phi(j,n) = sum_b coef(j,b)*H(n,b) (+ w(n)*t(j)).
       horecon_mex('setBasis', obj.Handle, H, coef);
     end
 
     function setTrajectory(obj, k)
+      %SETTRAJECTORY  p.setTrajectory(k): a k-space trajectory, k M x d (d = 1..3) in
+      %   rad/m, phi = k*r (sign +i: for exp(-1i*k*r) pass -k). Needs positions first.
       horecon_mex('setTrajectory', obj.Handle, k);
     end
 
     function setOffResonance(obj, w, t)
+      %SETOFFRESONANCE  p.setOffResonance(w, t): off-resonance w (N x 1 or the image
+      %   size, rad/s) and sample times t (M x 1, s after excitation); w = [] clears it.
       if nargin < 3
         t = [];
       end
@@ -102,6 +120,8 @@ classdef Plan < handle
     end
 
     function setSensitivities(obj, S)
+      %SETSENSITIVITIES  p.setSensitivities(S): complex coil sensitivities, N x L or
+      %   [nx ny nz L]; [] means S = 1 (one coil only).
       horecon_mex('setSensitivities', obj.Handle, S);
     end
 
@@ -123,14 +143,17 @@ classdef Plan < handle
     end
 
     function d = forward(obj, x)
+      %FORWARD  d = p.forward(x): d = E x, image x (N or [nx ny nz]) to data d (M x L).
       d = horecon_mex('forward', obj.Handle, x);
     end
 
     function x = adjoint(obj, d)
+      %ADJOINT  x = p.adjoint(d): x = E^H d, data d (M x L) to an image of the plan's size.
       x = obj.shape(horecon_mex('adjoint', obj.Handle, d));
     end
 
     function y = normal(obj, x)
+      %NORMAL  y = p.normal(x): y = E^H E x (Toeplitz if setToeplitz(true)), same size as x.
       y = reshape(horecon_mex('normal', obj.Handle, x), size(x));
     end
 

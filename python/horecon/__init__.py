@@ -61,8 +61,10 @@ raised inside a CG progress callback stops the solve and is re-raised from
 
 Library lookup
 --------------
-``$HORECON_LIB`` (full path) first, then ``<repo>/target/release/libhorecon.so``
-two folders above this file (python/horecon/), then ``ctypes.util.find_library("horecon")``.
+``$HORECON_LIB`` (full path) first, then ``libhorecon.so`` in this package's folder
+(where ``pip install`` puts it), then ``<repo>/target/release/libhorecon.so`` two
+folders above this file (a checkout: python/horecon/), then
+``ctypes.util.find_library("horecon")``. :func:`library_path` says which one loaded.
 
 Threads
 -------
@@ -97,6 +99,8 @@ from ctypes import (
 from pathlib import Path
 
 import numpy as np
+
+from . import _progress
 
 __all__ = [
     "Plan",
@@ -272,7 +276,15 @@ _SIGNATURES = {
     "horecon_q": (c_int32, [_PlanPtr, POINTER(c_float), _C32P]),
     "horecon_set_toeplitz": (c_int32, [_PlanPtr, c_int32, c_int32]),
     "horecon_gridding": (c_int32, [_PlanPtr, _C32P, POINTER(c_float), _C32P]),
+    # issue 11: progress, cancellation, memory
+    "horecon_set_progress": (c_int32, [_PlanPtr, _progress.FractionFn, c_void_p]),
+    "horecon_cancel": (c_int32, [_PlanPtr]),
+    "horecon_sim_set_progress": (c_int32, [_progress.FractionFn, c_void_p]),
+    "horecon_plan_memory": (c_int32, [_PlanPtr, c_int32, POINTER(c_int64), POINTER(c_int64)]),
 }
+
+#: the calls of :meth:`Plan.memory` (HORECON_CALL_*)
+CALLS = {"forward": 0, "adjoint": 1, "normal": 2, "cg": 3, "fhd": 4, "q": 5, "gridding": 6}
 
 
 # --------------------------------------------------------- library loading
@@ -295,7 +307,10 @@ def _candidates():
     out = []
     env = os.environ.get("HORECON_LIB")
     out.append(("$HORECON_LIB", env if env else None))
-    repo = Path(__file__).resolve().parents[2]
+    package = Path(__file__).resolve().parent
+    for name in _library_names():
+        out.append(("installed package", str(package / name)))
+    repo = package.parents[1]
     for name in _library_names():
         out.append(("repository build", str(repo / "target" / "release" / name)))
     found = ctypes.util.find_library("horecon")
@@ -329,7 +344,12 @@ def _load():
                 _LIB, _LIB_PATH = lib, path
                 return lib
             tried.append(f"{what}: {path} does not exist")
-        hint = "" if env else " Build it with `cargo build --release` or set HORECON_LIB."
+        hint = (
+            ""
+            if env
+            else " Install the package (`pip install .` in the repository), build the library"
+            " (`cargo build --release`) or set HORECON_LIB."
+        )
         raise OSError("horecon: could not load libhorecon; tried:\n  " + "\n  ".join(tried) + "\n" + hint)
 
 
@@ -485,6 +505,8 @@ class Plan:
             )
         )
         self._handle = handle.value
+        # progress bars, callbacks and Ctrl-C of the long calls (horecon._progress)
+        _check(lib.horecon_set_progress(self._handle, _progress.TRAMPOLINE, None))
 
     # ---------------------------------------------------------- life cycle
     def close(self) -> None:
@@ -568,6 +590,52 @@ class Plan:
             self._end(handle, exclusive)
         if error is not None:
             raise error
+
+    def _long_call(self, label: str, name: str, progress, *args):
+        """``_call`` for a long call: a progress bar or callback, and Ctrl-C
+        cancelling it (horecon._progress)."""
+        function = getattr(_load(), name)
+        handle = self._begin(False)
+        try:
+
+            def call():
+                status = function(handle, *args)
+                return status, (_last_error() if status != HORECON_OK else "")
+
+            def cancel():
+                if handle is not None:
+                    _LIB.horecon_cancel(handle)
+
+            status, message, interrupt, raised = _progress.run(label, call, cancel, progress)
+        finally:
+            self._end(handle, False)
+        if status != HORECON_OK:
+            error = _error(status, message, "this Plan was closed" if handle is None else "")
+            if interrupt is not None:
+                raise interrupt from error
+            if raised:
+                raise raised[0] from error
+            raise error
+        if interrupt is not None:
+            raise interrupt
+
+    def cancel(self) -> None:
+        """Cancels the calls running on this plan now (from any thread): they
+        raise HoreconError(HORECON_ERR_CANCELLED); the plan stays usable."""
+        if self._handle is not None:
+            _check(_load().horecon_cancel(self._handle))
+
+    def memory(self, call: str = "cg"):
+        """(host_bytes, device_bytes) the call ('forward', 'adjoint', 'normal',
+        'cg', 'fhd', 'q' or 'gridding') needs at most, asked before running it."""
+        if call not in CALLS:
+            raise _value_error(
+                HORECON_ERR_INVALID_ARGUMENT,
+                f"memory: call must be one of {', '.join(repr(c) for c in CALLS)}, got {call!r}",
+            )
+        host, device = c_int64(0), c_int64(0)
+        self._call("horecon_plan_memory", CALLS[call], ctypes.byref(host), ctypes.byref(device))
+        return int(host.value), int(device.value)
 
     def __repr__(self):
         state = "closed" if self.closed else self.backend
@@ -754,29 +822,32 @@ class Plan:
         self._call("horecon_set_toeplitz", 1 if enable else 0, int(time_segments))
 
     # ---------------------------------------------------------- operators
-    def forward(self, image) -> np.ndarray:
-        """d = E rho: image ((N,) or the image shape) -> data (M, L) complex64, Fortran order."""
+    def forward(self, image, *, progress=None) -> np.ndarray:
+        """d = E rho: image ((N,) or the image shape) -> data (M, L) complex64, Fortran order.
+        ``progress``: None (a tqdm bar for calls over a second, when tqdm is
+        installed), True, False, or callable(fraction) -> truthy to stop (as for
+        every long call; Ctrl-C cancels it)."""
         x = self._image_in("image", image)
         d = np.empty((self.nsamples, self.ncoils), dtype=np.complex64, order="F")
-        self._call("horecon_forward", _ptr(x, _C32), _ptr(d, _C32))
+        self._long_call("forward", "horecon_forward", progress, _ptr(x, _C32), _ptr(d, _C32))
         return d
 
-    def adjoint(self, data) -> np.ndarray:
+    def adjoint(self, data, *, progress=None) -> np.ndarray:
         """rho = E^H d: data (M, L) (or (L, M) when L != M, (M,) when L = 1) ->
         image of the plan's shape, complex64, Fortran order."""
         d = self._data_in("data", data)
         x = np.empty(self.nvoxels, dtype=np.complex64)
-        self._call("horecon_adjoint", _ptr(d, _C32), _ptr(x, _C32))
+        self._long_call("adjoint", "horecon_adjoint", progress, _ptr(d, _C32), _ptr(x, _C32))
         return self._image_out(x)
 
-    def normal(self, image) -> np.ndarray:
+    def normal(self, image, *, progress=None) -> np.ndarray:
         """E^H E rho: image -> image of the plan's shape."""
         x = self._image_in("image", image)
         y = np.empty(self.nvoxels, dtype=np.complex64)
-        self._call("horecon_normal", _ptr(x, _C32), _ptr(y, _C32))
+        self._long_call("normal", "horecon_normal", progress, _ptr(x, _C32), _ptr(y, _C32))
         return self._image_out(y)
 
-    def fhd(self, data, phi=None) -> np.ndarray:
+    def fhd(self, data, phi=None, *, progress=None) -> np.ndarray:
         """Stone et al.'s F^H d (eq. 4): sum_m conj(phi_m) d_m exp(+i 2 pi k_m . x_n)
         for Stone's k (cycles/m) = -k_plan / (2 pi), i.e. E^H (conj(phi) * d).
         Needs a single-coil trajectory plan (set_trajectory; no sensitivities,
@@ -784,7 +855,9 @@ class Plan:
         d = self._vector_in("data", data, self.nsamples, "M", np.complex64)
         p = None if phi is None else self._vector_in("phi", phi, self.nsamples, "M", np.complex64)
         out = np.empty(self.nvoxels, dtype=np.complex64)
-        self._call("horecon_fhd", _ptr(d, _C32), None if p is None else _ptr(p, _C32), _ptr(out, _C32))
+        self._long_call(
+            "fhd", "horecon_fhd", progress, _ptr(d, _C32), None if p is None else _ptr(p, _C32), _ptr(out, _C32)
+        )
         return self._image_out(out)
 
     def q_dims(self):
@@ -793,7 +866,7 @@ class Plan:
         self._call("horecon_q_dims", dims)
         return tuple(int(v) for v in dims)
 
-    def q(self, phi_mag2=None) -> np.ndarray:
+    def q(self, phi_mag2=None, *, progress=None) -> np.ndarray:
         """Stone et al.'s Q (eq. 3), the Toeplitz kernel of F^H F, on the
         2x-oversampled grid: q[i, j, l] = sum_m |phi_m|^2 exp(+i 2 pi k_m . r_ijl)
         with r_ijl = (i - nx) a + (j - ny) b + (l - nz) c (a, b, c the voxel grid
@@ -804,10 +877,10 @@ class Plan:
         w = None if phi_mag2 is None else self._vector_in("phi_mag2", phi_mag2, self.nsamples, "M", np.float32)
         dims = self.q_dims()
         out = np.empty(int(np.prod(dims)), dtype=np.complex64)
-        self._call("horecon_q", None if w is None else _ptr(w, c_float), _ptr(out, _C32))
+        self._long_call("q", "horecon_q", progress, None if w is None else _ptr(w, c_float), _ptr(out, _C32))
         return out.reshape(dims[: len(self.shape)], order="F")
 
-    def gridding(self, data, dcf=None) -> np.ndarray:
+    def gridding(self, data, dcf=None, *, progress=None) -> np.ndarray:
         """The gridding reconstruction (the seeds' comparison method): Kaiser-Bessel
         gridding (width 6, 2x oversampling), FFT, deapodization, coil combination.
         Approximates (relative error ~1e-5) rho_c(r_n) = sum_j w_j d_jc exp(-i (k0_j + k_j . r_n)),
@@ -820,7 +893,10 @@ class Plan:
         d = self._data_in("data", data)
         w = None if dcf is None else self._vector_in("dcf", dcf, self.nsamples, "M", np.float32)
         out = np.empty(self.nvoxels, dtype=np.complex64)
-        self._call("horecon_gridding", _ptr(d, _C32), None if w is None else _ptr(w, c_float), _ptr(out, _C32))
+        self._long_call(
+            "gridding", "horecon_gridding", progress, _ptr(d, _C32), None if w is None else _ptr(w, c_float),
+            _ptr(out, _C32),
+        )
         return self._image_out(out)
 
     def cg(
@@ -839,6 +915,7 @@ class Plan:
         sigma: float | None = None,
         fd_weights=None,
         neighbours: int | None = None,
+        bar=None,
     ):
         """Conjugate gradient on (E^H W E + lambda R) rho = E^H W d.
 
@@ -879,8 +956,13 @@ class Plan:
             raised by the callback stops the solve and is re-raised. The
             callback runs on a library thread, not the caller's.
 
-        Ctrl-C (KeyboardInterrupt) during the solve stops it after the current
-        iteration and is then re-raised (chained to the CANCELLED error).
+        bar : the plan-level progress of the whole solve: None (a tqdm bar for
+            solves over a second, when tqdm is installed), True, False, or
+            callable(fraction) -> truthy to stop.
+
+        Ctrl-C (KeyboardInterrupt) during the solve stops it (within the
+        current operator application) and is then re-raised (chained to the
+        CANCELLED error).
 
         Returns
         -------
@@ -947,9 +1029,11 @@ class Plan:
         opts.progress = callback
         info = _CgInfo()
         outcome = {}
+        bar_handler = _progress._Handler(bar, "cg")
         handle = self._begin(False)
 
         def solve():
+            _progress._TLS.handler = bar_handler
             try:
                 status = lib.horecon_cg(
                     handle, _ptr(d, _C32), ctypes.byref(opts), _ptr(x, _C32), ctypes.byref(info)
@@ -960,6 +1044,7 @@ class Plan:
             except BaseException as e:  # noqa: BLE001 - handed to the caller
                 outcome["exception"] = e
             finally:
+                _progress._TLS.handler = None
                 self._end(handle, False)  # the worker holds the plan until the solve ends
                 done.set()
 
@@ -974,6 +1059,10 @@ class Plan:
             except KeyboardInterrupt as e:
                 interrupt = e
                 stop.set()
+                bar_handler.stop.set()
+                if handle is not None:
+                    lib.horecon_cancel(handle)  # stops the current operator application too
+        bar_handler.close()
         del callback
         if "exception" in outcome:
             raise outcome["exception"]
@@ -984,8 +1073,8 @@ class Plan:
             )
             if interrupt is not None:
                 raise interrupt from error
-            if raised:
-                raise raised[0] from error
+            if raised or bar_handler.raised:
+                raise (raised or bar_handler.raised)[0] from error
             raise error
         if interrupt is not None:  # the solve finished before it saw the stop request
             raise interrupt
@@ -1019,12 +1108,13 @@ def _enum(name, value, table):
     return table[key]
 
 
-# The simulation toolkit (phantoms, trajectories, coils, field models, noise,
-# metrics) as ``horecon.sim``: python/horecon/sim.py over the same library,
-# imported on first use.
+# The package's modules, imported on first use: ``horecon.sim`` (the simulation
+# toolkit: phantoms, trajectories, coils, field models, noise, metrics),
+# ``horecon.io`` (ISMRMRD, NIfTI), ``horecon.plot``, ``horecon.batch`` and any other python/horecon/*.py.
 def __getattr__(name):
-    if name == "sim":
-        import importlib
+    import importlib
+    import importlib.util
 
-        return importlib.import_module(".sim", __name__)
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'horecon' has no attribute {name!r}")

@@ -11,19 +11,19 @@ Fortran-ordered (MODEL.md, first index fastest) float64 / complex64 arrays to
 the library and raises :class:`SimError` with the library's message on any
 failing status. ``horecon.sim`` is this module when both are importable.
 
-Library lookup: ``$HORECON_LIB`` (full path), else
-``<repo>/target/release/libhorecon.so`` next to this file's parent folder.
+The library is the one the package loads (:func:`horecon.library_path`).
 
-Run ``python3 -m horecon.sim`` (with python/ on the path) for a self-check.
+Run ``python3 -m horecon.sim`` for a self-check.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
-from pathlib import Path
 
 import numpy as np
+
+from . import _load, _progress
 
 __all__ = [
     "SimError", "shepp_logan", "shepp_logan_kspace", "shepp_logan_band_limited",
@@ -50,14 +50,9 @@ class SimError(RuntimeError):
         super().__init__(f"{self.name}: {message}")
 
 
-def _library_path() -> str:
-    env = os.environ.get("HORECON_LIB")
-    if env:
-        return env
-    return str(Path(__file__).resolve().parents[2] / "target" / "release" / "libhorecon.so")
-
-
-_lib = ctypes.CDLL(_library_path())
+# the library the package loaded (horecon.library_path(): $HORECON_LIB, the installed
+# package, the repository build)
+_lib = _load()
 _D = ctypes.POINTER(ctypes.c_double)
 _F = ctypes.POINTER(ctypes.c_float)
 _I64 = ctypes.POINTER(ctypes.c_int64)
@@ -90,12 +85,31 @@ for _name, _args in _SIGNATURES.items():
     _fn.restype = ctypes.c_int32
 _lib.horecon_last_error.restype = ctypes.c_char_p
 _lib.horecon_last_error.argtypes = []
+_lib.horecon_sim_set_progress.argtypes = [_progress.FractionFn, ctypes.c_void_p]
+_lib.horecon_sim_set_progress.restype = ctypes.c_int32
 
 
-def _call(name: str, *args) -> None:
-    status = getattr(_lib, name)(*args)
+def _call(name: str, *args, progress=None) -> None:
+    """Calls the toolkit function ``name``; long calls show a tqdm bar (when
+    tqdm is installed and the call lasts over a second) or call
+    ``progress(fraction)`` (truthy stops it), and Ctrl-C cancels them
+    (horecon._progress)."""
+    function = getattr(_lib, name)
+
+    def call():
+        status = function(*args)
+        return status, ((_lib.horecon_last_error() or b"").decode("utf-8", "replace") if status else "")
+
+    status, message, interrupt, raised = _progress.run(name[len("horecon_sim_"):], call, None, progress, _lib)
     if status != 0:
-        raise SimError(status, (_lib.horecon_last_error() or b"").decode("utf-8", "replace"))
+        error = SimError(status, message)
+        if interrupt is not None:
+            raise interrupt from error
+        if raised:
+            raise raised[0] from error
+        raise error
+    if interrupt is not None:
+        raise interrupt
 
 
 def _real(a, name: str, ncols: int | None = None) -> np.ndarray:
@@ -130,16 +144,16 @@ def _p(a: np.ndarray):
     return a.ctypes.data_as(_D) if a.dtype == np.float64 else a.ctypes.data_as(ctypes.c_void_p)
 
 
-def shepp_logan(ndims: int, fov, center, positions) -> np.ndarray:
+def shepp_logan(ndims: int, fov, center, positions, *, progress=None) -> np.ndarray:
     """Phantom values (N,) at positions (N, 3) m; ndims 2 (z ignored) or 3; spans fov around center."""
     p = _real(positions, "positions", 3)
     out = np.empty(p.shape[0])
     _call("horecon_sim_shepp_logan", ndims, _p(_vec3(fov, "fov")), _p(_vec3(center, "center")),
-          p.shape[0], _p(p), _p(out))
+          p.shape[0], _p(p), _p(out), progress=progress)
     return out
 
 
-def shepp_logan_kspace(ndims: int, fov, center, k) -> np.ndarray:
+def shepp_logan_kspace(ndims: int, fov, center, k, *, progress=None) -> np.ndarray:
     """Analytic F(k) = int rho(r) exp(+i k.r) dr at k (M, d) rad/m: complex128 (M,)."""
     k = _real(k, "k")
     if k.ndim == 1:
@@ -147,19 +161,21 @@ def shepp_logan_kspace(ndims: int, fov, center, k) -> np.ndarray:
     m, d = k.shape
     re, im = np.empty(m), np.empty(m)
     _call("horecon_sim_shepp_logan_kspace", ndims, _p(_vec3(fov, "fov")), _p(_vec3(center, "center")),
-          m, d, _p(k), _p(re), _p(im))
+          m, d, _p(k), _p(re), _p(im), progress=progress)
     return re + 1j * im
 
 
-def shepp_logan_band_limited(fov, center, positions, grid_fov, kmax: float) -> np.ndarray:
-    """The 2D phantom seen through |k| <= kmax on a grid of field of view grid_fov (2,): complex64 (N,)."""
+def shepp_logan_band_limited(fov, center, positions, grid_fov, kmax: float, *, progress=None) -> np.ndarray:
+    """The 2D phantom seen through |k| <= kmax on a grid of field of view grid_fov (2,): complex64 (N,).
+    ``progress`` (as for every toolkit call): None (a tqdm bar when installed, for calls over a
+    second), True, False or callable(fraction) -> truthy to stop; Ctrl-C cancels."""
     p = _real(positions, "positions", 3)
     g = _real(grid_fov, "grid_fov").ravel()
     if g.size != 2:
         raise ValueError("grid_fov must have 2 elements")
     out = np.empty(p.shape[0], dtype=np.complex64)
     _call("horecon_sim_shepp_logan_band_limited", _p(_vec3(fov, "fov")), _p(_vec3(center, "center")),
-          p.shape[0], _p(p), _p(g), kmax, _p(out))
+          p.shape[0], _p(p), _p(g), kmax, _p(out), progress=progress)
     return out
 
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 HERE = Path(__file__).resolve()
-sys.path.insert(0, str(HERE.parents[1]))  # python/
+if not os.environ.get("HORECON_TEST_INSTALLED"):  # else: the installed package (scripts/wheel_test.sh)
+    sys.path.insert(0, str(HERE.parents[1]))  # python/
 sys.path.insert(0, str(HERE.parent))  # python/tests/ (the float64 reference)
 
 

@@ -8,27 +8,55 @@ use crate::model::cartesian::Cartesian;
 use crate::model::toeplitz::ToeplitzSpec;
 use crate::model::{Features, Sizes};
 use crate::op::EncodingOperator;
-use crate::plan::{BackendKind, Options};
+use crate::options::{BackendKind, Options};
 use std::sync::Arc;
 
 /// The backend a plan with these options runs on (never `Auto`).
+/// `num_devices` > 1 asks for CUDA: refused on the CPU backend
+/// (InvalidArgument), BackendUnavailable naming the count when fewer
+/// devices are present (AUTO included).
 pub fn resolve(options: &Options) -> Result<BackendKind> {
+    let several = options.num_devices > 1;
     match options.backend {
+        BackendKind::Cpu if several => Err(Error::invalid(format!(
+            "num_devices = {} applies to CUDA devices; the CPU backend uses num_threads \
+             (set num_devices = 1, or backend AUTO or CUDA)",
+            options.num_devices
+        ))),
         BackendKind::Cpu => Ok(BackendKind::Cpu),
         // AUTO: CUDA when a usable GPU, driver and NVRTC are present, else the CPU, silently.
-        BackendKind::Auto => Ok(match cuda::usable(options.device as usize) {
+        BackendKind::Auto if !several => Ok(match cuda::usable(options.device as usize) {
             Ok(()) => BackendKind::Cuda,
             Err(_) => BackendKind::Cpu,
         }),
-        BackendKind::Cuda => cuda::usable(options.device as usize)
-            .map(|()| BackendKind::Cuda)
-            .map_err(|reason| {
+        BackendKind::Auto | BackendKind::Cuda => {
+            cuda::usable(options.device as usize).map_err(|reason| {
+                let what = if several {
+                    format!("num_devices = {} CUDA devices were", options.num_devices)
+                } else {
+                    "CUDA was".to_string()
+                };
                 Error::new(
                     Status::BackendUnavailable,
-                    format!("CUDA was requested but is unavailable: {reason}"),
+                    format!("{what} requested but CUDA is unavailable: {reason}"),
                 )
-            }),
+            })?;
+            cuda::placement(options)?;
+            Ok(BackendKind::Cuda)
+        }
     }
+}
+
+/// Refuses `num_devices` > 1 for a path that runs on one GPU so far.
+fn one_device_only(options: &Options, path: &str) -> Result<()> {
+    if options.num_devices > 1 {
+        return Err(Error::invalid(format!(
+            "num_devices = {}: {path} runs on one device so far; use num_devices = 1 for it \
+             (the exact operators, Fᴴd, Q and CG use several)",
+            options.num_devices
+        )));
+    }
+    Ok(())
 }
 
 /// Builds the operator for `features` on a resolved backend.
@@ -41,9 +69,7 @@ pub fn build(
 ) -> Result<Box<dyn EncodingOperator>> {
     match backend {
         BackendKind::Cpu => cpu::build(features, sizes, options.precision, pool),
-        BackendKind::Cuda => {
-            cuda::build(features, sizes, options.precision, options.device as usize)
-        }
+        BackendKind::Cuda => cuda::build(features, sizes, options),
         other => Err(Error::internal(format!(
             "backend {other:?} is not resolved"
         ))),
@@ -61,6 +87,7 @@ pub fn build_toeplitz(
     options: &Options,
     pool: Arc<rayon::ThreadPool>,
 ) -> Result<Box<dyn EncodingOperator>> {
+    one_device_only(options, "the Toeplitz normal operator")?;
     match backend {
         BackendKind::Cpu => cpu::toeplitz::build(features, spec, sizes, options.precision, pool),
         BackendKind::Cuda => cuda::build_toeplitz(
@@ -85,6 +112,7 @@ pub fn build_cartesian(
     options: &Options,
     pool: Arc<rayon::ThreadPool>,
 ) -> Result<Box<dyn EncodingOperator>> {
+    one_device_only(options, "Cartesian mode")?;
     match backend {
         BackendKind::Cpu => {
             cpu::cartesian::build(cartesian, sensitivities, sizes, options.precision, pool)

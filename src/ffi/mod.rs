@@ -13,6 +13,7 @@ mod guard;
 mod recon;
 mod sim;
 mod toeplitz;
+mod work;
 // Appended last so that its functions come last in the header.
 mod nufft;
 
@@ -20,6 +21,7 @@ pub use cartesian::*;
 pub use nufft::*;
 pub use recon::*;
 pub use sim::*;
+pub use work::*;
 
 use crate::error::{Error, Result};
 use crate::op::Precision;
@@ -71,6 +73,9 @@ pub struct horecon_c32 {
 /// An opaque plan: geometry, phase model, coils and the operator built from them.
 pub struct horecon_plan {
     plan: Plan,
+    /// The plan's cancel control, apart from `plan` so that `horecon_cancel`
+    /// never touches what a setter on another thread may be changing.
+    control: std::sync::Arc<crate::progress::Control>,
 }
 
 /// Plan options; fill with `horecon_default_options`, then change fields.
@@ -331,7 +336,8 @@ pub unsafe extern "C" fn horecon_plan_create(
             options_from_c(&*opts)?
         };
         let plan = Plan::new(options, nx, ny, nz, ncoils, nsamples)?;
-        *plan_out = Box::into_raw(Box::new(horecon_plan { plan }));
+        let control = plan.control().clone();
+        *plan_out = Box::into_raw(Box::new(horecon_plan { plan, control }));
         Ok(())
     })
 }

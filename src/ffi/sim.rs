@@ -7,6 +7,7 @@
 //! get the count in `*nsamples` (`*npoints`), then again with arrays of that
 //! size and the count in `*nsamples` (checked).
 
+use super::work::sim_call;
 use super::{guard, horecon_c32, horecon_status, non_null, read, read_c32, write_c32};
 use crate::error::{Error, Result};
 use crate::sim;
@@ -69,14 +70,16 @@ pub unsafe extern "C" fn horecon_sim_shepp_logan(
     values: *mut f64,
 ) -> horecon_status {
     guard("horecon_sim_shepp_logan", || {
-        let n = positive("npoints", npoints)?;
-        let fov = read3("fov", fov)?;
-        let center = read3("center", center)?;
-        let p = read("positions", positions, 3 * n)?;
-        non_null("values", values)?;
-        let v = sim::shepp_logan(ndims.max(0) as usize, fov, center, &p)?;
-        write_f64(values, &v);
-        Ok(())
+        sim_call("horecon_sim_shepp_logan", || {
+            let n = positive("npoints", npoints)?;
+            let fov = read3("fov", fov)?;
+            let center = read3("center", center)?;
+            let p = read("positions", positions, 3 * n)?;
+            non_null("values", values)?;
+            let v = sim::shepp_logan(ndims.max(0) as usize, fov, center, &p)?;
+            write_f64(values, &v);
+            Ok(())
+        })
     })
 }
 
@@ -96,21 +99,25 @@ pub unsafe extern "C" fn horecon_sim_shepp_logan_kspace(
     out_im: *mut f64,
 ) -> horecon_status {
     guard("horecon_sim_shepp_logan_kspace", || {
-        let m = positive("nsamples", nsamples)?;
-        if !(1..=3).contains(&kdims) {
-            return Err(Error::invalid(format!("kdims must be 1..3, got {kdims}")));
-        }
-        let fov = read3("fov", fov)?;
-        let center = read3("center", center)?;
-        let k = read("k", k, m * kdims as usize)?;
-        non_null("out_re", out_re)?;
-        non_null("out_im", out_im)?;
-        let f = sim::shepp_logan_kspace(ndims.max(0) as usize, fov, center, kdims as usize, &k)?;
-        let re: Vec<f64> = f.iter().map(|c| c.re).collect();
-        let im: Vec<f64> = f.iter().map(|c| c.im).collect();
-        write_f64(out_re, &re);
-        write_f64(out_im, &im);
-        Ok(())
+        sim_call("horecon_sim_shepp_logan_kspace", || {
+            let m = positive("nsamples", nsamples)?;
+            if !(1..=3).contains(&kdims) {
+                return Err(Error::invalid(format!("kdims must be 1..3, got {kdims}")));
+            }
+            let fov = read3("fov", fov)?;
+            let center = read3("center", center)?;
+            let k = read("k", k, m * kdims as usize)?;
+            non_null("out_re", out_re)?;
+            non_null("out_im", out_im)?;
+            let f =
+                sim::shepp_logan_kspace(ndims.max(0) as usize, fov, center, kdims as usize, &k)?;
+            // Element by element: no second copy of the M values.
+            for (j, c) in f.iter().enumerate() {
+                *out_re.add(j) = c.re;
+                *out_im.add(j) = c.im;
+            }
+            Ok(())
+        })
     })
 }
 
@@ -129,15 +136,17 @@ pub unsafe extern "C" fn horecon_sim_shepp_logan_band_limited(
     values: *mut horecon_c32,
 ) -> horecon_status {
     guard("horecon_sim_shepp_logan_band_limited", || {
-        let n = positive("npoints", npoints)?;
-        let fov = read3("fov", fov)?;
-        let center = read3("center", center)?;
-        let p = read("positions", positions, 3 * n)?;
-        let g = read("grid_fov", grid_fov, 2)?;
-        non_null("values", values)?;
-        let v = sim::shepp_logan_band_limited(fov, center, &p, [g[0], g[1]], kmax)?;
-        write_c32(values, &v);
-        Ok(())
+        sim_call("horecon_sim_shepp_logan_band_limited", || {
+            let n = positive("npoints", npoints)?;
+            let fov = read3("fov", fov)?;
+            let center = read3("center", center)?;
+            let p = read("positions", positions, 3 * n)?;
+            let g = read("grid_fov", grid_fov, 2)?;
+            non_null("values", values)?;
+            let v = sim::shepp_logan_band_limited(fov, center, &p, [g[0], g[1]], kmax)?;
+            write_c32(values, &v);
+            Ok(())
+        })
     })
 }
 
@@ -157,8 +166,10 @@ pub unsafe extern "C" fn horecon_sim_spiral(
     times: *mut f64,
 ) -> horecon_status {
     guard("horecon_sim_spiral", || {
-        let t = sim::spiral(n, fov, undersampling, dwell, t0)?;
-        emit_trajectory(t, nsamples, k, times)
+        sim_call("horecon_sim_spiral", || {
+            let t = sim::spiral(n, fov, undersampling, dwell, t0)?;
+            emit_trajectory(t, nsamples, k, times)
+        })
     })
 }
 
@@ -172,12 +183,14 @@ pub unsafe extern "C" fn horecon_sim_density_weights(
     weights: *mut f32,
 ) -> horecon_status {
     guard("horecon_sim_density_weights", || {
-        let m = positive("nsamples", nsamples)?;
-        let k = read("k", k, 2 * m)?;
-        non_null("weights", weights)?;
-        let w = sim::density_weights_2d(&k)?;
-        std::ptr::copy_nonoverlapping(w.as_ptr(), weights, m);
-        Ok(())
+        sim_call("horecon_sim_density_weights", || {
+            let m = positive("nsamples", nsamples)?;
+            let k = read("k", k, 2 * m)?;
+            non_null("weights", weights)?;
+            let w = sim::density_weights_2d(&k)?;
+            std::ptr::copy_nonoverlapping(w.as_ptr(), weights, m);
+            Ok(())
+        })
     })
 }
 
@@ -195,8 +208,10 @@ pub unsafe extern "C" fn horecon_sim_radial(
     times: *mut f64,
 ) -> horecon_status {
     guard("horecon_sim_radial", || {
-        let t = sim::radial(n, fov, spokes, dwell, t0)?;
-        emit_trajectory(t, nsamples, k, times)
+        sim_call("horecon_sim_radial", || {
+            let t = sim::radial(n, fov, spokes, dwell, t0)?;
+            emit_trajectory(t, nsamples, k, times)
+        })
     })
 }
 
@@ -214,8 +229,10 @@ pub unsafe extern "C" fn horecon_sim_epi(
     times: *mut f64,
 ) -> horecon_status {
     guard("horecon_sim_epi", || {
-        let t = sim::epi(n, fov, undersampling, dwell, t0)?;
-        emit_trajectory(t, nsamples, k, times)
+        sim_call("horecon_sim_epi", || {
+            let t = sim::epi(n, fov, undersampling, dwell, t0)?;
+            emit_trajectory(t, nsamples, k, times)
+        })
     })
 }
 
@@ -234,8 +251,10 @@ pub unsafe extern "C" fn horecon_sim_cartesian(
     times: *mut f64,
 ) -> horecon_status {
     guard("horecon_sim_cartesian", || {
-        let t = sim::cartesian(nx, ny, fov_x, fov_y, dwell, t0)?;
-        emit_trajectory(t, nsamples, k, times)
+        sim_call("horecon_sim_cartesian", || {
+            let t = sim::cartesian(nx, ny, fov_x, fov_y, dwell, t0)?;
+            emit_trajectory(t, nsamples, k, times)
+        })
     })
 }
 
@@ -255,8 +274,10 @@ pub unsafe extern "C" fn horecon_sim_stack_of_spirals(
     times: *mut f64,
 ) -> horecon_status {
     guard("horecon_sim_stack_of_spirals", || {
-        let t = sim::stack_of_spirals(n, nz, fov, fov_z, undersampling, dwell, t0)?;
-        emit_trajectory(t, nsamples, k, times)
+        sim_call("horecon_sim_stack_of_spirals", || {
+            let t = sim::stack_of_spirals(n, nz, fov, fov_z, undersampling, dwell, t0)?;
+            emit_trajectory(t, nsamples, k, times)
+        })
     })
 }
 
@@ -273,13 +294,15 @@ pub unsafe extern "C" fn horecon_sim_coil_sensitivities(
     sensitivities: *mut horecon_c32,
 ) -> horecon_status {
     guard("horecon_sim_coil_sensitivities", || {
-        let n = positive("npoints", npoints)?;
-        let p = read("positions", positions, 3 * n)?;
-        let center = read3("center", center)?;
-        non_null("sensitivities", sensitivities)?;
-        let s = sim::coil_sensitivities(&p, ncoils.max(0) as usize, radius, center)?;
-        write_c32(sensitivities, &s);
-        Ok(())
+        sim_call("horecon_sim_coil_sensitivities", || {
+            let n = positive("npoints", npoints)?;
+            let p = read("positions", positions, 3 * n)?;
+            let center = read3("center", center)?;
+            non_null("sensitivities", sensitivities)?;
+            let s = sim::coil_sensitivities(&p, ncoils.max(0) as usize, radius, center)?;
+            write_c32(sensitivities, &s);
+            Ok(())
+        })
     })
 }
 
@@ -295,14 +318,16 @@ pub unsafe extern "C" fn horecon_sim_off_resonance(
     omega: *mut f64,
 ) -> horecon_status {
     guard("horecon_sim_off_resonance", || {
-        let n = positive("npoints", npoints)?;
-        let p = read("positions", positions, 3 * n)?;
-        let fov = read3("fov", fov)?;
-        let center = read3("center", center)?;
-        non_null("omega", omega)?;
-        let w = sim::off_resonance_map(&p, fov, center, max_hz)?;
-        write_f64(omega, &w);
-        Ok(())
+        sim_call("horecon_sim_off_resonance", || {
+            let n = positive("npoints", npoints)?;
+            let p = read("positions", positions, 3 * n)?;
+            let fov = read3("fov", fov)?;
+            let center = read3("center", center)?;
+            non_null("omega", omega)?;
+            let w = sim::off_resonance_map(&p, fov, center, max_hz)?;
+            write_f64(omega, &w);
+            Ok(())
+        })
     })
 }
 
@@ -322,15 +347,17 @@ pub unsafe extern "C" fn horecon_sim_field_coefficients(
     coefficients: *mut f64,
 ) -> horecon_status {
     guard("horecon_sim_field_coefficients", || {
-        let m = positive("nsamples", nsamples)?;
-        if !(1..=3).contains(&ndims) {
-            return Err(Error::invalid(format!("ndims must be 1..3, got {ndims}")));
-        }
-        let k = read("k", k, m * ndims as usize)?;
-        non_null("coefficients", coefficients)?;
-        let c = sim::field_coefficients(&k, ndims as usize, dwell, strength, seed)?;
-        write_f64(coefficients, &c);
-        Ok(())
+        sim_call("horecon_sim_field_coefficients", || {
+            let m = positive("nsamples", nsamples)?;
+            if !(1..=3).contains(&ndims) {
+                return Err(Error::invalid(format!("ndims must be 1..3, got {ndims}")));
+            }
+            let k = read("k", k, m * ndims as usize)?;
+            non_null("coefficients", coefficients)?;
+            let c = sim::field_coefficients(&k, ndims as usize, dwell, strength, seed)?;
+            write_f64(coefficients, &c);
+            Ok(())
+        })
     })
 }
 
@@ -345,14 +372,16 @@ pub unsafe extern "C" fn horecon_sim_add_noise(
     sigma: *mut f64,
 ) -> horecon_status {
     guard("horecon_sim_add_noise", || {
-        let n = positive("count", count)?;
-        let mut d = read_c32("data", data, n)?;
-        let s = sim::add_noise(&mut d, snr, seed)?;
-        write_c32(data, &d);
-        if !sigma.is_null() {
-            *sigma = s;
-        }
-        Ok(())
+        sim_call("horecon_sim_add_noise", || {
+            let n = positive("count", count)?;
+            let mut d = read_c32("data", data, n)?;
+            let s = sim::add_noise(&mut d, snr, seed)?;
+            write_c32(data, &d);
+            if !sigma.is_null() {
+                *sigma = s;
+            }
+            Ok(())
+        })
     })
 }
 
@@ -371,28 +400,30 @@ pub unsafe extern "C" fn horecon_sim_refined_grid(
     positions: *mut f64,
 ) -> horecon_status {
     guard("horecon_sim_refined_grid", || {
-        let dims = [
-            positive("nx", nx)?,
-            positive("ny", ny)?,
-            positive("nz", nz)?,
-        ];
-        let fov = read3("fov", fov)?;
-        let center = read3("center", center)?;
-        non_null("npoints", npoints)?;
-        let (fine, p) = sim::refined_grid(dims, fov, center, factor.max(0) as usize)?;
-        let n: usize = fine.iter().product();
-        if positions.is_null() {
-            *npoints = n as i64;
-            return Ok(());
-        }
-        if *npoints != n as i64 {
-            return Err(Error::size(format!(
-                "*npoints is {}, but the refined grid has {n} points",
-                *npoints
-            )));
-        }
-        write_f64(positions, &p);
-        Ok(())
+        sim_call("horecon_sim_refined_grid", || {
+            let dims = [
+                positive("nx", nx)?,
+                positive("ny", ny)?,
+                positive("nz", nz)?,
+            ];
+            let fov = read3("fov", fov)?;
+            let center = read3("center", center)?;
+            non_null("npoints", npoints)?;
+            let (fine, p) = sim::refined_grid(dims, fov, center, factor.max(0) as usize)?;
+            let n: usize = fine.iter().product();
+            if positions.is_null() {
+                *npoints = n as i64;
+                return Ok(());
+            }
+            if *npoints != n as i64 {
+                return Err(Error::size(format!(
+                    "*npoints is {}, but the refined grid has {n} points",
+                    *npoints
+                )));
+            }
+            write_f64(positions, &p);
+            Ok(())
+        })
     })
 }
 
@@ -408,19 +439,21 @@ pub unsafe extern "C" fn horecon_sim_block_average(
     coarse: *mut horecon_c32,
 ) -> horecon_status {
     guard("horecon_sim_block_average", || {
-        let dims = [
-            positive("nx", nx)?,
-            positive("ny", ny)?,
-            positive("nz", nz)?,
-        ];
-        let f = factor.max(0) as usize;
-        // Validates sizes (no overflow, at most 2^30 points) before reading `fine`.
-        let n_fine: usize = sim::grid::refined_dims_checked(dims, f)?.iter().product();
-        let x = read_c32("fine", fine, n_fine)?;
-        non_null("coarse", coarse)?;
-        let c = sim::block_average(&x, dims, f)?;
-        write_c32(coarse, &c);
-        Ok(())
+        sim_call("horecon_sim_block_average", || {
+            let dims = [
+                positive("nx", nx)?,
+                positive("ny", ny)?,
+                positive("nz", nz)?,
+            ];
+            let f = factor.max(0) as usize;
+            // Validates sizes (no overflow, at most 2^30 points) before reading `fine`.
+            let n_fine: usize = sim::grid::refined_dims_checked(dims, f)?.iter().product();
+            let x = read_c32("fine", fine, n_fine)?;
+            non_null("coarse", coarse)?;
+            let c = sim::block_average(&x, dims, f)?;
+            write_c32(coarse, &c);
+            Ok(())
+        })
     })
 }
 
@@ -448,7 +481,9 @@ pub unsafe extern "C" fn horecon_sim_nrmse(
     out: *mut f64,
 ) -> horecon_status {
     guard("horecon_sim_nrmse", || {
-        metric(count, x, reference, out, sim::nrmse)
+        sim_call("horecon_sim_nrmse", || {
+            metric(count, x, reference, out, sim::nrmse)
+        })
     })
 }
 
@@ -461,7 +496,9 @@ pub unsafe extern "C" fn horecon_sim_psnr(
     out: *mut f64,
 ) -> horecon_status {
     guard("horecon_sim_psnr", || {
-        metric(count, x, reference, out, sim::psnr)
+        sim_call("horecon_sim_psnr", || {
+            metric(count, x, reference, out, sim::psnr)
+        })
     })
 }
 
@@ -474,7 +511,9 @@ pub unsafe extern "C" fn horecon_sim_percent_error(
     out: *mut f64,
 ) -> horecon_status {
     guard("horecon_sim_percent_error", || {
-        metric(count, x, reference, out, sim::percent_error)
+        sim_call("horecon_sim_percent_error", || {
+            metric(count, x, reference, out, sim::percent_error)
+        })
     })
 }
 

@@ -69,6 +69,10 @@ use std::f64::consts::TAU;
 pub const AUTO_ERROR: f64 = 2e-4;
 /// The most segments `time_segments = 0` will choose.
 pub const MAX_AUTO_SEGMENTS: usize = 64;
+/// The most segments a fixed `time_segments` may ask for: the set-up
+/// computes L(L+1)/2 kernels on the 2^d·N grid (memory and time grow as L²),
+/// and beyond a few tens of segments the interpolation is ill-conditioned.
+pub const MAX_TIME_SEGMENTS: usize = 256;
 /// Voxels (at most) on which ε is measured.
 pub const ERROR_VOXELS: usize = 2048;
 /// Times on which ε is measured.
@@ -302,14 +306,17 @@ impl ToeplitzSpec {
 }
 
 /// Lower Cholesky factor of a Hermitian positive definite L×L matrix
-/// (row-major), in place; `false` if it is not positive definite.
+/// (row-major), in place; `false` if it is not positive definite, or
+/// numerically singular (a pivot below 1e-10 of its diagonal entry).
 fn cholesky(a: &mut [Complex64], l: usize) -> bool {
     for j in 0..l {
         let mut d = a[j * l + j].re;
         for k in 0..j {
             d -= a[j * l + k].norm_sqr();
         }
-        if d <= 0.0 || !d.is_finite() {
+        // A pivot at the level of the ridge (1e-12 of the diagonal, see
+        // `Interpolator::new`) means linearly dependent segments.
+        if d.is_nan() || d <= 1e-10 * a[j * l + j].re || !d.is_finite() {
             return false;
         }
         let d = d.sqrt();
@@ -409,8 +416,12 @@ impl<'a> Interpolator<'a> {
             g[a * l + a] += 1e-12 * trace / l as f64;
         }
         if !cholesky(&mut g, l) {
-            return Err(Error::internal(format!(
-                "time segmentation: the {l}x{l} Gram matrix is not positive definite"
+            return Err(toeplitz_invalid(format!(
+                "time_segments = {l} is more than this off-resonance map supports: its values \
+                 fall into {} distinct bins, so {l} segments are linearly dependent (the {l}x{l} \
+                 interpolation Gram matrix is singular); use fewer segments, or 0 to choose them \
+                 automatically",
+                histogram.centres.len()
             )));
         }
         Ok(Interpolator {
@@ -430,25 +441,27 @@ impl<'a> Interpolator<'a> {
 
     /// max over `times` of the rms over `delta` of the interpolation error.
     fn error(&self, delta: &[f64], times: &[f64]) -> f64 {
+        use rayon::prelude::*;
         let l = self.tau.len();
-        let mut a = vec![Complex64::new(0.0, 0.0); l];
-        let mut worst: f64 = 0.0;
-        for &t in times {
-            self.coefficients(t, &mut a);
-            let sum: f64 = delta
-                .iter()
-                .map(|&d| {
-                    let approx: Complex64 = a
-                        .iter()
-                        .zip(&self.tau)
-                        .map(|(a, &tau)| a * Complex64::from_polar(1.0, d * tau))
-                        .sum();
-                    (Complex64::from_polar(1.0, d * t) - approx).norm_sqr()
-                })
-                .sum();
-            worst = worst.max((sum / delta.len() as f64).sqrt());
-        }
-        worst
+        times
+            .par_iter()
+            .map(|&t| {
+                let mut a = vec![Complex64::new(0.0, 0.0); l];
+                self.coefficients(t, &mut a);
+                let sum: f64 = delta
+                    .iter()
+                    .map(|&d| {
+                        let approx: Complex64 = a
+                            .iter()
+                            .zip(&self.tau)
+                            .map(|(a, &tau)| a * Complex64::from_polar(1.0, d * tau))
+                            .sum();
+                        (Complex64::from_polar(1.0, d * t) - approx).norm_sqr()
+                    })
+                    .sum();
+                (sum / delta.len() as f64).sqrt()
+            })
+            .reduce(|| 0.0, f64::max)
     }
 }
 
@@ -466,7 +479,11 @@ impl TimeSegmentation {
         }
         let centre = 0.5 * (w_min + w_max);
         let half_range = 0.5 * (w_max - w_min);
-        let delta: Vec<f64> = omega.iter().map(|w| w - centre).collect();
+        let mut delta = try_vec(omega.len(), 0.0f64, "off-resonance offsets (N)")?;
+        delta
+            .iter_mut()
+            .zip(omega)
+            .for_each(|(d, w)| *d = w - centre);
         let (t_min, t_max) = times
             .iter()
             .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &t| {
@@ -478,22 +495,47 @@ impl TimeSegmentation {
         let probe_times: Vec<f64> = (0..ERROR_TIMES)
             .map(|i| t_min + (t_max - t_min) * i as f64 / (ERROR_TIMES - 1) as f64)
             .collect();
+        let mut singular = None;
         let (interpolator, error) = if segments > 0 {
             let it = Interpolator::new(&histogram, t_min, t_max, segments)?;
             let e = it.error(&probe, &probe_times);
             (it, e)
         } else {
+            // The fewest segments that reach AUTO_ERROR; when more segments
+            // than the map's distinct values would be needed (a singular Gram
+            // matrix), the most that still work.
             let mut chosen = None;
             for l in 1..=MAX_AUTO_SEGMENTS {
-                let it = Interpolator::new(&histogram, t_min, t_max, l)?;
+                crate::progress::check(l as f64 / MAX_AUTO_SEGMENTS as f64)?;
+                let Ok(it) = Interpolator::new(&histogram, t_min, t_max, l) else {
+                    singular = Some(l);
+                    break;
+                };
                 let e = it.error(&probe, &probe_times);
-                if e <= AUTO_ERROR || l == MAX_AUTO_SEGMENTS {
-                    chosen = Some((it, e));
+                let done = e <= AUTO_ERROR;
+                chosen = Some((it, e));
+                if done {
                     break;
                 }
             }
-            chosen.ok_or_else(|| Error::internal("no segment count chosen"))?
+            chosen.ok_or_else(|| {
+                toeplitz_invalid(
+                    "the off-resonance map gives no usable time segmentation; use the exact \
+                     normal operator (set_toeplitz with enable = 0)"
+                        .into(),
+                )
+            })?
         };
+        if let (0, Some(l), true) = (segments, singular, error > AUTO_ERROR) {
+            return Err(toeplitz_invalid(format!(
+                "the off-resonance map has only {} distinct values (histogram bins of the \
+                 segmentation): from {l} segments on they are linearly dependent, and {} segments \
+                 reach an interpolation error of {error:.1e}, not {AUTO_ERROR:e}; use the exact \
+                 normal operator (set_toeplitz with enable = 0)",
+                histogram.centres.len(),
+                l - 1
+            )));
+        }
         if segments == 0 && error > AUTO_ERROR {
             return Err(toeplitz_invalid(format!(
                 "the off-resonance spread ({:.1} rad/s over {:.3e} s) needs more than {} time \
@@ -505,10 +547,16 @@ impl TimeSegmentation {
         }
         let l = interpolator.tau.len();
         let m = times.len();
+        // a(t_j) for every sample (in parallel, M×L), then stored L×M.
+        let mut rows = try_vec(l * m, Complex64::new(0.0, 0.0), "segment coefficients")?;
+        {
+            use rayon::prelude::*;
+            rows.par_chunks_mut(l)
+                .zip(times.par_iter())
+                .for_each(|(a, &t)| interpolator.coefficients(t, a));
+        }
         let mut coefficients = try_vec(l * m, Complex64::new(0.0, 0.0), "segment coefficients")?;
-        let mut a = vec![Complex64::new(0.0, 0.0); l];
-        for (j, &t) in times.iter().enumerate() {
-            interpolator.coefficients(t, &mut a);
+        for (j, a) in rows.chunks_exact(l).enumerate() {
             for (i, v) in a.iter().enumerate() {
                 coefficients[i * m + j] = *v;
             }

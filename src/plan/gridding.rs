@@ -60,6 +60,7 @@ use super::{expect_len, Plan};
 use crate::backend::cpu::fft::{Direction, GridFft};
 use crate::error::{try_vec, Error, Result};
 use crate::model::{check_finite_c32, check_finite_f32, Basis};
+use crate::progress::Progress;
 use num_complex::{Complex32, Complex64};
 use rayon::prelude::*;
 use std::f64::consts::PI;
@@ -221,7 +222,11 @@ impl Geometry {
         let slab_of = |uj: &[f64; 3]| -> usize {
             self.first_cell(axis, uj[axis]).rem_euclid(planes as i64) as usize / thickness
         };
-        let owner: Vec<usize> = u.par_iter().map(slab_of).collect();
+        let mut owner = try_vec(u.len(), 0usize, "gridding sample slabs (M)")?;
+        owner
+            .par_iter_mut()
+            .zip(u)
+            .for_each(|(o, uj)| *o = slab_of(uj));
         let mut starts = vec![0usize; slabs + 1];
         for &s in &owner {
             starts[s + 1] += 1;
@@ -299,10 +304,11 @@ impl Geometry {
     }
 
     /// Interpolates the grid at every sample: out_j = Σ_p grid[p] Π_a ψ(p_a − G_a u_{j,a}).
-    fn interpolate(&self, u: &[[f64; 3]], grid: &[f64]) -> Vec<f64> {
+    fn interpolate(&self, u: &[[f64; 3]], grid: &[f64]) -> Result<Vec<f64>> {
         let g = self.grid;
-        u.par_iter()
-            .map(|uj| {
+        let mut out = try_vec(u.len(), 0.0f64, "density compensation convolution (M)")?;
+        out.par_iter_mut().zip(u).for_each(|(out, uj)| {
+            *out = {
                 let mut w = [[0.0; KERNEL_WIDTH]; 3];
                 let mut first = [0i64; 3];
                 let mut count = [1usize; 3];
@@ -331,13 +337,14 @@ impl Geometry {
                     }
                 }
                 sum
-            })
-            .collect()
+            }
+        });
+        Ok(out)
     }
 
     /// Forward FFT of the grid, crop to the voxels and deapodize:
     /// image[i] = FFT(grid)[(i − ⌊n/2⌋) mod G] / Π_a Ψ̂((i_a − ⌊n_a/2⌋)/G_a).
-    fn to_image(&self, fft: &GridFft<f64>, mut grid: Vec<Complex64>) -> Vec<Complex64> {
+    fn to_image(&self, fft: &GridFft<f64>, mut grid: Vec<Complex64>) -> Result<Vec<Complex64>> {
         fft.process(&mut grid, Direction::Forward);
         let (d, g) = (self.dims, self.grid);
         let deapodization: Vec<Vec<(usize, f64)>> = (0..3)
@@ -358,16 +365,15 @@ impl Geometry {
             })
             .collect();
         let n: usize = d.iter().product();
-        (0..n)
-            .into_par_iter()
-            .map(|v| {
-                let (ix, iy, iz) = (v % d[0], (v / d[0]) % d[1], v / (d[0] * d[1]));
-                let (x, fx) = deapodization[0][ix];
-                let (y, fy) = deapodization[1][iy];
-                let (z, fz) = deapodization[2][iz];
-                grid[x + g[0] * (y + g[1] * z)] * (fx * fy * fz)
-            })
-            .collect()
+        let mut image = try_vec(n, Complex64::default(), "gridding coil image (N)")?;
+        image.par_iter_mut().enumerate().for_each(|(v, out)| {
+            let (ix, iy, iz) = (v % d[0], (v / d[0]) % d[1], v / (d[0] * d[1]));
+            let (x, fx) = deapodization[0][ix];
+            let (y, fy) = deapodization[1][iy];
+            let (z, fz) = deapodization[2][iz];
+            *out = grid[x + g[0] * (y + g[1] * z)] * (fx * fy * fz);
+        });
+        Ok(image)
     }
 }
 
@@ -486,11 +492,15 @@ impl Plan {
     /// this plan's trajectory, scaled so that gridding the exact data of the
     /// uniform object gives 1 at the centre voxel.
     pub fn pipe_menon_dcf(&self) -> Result<Vec<f32>> {
-        let (geometry, samples) = self.gridding_setup()?;
-        let w = self
-            .pool
-            .install(|| pipe_menon(&geometry, &samples.u, PIPE_MENON_ITERATIONS))?;
-        Ok(w.into_iter().map(|v| v as f32).collect())
+        self.run(super::Call::Gridding, || {
+            let (geometry, samples) = self.gridding_setup()?;
+            let w = Progress::current().install(&self.pool, || {
+                pipe_menon(&geometry, &samples.u, PIPE_MENON_ITERATIONS)
+            })?;
+            let mut out = try_vec(w.len(), 0.0f32, "density compensation (M)")?;
+            out.iter_mut().zip(&w).for_each(|(o, &v)| *o = v as f32);
+            Ok(out)
+        })
     }
 
     /// The gridding reconstruction (module docs): Kaiser–Bessel gridding of
@@ -515,12 +525,35 @@ impl Plan {
                 return Err(Error::invalid(format!("dcf[{i}] = {} is negative", w[i])));
             }
         }
+        self.run(super::Call::Gridding, || {
+            self.gridding_inner(data, dcf, image)
+        })
+    }
+
+    fn gridding_inner(
+        &self,
+        data: &[Complex32],
+        dcf: Option<&[f32]>,
+        image: &mut [Complex32],
+    ) -> Result<()> {
+        let s = self.sizes();
         let (geometry, samples) = self.gridding_setup()?;
         let sensitivities = self.model.sensitivities.as_deref();
-        let out = self.pool.install(|| -> Result<Vec<Complex32>> {
+        // Progress: Pipe–Menon's weights (when computed) the first half, then one share per coil.
+        let progress = Progress::current();
+        let (weights_part, coils_part) = match dcf {
+            Some(_) => (progress.part(0.0, 0.0), progress.clone()),
+            None => (progress.part(0.0, 0.5), progress.part(0.5, 1.0)),
+        };
+        let out = Progress::current().install(&self.pool, || -> Result<Vec<Complex32>> {
             let weights: Vec<f64> = match dcf {
-                Some(w) => w.iter().map(|&v| v as f64).collect(),
-                None => pipe_menon(&geometry, &samples.u, PIPE_MENON_ITERATIONS)?,
+                Some(w) => {
+                    let mut out = try_vec(w.len(), 0.0f64, "density compensation (M)")?;
+                    out.iter_mut().zip(w).for_each(|(o, &v)| *o = v as f64);
+                    out
+                }
+                None => weights_part
+                    .enter(|| pipe_menon(&geometry, &samples.u, PIPE_MENON_ITERATIONS))?,
             };
             let fft = GridFft::<f64>::new(geometry.grid);
             let (m, n) = (s.samples, s.voxels);
@@ -528,12 +561,13 @@ impl Plan {
             let mut denominator = try_vec(n, 0.0f64, "gridding coil normalisation (N)")?;
             let mut values = try_vec(m, Complex64::default(), "gridding values (M)")?;
             for c in 0..s.coils {
+                coils_part.check(c as f64 / s.coils as f64)?;
                 values.par_iter_mut().enumerate().for_each(|(j, v)| {
                     let d = data[c * m + j];
                     *v = Complex64::new(d.re as f64, d.im as f64) * samples.phase[j] * weights[j];
                 });
                 let grid = geometry.spread(&samples.u, &values)?;
-                let coil_image = geometry.to_image(&fft, grid);
+                let coil_image = geometry.to_image(&fft, grid)?;
                 match sensitivities {
                     Some(sens) => numerator
                         .par_iter_mut()
@@ -557,19 +591,19 @@ impl Plan {
                         }),
                 }
             }
-            Ok(numerator
-                .par_iter()
-                .zip(&denominator)
-                .map(|(num, &den)| {
+            let mut out = try_vec(n, Complex32::default(), "gridding image (N)")?;
+            out.par_iter_mut()
+                .zip(numerator.par_iter().zip(&denominator))
+                .for_each(|(o, (num, &den))| {
                     let v = match sensitivities {
                         Some(_) if den > 0.0 => num / den,
                         Some(_) => Complex64::default(),
                         None if s.coils > 1 => Complex64::new(num.re.sqrt(), 0.0),
                         None => *num,
                     };
-                    Complex32::new(v.re as f32, v.im as f32)
-                })
-                .collect())
+                    *o = Complex32::new(v.re as f32, v.im as f32);
+                });
+            Ok(out)
         })?;
         image.copy_from_slice(&out);
         Ok(())
@@ -587,7 +621,9 @@ fn pipe_menon(geometry: &Geometry, u: &[[f64; 3]], iterations: usize) -> Result<
         0.0f64,
         "density compensation grid (oversampled)",
     )?;
-    for _ in 0..iterations {
+    let progress = Progress::current();
+    for i in 0..iterations {
+        progress.check(i as f64 / iterations as f64)?;
         values
             .par_iter_mut()
             .zip(&w)
@@ -595,7 +631,7 @@ fn pipe_menon(geometry: &Geometry, u: &[[f64; 3]], iterations: usize) -> Result<
         let grid = geometry.spread(u, &values)?;
         real.par_iter_mut().zip(&grid).for_each(|(r, g)| *r = g.re);
         drop(grid);
-        let convolved = geometry.interpolate(u, &real);
+        let convolved = geometry.interpolate(u, &real)?;
         w.par_iter_mut().zip(&convolved).for_each(|(wj, &c)| {
             *wj = if c > 0.0 { *wj / c } else { 0.0 };
         });

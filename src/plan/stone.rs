@@ -79,7 +79,9 @@ impl Plan {
                 *d = Complex32::new(v.re as f32, v.im as f32);
             }
         }
-        self.operator()?.adjoint(&weighted, out)
+        self.run(super::Call::Fhd, || {
+            self.operator()?.adjoint(&weighted, out)
+        })
     }
 
     /// The size of Q: 2n along every axis of more than one voxel, 1 along the others.
@@ -97,6 +99,10 @@ impl Plan {
     /// |φ|² ≡ 1 when `phi_mag2` is `None`. Index (nx, ny, nz) is offset 0, so
     /// (FᴴF ρ)_n = Σ_n' Q[i_n − i_n' + nx, j_n − j_n' + ny, l_n − l_n' + nz]·ρ_n'.
     pub fn q(&self, phi_mag2: Option<&[f32]>, q: &mut [Complex32]) -> Result<()> {
+        self.run(super::Call::Q, || self.q_inner(phi_mag2, q))
+    }
+
+    fn q_inner(&self, phi_mag2: Option<&[f32]>, q: &mut [Complex32]) -> Result<()> {
         let (ndims, k) = self.stone_trajectory("q")?;
         let s = self.sizes();
         let q_dims = self.q_dims();

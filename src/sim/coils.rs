@@ -36,7 +36,9 @@ pub fn coil_sensitivities(
     crate::model::check_finite("center", &center)?;
     let n = positions.len() / 3;
     let mut out = crate::error::try_vec(n * coils, Complex32::default(), "sensitivities")?;
+    let progress = crate::progress::Progress::current();
     for c in 0..coils {
+        progress.check(c as f64 / coils as f64)?;
         let theta = std::f64::consts::TAU * c as f64 / coils as f64;
         let (s, co) = theta.sin_cos();
         let p = [center[0] + radius * co, center[1] + radius * s, center[2]];

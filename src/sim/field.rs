@@ -56,25 +56,22 @@ pub fn field_coefficients(
     coefficients[m..(1 + ndims) * m].copy_from_slice(k);
 
     // dg_a/dt at each sample (k before the first sample is 0).
-    let slew: Vec<Vec<f64>> = (0..ndims)
-        .map(|a| {
-            let ka = &k[a * m..(a + 1) * m];
-            let mut previous_k = 0.0;
-            let mut previous_g = 0.0;
-            ka.iter()
-                .map(|&v| {
-                    let g = (v - previous_k) / dwell;
-                    let s = (g - previous_g) / dwell;
-                    previous_k = v;
-                    previous_g = g;
-                    s
-                })
-                .collect()
-        })
-        .collect();
+    let mut slew = crate::error::try_vec(ndims * m, 0.0f64, "slew rates (M x ndims)")?;
+    for (a, column) in slew.chunks_exact_mut(m).enumerate() {
+        let mut previous_k = 0.0;
+        let mut previous_g = 0.0;
+        for (s, &v) in column.iter_mut().zip(&k[a * m..(a + 1) * m]) {
+            let g = (v - previous_k) / dwell;
+            *s = (g - previous_g) / dwell;
+            previous_k = v;
+            previous_g = g;
+        }
+    }
+    let progress = crate::progress::Progress::current();
 
     let mut rng = SimRng::new(seed);
     for b in 0..16 {
+        progress.check(b as f64 / 16.0)?;
         let tau = 5e-5 * (40.0f64).powf(rng.uniform());
         let decay = (-dwell / tau).exp();
         let alpha: Vec<f64> = (0..ndims)
@@ -89,12 +86,17 @@ pub fn field_coefficients(
         for j in 0..m {
             let mut field = 0.0;
             for a in 0..ndims {
-                y[a] = y[a] * decay + slew[a][j] * dwell;
+                y[a] = y[a] * decay + slew[a * m + j] * dwell;
                 field += alpha[a] * y[a];
             }
             deviation -= field * dwell;
             coefficients[b * m + j] += deviation;
         }
+    }
+    if let Some(i) = coefficients.iter().position(|c| !c.is_finite()) {
+        return Err(Error::invalid(format!(
+            "k, dwell or strength are too large: coefficient {i} overflows (k in rad/m, dwell in s)"
+        )));
     }
     Ok(coefficients)
 }
@@ -123,26 +125,24 @@ pub fn off_resonance_map(
     crate::model::check_finite("fov", &fov)?;
     crate::model::check_finite("center", &center)?;
     let n = positions.len() / 3;
-    Ok((0..n)
-        .map(|i| {
-            let u = [0, 1, 2].map(|a| {
-                if fov[a] > 0.0 {
-                    2.0 * (positions[a * n + i] - center[a]) / fov[a]
-                } else {
-                    0.0
-                }
-            });
-            let lobe = |x0: f64, y0: f64, z0: f64, w: f64| {
-                (-((u[0] - x0).powi(2) + (u[1] - y0).powi(2) + (u[2] - z0).powi(2)) / (2.0 * w * w))
-                    .exp()
-            };
-            let f = 0.7 * lobe(0.1, 0.55, 0.2, 0.18) - 0.35 * lobe(-0.45, -0.3, 0.0, 0.25)
-                + 0.2 * u[0]
-                + 0.1 * (u[0] * u[0] - u[1] * u[1])
-                + 0.1 * u[2];
-            2.0 * PI * max_hz * f
-        })
-        .collect())
+    super::tabulate(n, "off-resonance map (N)", |i| {
+        let u = [0, 1, 2].map(|a| {
+            if fov[a] > 0.0 {
+                2.0 * (positions[a * n + i] - center[a]) / fov[a]
+            } else {
+                0.0
+            }
+        });
+        let lobe = |x0: f64, y0: f64, z0: f64, w: f64| {
+            (-((u[0] - x0).powi(2) + (u[1] - y0).powi(2) + (u[2] - z0).powi(2)) / (2.0 * w * w))
+                .exp()
+        };
+        let f = 0.7 * lobe(0.1, 0.55, 0.2, 0.18) - 0.35 * lobe(-0.45, -0.3, 0.0, 0.25)
+            + 0.2 * u[0]
+            + 0.1 * (u[0] * u[0] - u[1] * u[1])
+            + 0.1 * u[2];
+        2.0 * PI * max_hz * f
+    })
 }
 
 #[cfg(test)]

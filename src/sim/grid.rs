@@ -53,7 +53,9 @@ pub fn refined_grid(
             + (coarse as f64 - (dims[a] / 2) as f64) * delta
             + ((sub as f64 + 0.5) / factor as f64 - 0.5) * delta
     };
+    let progress = crate::progress::Progress::current();
     for iz in 0..fine[2] {
+        progress.check(iz as f64 / fine[2] as f64)?;
         for iy in 0..fine[1] {
             for ix in 0..fine[0] {
                 let v = ix + fine[0] * (iy + fine[1] * iz);
@@ -81,17 +83,16 @@ pub fn block_average(
         )));
     }
     let n: usize = dims.iter().product();
-    let mut out = vec![Complex32::default(); n];
+    let mut out = crate::error::try_vec(n, Complex32::default(), "block average (N)")?;
     let per_block = (expected / n) as f32;
+    let progress = crate::progress::Progress::current();
     for iz in 0..fd[2] {
+        progress.check(iz as f64 / fd[2] as f64)?;
         for iy in 0..fd[1] {
             for ix in 0..fd[0] {
-                let c = [ix, iy, iz]
-                    .iter()
-                    .zip(&dims)
-                    .map(|(&i, &d)| if d > 1 { i / factor } else { 0 })
-                    .collect::<Vec<_>>();
-                out[c[0] + dims[0] * (c[1] + dims[1] * c[2])] +=
+                let coarse = |a: usize, i: usize| if dims[a] > 1 { i / factor } else { 0 };
+                let (cx, cy, cz) = (coarse(0, ix), coarse(1, iy), coarse(2, iz));
+                out[cx + dims[0] * (cy + dims[1] * cz)] +=
                     fine[ix + fd[0] * (iy + fd[1] * iz)] / per_block;
             }
         }

@@ -39,3 +39,44 @@ pub use phantom::{shepp_logan, shepp_logan_band_limited, shepp_logan_kspace, Pha
 pub use trajectory::{
     cartesian, density_weights_2d, epi, radial, spiral, stack_of_spirals, Trajectory,
 };
+
+/// Most samples or points a toolkit call makes (k and times take 32 bytes each).
+pub const MAX_SIM_POINTS: usize = 1 << 30;
+
+/// `count` values f(0), …, f(count − 1) in a fallibly allocated vector,
+/// reporting progress to the current call and stopping when it is cancelled.
+pub(crate) fn tabulate<T: Clone + Default>(
+    count: usize,
+    what: &str,
+    mut f: impl FnMut(usize) -> T,
+) -> crate::error::Result<Vec<T>> {
+    let mut out = crate::error::try_vec(count, T::default(), what)?;
+    let progress = crate::progress::Progress::current();
+    for (i, o) in out.iter_mut().enumerate() {
+        if i % (1 << 14) == 0 {
+            progress.check(i as f64 / count as f64)?;
+        }
+        *o = f(i);
+    }
+    Ok(out)
+}
+
+/// The product of toolkit sizes, or `InvalidArgument` naming it when it
+/// overflows or exceeds [`MAX_SIM_POINTS`].
+pub(crate) fn sim_count(what: &str, factors: &[usize]) -> crate::error::Result<usize> {
+    factors
+        .iter()
+        .try_fold(1usize, |a, &b| a.checked_mul(b))
+        .filter(|&c| c <= MAX_SIM_POINTS)
+        .ok_or_else(|| {
+            crate::error::Error::invalid(format!(
+                "{what} = {} would exceed 2^30 (at most 2^30 samples or points per call): use \
+                 smaller sizes",
+                factors
+                    .iter()
+                    .map(|f| f.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" x ")
+            ))
+        })
+}

@@ -22,15 +22,21 @@ impl Trajectory {
         self.times.len()
     }
 
-    fn from_points(ndims: usize, points: &[[f64; 3]], times: Vec<f64>) -> Trajectory {
-        let m = points.len();
-        let mut k = vec![0.0; ndims * m];
-        for (j, p) in points.iter().enumerate() {
+    /// M samples: `sample(j)` gives the point (k, first `ndims` used) and time of sample j.
+    fn tabulate(
+        ndims: usize,
+        m: usize,
+        mut sample: impl FnMut(usize) -> ([f64; 3], f64),
+    ) -> Result<Trajectory> {
+        let mut k = crate::error::try_vec(ndims * m, 0.0, "k (M x ndims)")?;
+        let times = super::tabulate(m, "times (M)", |j| {
+            let (p, t) = sample(j);
             for d in 0..ndims {
                 k[d * m + j] = p[d];
             }
-        }
-        Trajectory { ndims, k, times }
+            t
+        })?;
+        Ok(Trajectory { ndims, k, times })
     }
 }
 
@@ -85,13 +91,21 @@ fn spiral_points(n: usize, fov: f64, undersampling: f64, dwell: f64) -> Result<V
     } else {
         total / speed + ramp / 2.0
     };
-    let m = (duration / dwell).ceil() as usize + 1;
-    if m > 1 << 26 {
-        return Err(Error::invalid(format!("the spiral would have {m} samples")));
+    let samples = (duration / dwell).ceil() + 1.0;
+    if samples.is_nan() || samples > (1u64 << 26) as f64 {
+        return Err(Error::invalid(format!(
+            "the spiral would have {samples} samples (at most 2^26): use a larger dwell or \
+             undersampling, or a smaller n"
+        )));
     }
-    let mut points = Vec::with_capacity(m);
+    let m = samples as usize;
+    let mut points = crate::error::try_vec(m, [0.0; 2], "spiral points (M x 2)")?;
     let mut theta = 0.0f64;
-    for j in 0..m {
+    let progress = crate::progress::Progress::current();
+    for (j, point) in points.iter_mut().enumerate() {
+        if j % (1 << 14) == 0 {
+            progress.check(j as f64 / m as f64)?;
+        }
         let s = s_of_t(j as f64 * dwell).min(total);
         // Newton on arc_length(θ) = s, ds/dθ = b·√(1+θ²), from the previous θ.
         for _ in 0..50 {
@@ -103,7 +117,7 @@ fn spiral_points(n: usize, fov: f64, undersampling: f64, dwell: f64) -> Result<V
             }
         }
         let r = b * theta;
-        points.push([r * theta.cos(), r * theta.sin()]);
+        *point = [r * theta.cos(), r * theta.sin()];
     }
     Ok(points)
 }
@@ -111,12 +125,10 @@ fn spiral_points(n: usize, fov: f64, undersampling: f64, dwell: f64) -> Result<V
 /// A single-shot 2D spiral (see `spiral_points`), times t0 + j·dwell.
 pub fn spiral(n: i64, fov: f64, undersampling: f64, dwell: f64, t0: f64) -> Result<Trajectory> {
     let n = check_grid(n, fov, dwell, t0)?;
-    let points: Vec<[f64; 3]> = spiral_points(n, fov, undersampling, dwell)?
-        .into_iter()
-        .map(|p| [p[0], p[1], 0.0])
-        .collect();
-    let times = (0..points.len()).map(|j| t0 + j as f64 * dwell).collect();
-    Ok(Trajectory::from_points(2, &points, times))
+    let points = spiral_points(n, fov, undersampling, dwell)?;
+    Trajectory::tabulate(2, points.len(), |j| {
+        ([points[j][0], points[j][1], 0.0], t0 + j as f64 * dwell)
+    })
 }
 
 /// `spokes` radial spokes through the centre at angles π·p/spokes, 2n samples
@@ -129,17 +141,14 @@ pub fn radial(n: i64, fov: f64, spokes: i64, dwell: f64, t0: f64) -> Result<Traj
         )));
     }
     let dk = 2.0 * PI / fov;
-    let mut points = Vec::new();
-    let mut times = Vec::new();
-    for p in 0..spokes {
+    let per_spoke = 2 * n;
+    let m = super::sim_count("spokes x 2n", &[spokes as usize, per_spoke])?;
+    Trajectory::tabulate(2, m, |j| {
+        let (p, i) = (j / per_spoke, j % per_spoke);
         let (s, c) = (PI * p as f64 / spokes as f64).sin_cos();
-        for i in 0..2 * n {
-            let radius = (i as f64 - n as f64) * dk / 2.0;
-            points.push([radius * c, radius * s, 0.0]);
-            times.push(t0 + i as f64 * dwell);
-        }
-    }
-    Ok(Trajectory::from_points(2, &points, times))
+        let radius = (i as f64 - n as f64) * dk / 2.0;
+        ([radius * c, radius * s, 0.0], t0 + i as f64 * dwell)
+    })
 }
 
 /// Single-shot EPI: n/R lines ky = (l·R − n/2)·Δk, n samples per line in
@@ -154,16 +163,13 @@ pub fn epi(n: i64, fov: f64, undersampling: i64, dwell: f64, t0: f64) -> Result<
     let r = undersampling as usize;
     let dk = 2.0 * PI / fov;
     let half = (n / 2) as f64;
-    let mut points = Vec::new();
-    for (l, line) in (0..n).step_by(r).enumerate() {
-        let ky = (line as f64 - half) * dk;
-        for i in 0..n {
-            let ix = if l % 2 == 0 { i } else { n - 1 - i };
-            points.push([(ix as f64 - half) * dk, ky, 0.0]);
-        }
-    }
-    let times = (0..points.len()).map(|j| t0 + j as f64 * dwell).collect();
-    Ok(Trajectory::from_points(2, &points, times))
+    let m = super::sim_count("n x n/undersampling", &[n.div_ceil(r), n])?;
+    Trajectory::tabulate(2, m, |j| {
+        let (l, i) = (j / n, j % n);
+        let ky = ((l * r) as f64 - half) * dk;
+        let ix = if l % 2 == 0 { i } else { n - 1 - i };
+        ([(ix as f64 - half) * dk, ky, 0.0], t0 + j as f64 * dwell)
+    })
 }
 
 /// The full Cartesian grid, one line per shot: k = ((ix − nx/2)·2π/fov_x,
@@ -178,19 +184,16 @@ pub fn cartesian(
 ) -> Result<Trajectory> {
     let nx = check_grid(nx, fov_x, dwell, t0)?;
     let ny = check_grid(ny, fov_y, dwell, t0)?;
-    let mut points = Vec::with_capacity(nx * ny);
-    let mut times = Vec::with_capacity(nx * ny);
-    for iy in 0..ny {
-        for ix in 0..nx {
-            points.push([
-                (ix as f64 - (nx / 2) as f64) * 2.0 * PI / fov_x,
-                (iy as f64 - (ny / 2) as f64) * 2.0 * PI / fov_y,
-                0.0,
-            ]);
-            times.push(t0 + ix as f64 * dwell);
-        }
-    }
-    Ok(Trajectory::from_points(2, &points, times))
+    let m = super::sim_count("nx x ny", &[nx, ny])?;
+    Trajectory::tabulate(2, m, |j| {
+        let (ix, iy) = (j % nx, j / nx);
+        let k = [
+            (ix as f64 - (nx / 2) as f64) * 2.0 * PI / fov_x,
+            (iy as f64 - (ny / 2) as f64) * 2.0 * PI / fov_y,
+            0.0,
+        ];
+        (k, t0 + ix as f64 * dwell)
+    })
 }
 
 /// A stack of spirals: the 2D spiral on nz partitions kz = (p − nz/2)·2π/fov_z,
@@ -207,16 +210,13 @@ pub fn stack_of_spirals(
     let n = check_grid(n, fov, dwell, t0)?;
     let nz = check_grid(nz, fov_z, dwell, t0)?;
     let spiral = spiral_points(n, fov, undersampling, dwell)?;
-    let mut points = Vec::with_capacity(spiral.len() * nz);
-    let mut times = Vec::with_capacity(spiral.len() * nz);
-    for p in 0..nz {
+    let per = spiral.len();
+    let m = super::sim_count("spiral samples x nz", &[per, nz])?;
+    Trajectory::tabulate(3, m, |i| {
+        let (p, j) = (i / per, i % per);
         let kz = (p as f64 - (nz / 2) as f64) * 2.0 * PI / fov_z;
-        for (j, s) in spiral.iter().enumerate() {
-            points.push([s[0], s[1], kz]);
-            times.push(t0 + j as f64 * dwell);
-        }
-    }
-    Ok(Trajectory::from_points(3, &points, times))
+        ([spiral[j][0], spiral[j][1], kz], t0 + j as f64 * dwell)
+    })
 }
 
 /// Density-compensation weights of a continuous 2D readout (Hoge et al. 1997):
@@ -232,21 +232,26 @@ pub fn density_weights_2d(k: &[f64]) -> Result<Vec<f32>> {
     crate::model::check_finite("k", k)?;
     let m = k.len() / 2;
     let (kx, ky) = k.split_at(m);
-    let raw: Vec<f64> = (0..m)
-        .map(|j| {
-            let (a, b) = (j.saturating_sub(1), (j + 1).min(m - 1));
-            let (dx, dy) = ((kx[b] - kx[a]) / 2.0, (ky[b] - ky[a]) / 2.0);
-            (kx[j] * dy - ky[j] * dx).abs()
-        })
-        .collect();
+    let raw = super::tabulate(m, "density weights (M)", |j| {
+        let (a, b) = (j.saturating_sub(1), (j + 1).min(m - 1));
+        let (dx, dy) = ((kx[b] - kx[a]) / 2.0, (ky[b] - ky[a]) / 2.0);
+        (kx[j] * dy - ky[j] * dx).abs()
+    })?;
     let mean = raw.iter().sum::<f64>() / m as f64;
     if mean <= 0.0 {
         return Err(Error::invalid(
             "the trajectory covers no area (all weights are zero)",
         ));
     }
+    if !mean.is_finite() {
+        return Err(Error::invalid(
+            "k is too large: the density weights overflow (k in rad/m, |k| well below 1e150)",
+        ));
+    }
     // A floor keeps the k-space centre in the fit.
-    Ok(raw.iter().map(|w| (w / mean).max(1e-3) as f32).collect())
+    super::tabulate(m, "density weights (M)", |j| {
+        (raw[j] / mean).max(1e-3) as f32
+    })
 }
 
 #[cfg(test)]

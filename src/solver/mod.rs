@@ -2,7 +2,30 @@
 //! table): one conjugate gradient serves the CPU and the GPU.
 
 mod cg;
+mod penalty;
+mod problem;
 pub mod reweight;
+mod space;
 
-pub use cg::{cg, CgProblem, CgSpace, Regularizer};
-pub use reweight::{reweighted_cg, Neighbourhood, Penalty};
+use crate::error::Result;
+use crate::op::CgReport;
+pub use penalty::Penalty;
+pub use problem::{CgProblem, Neighbourhood, Regularizer};
+pub use reweight::reweighted_cg;
+pub use space::CgSpace;
+
+/// Solves in place: `x` holds the start (used only with `warm_start`) and
+/// receives the last iterate. On cancellation returns `Cancelled`.
+///
+/// Total variation and Laplace (with λ ≠ 0) run
+/// [`reweighted_cg`]: the report then counts
+/// the iterations of all outer steps and gives the last step's residual and
+/// convergence. λ = 0 makes every regularizer `None`.
+pub fn cg<S: CgSpace>(space: &S, problem: &CgProblem<'_>, x: &mut S::Vector) -> Result<CgReport> {
+    match problem.regularizer {
+        Regularizer::TotalVariation | Regularizer::Laplace if problem.lambda != 0.0 => {
+            reweighted_cg(space, problem, x)
+        }
+        _ => cg::weighted_cg(space, problem, x),
+    }
+}

@@ -31,93 +31,14 @@
 //! warm-started, in which case its weights come from the start image. The
 //! progress callback sees the iterations counted over all steps.
 
-use super::cg::{weighted_cg, CgProblem, CgSpace, Regularizer};
-use crate::error::{Error, Result};
+use super::cg::weighted_cg;
+pub use super::penalty::Penalty;
+use super::problem::CgProblem;
+pub use super::problem::Neighbourhood;
+use super::space::CgSpace;
+use crate::error::Result;
 use crate::op::CgReport;
-
-/// The neighbour directions of D (`backend::cpu::fd` lists them and their
-/// order): the C API's `neighbours` option.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Neighbourhood {
-    /// Differences along the grid axes (6 neighbours in 3D): code 6 or 0.
-    #[default]
-    Axes,
-    /// Differences to every neighbour, each edge once, weighted 1/|d|² (26
-    /// neighbours, 13 directions in 3D; 8 neighbours, 4 directions in 2D): code 26.
-    Full,
-}
-
-impl Neighbourhood {
-    /// 0 or 6 → axes, 26 → all neighbours.
-    pub fn from_code(code: i32) -> Result<Neighbourhood> {
-        match code {
-            0 | 6 => Ok(Neighbourhood::Axes),
-            26 => Ok(Neighbourhood::Full),
-            _ => Err(Error::invalid(format!(
-                "neighbours must be 6 (axis differences; 0 means 6) or 26 (all neighbours), got {code}"
-            ))),
-        }
-    }
-
-    /// The C API code (6 or 26).
-    pub fn code(self) -> i32 {
-        match self {
-            Neighbourhood::Axes => 6,
-            Neighbourhood::Full => 26,
-        }
-    }
-}
-
-/// The penalty ψ of one outer step (with its ε already continued).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Penalty {
-    /// ψ(g) = g²/2: ν ≡ 1.
-    Quadratic,
-    /// ψ(g) = sqrt(g² + ε²).
-    TotalVariation { epsilon: f64 },
-    /// ψ(g) = 1 − exp(−sqrt(g² + ε²)/σ).
-    Laplace { epsilon: f64, sigma: f64 },
-}
-
-impl Penalty {
-    /// ψ(g).
-    pub fn value(&self, g: f64) -> f64 {
-        match *self {
-            Penalty::Quadratic => 0.5 * g * g,
-            Penalty::TotalVariation { epsilon } => g.hypot(epsilon),
-            Penalty::Laplace { epsilon, sigma } => -(-g.hypot(epsilon) / sigma).exp_m1(),
-        }
-    }
-
-    /// ν(g) = ψ'(g)/g, the factor of the edge weights in the half-quadratic step.
-    pub fn weight(&self, g: f64) -> f64 {
-        match *self {
-            Penalty::Quadratic => 1.0,
-            Penalty::TotalVariation { epsilon } => 1.0 / g.hypot(epsilon),
-            Penalty::Laplace { epsilon, sigma } => {
-                let t = g.hypot(epsilon);
-                (-t / sigma).exp() / (sigma * t)
-            }
-        }
-    }
-
-    /// The penalty of weight update `update` (0, 1, …) of a solve.
-    pub fn for_update(problem: &CgProblem<'_>, update: usize) -> Result<Penalty> {
-        match problem.regularizer {
-            Regularizer::FiniteDifference => Ok(Penalty::Quadratic),
-            Regularizer::TotalVariation => Ok(Penalty::TotalVariation {
-                epsilon: problem.epsilon,
-            }),
-            Regularizer::Laplace => Ok(Penalty::Laplace {
-                epsilon: problem.epsilon * 0.1f64.powi(update.min(300) as i32),
-                sigma: problem.sigma,
-            }),
-            other => Err(Error::internal(format!(
-                "no reweighting penalty for regularizer {other:?}"
-            ))),
-        }
-    }
-}
+use crate::progress::Progress;
 
 /// Total variation or Laplace by `reweightings` outer steps of weighted CG
 /// (module docs). `x` holds the start (with `warm_start`) and receives the
@@ -148,7 +69,9 @@ pub fn reweighted_cg<S: CgSpace>(
             progress: Some(&progress),
             ..*problem
         };
-        let report = weighted_cg(space, &inner, x)?;
+        let report = Progress::current()
+            .step(step, steps)
+            .enter(|| weighted_cg(space, &inner, x))?;
         total.iterations += report.iterations;
         total.converged = report.converged;
         total.rel_residual = report.rel_residual;

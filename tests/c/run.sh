@@ -20,13 +20,15 @@
 #            code), tests/c/model.c (MODEL.md against float64 sums in C) and
 #            tests/c/threads.c (concurrency), tests/c/oom.c (OUT_OF_MEMORY under
 #            RLIMIT_AS instead of aborts), tests/c/nufft.c (the standalone NUFFT
-#            against direct sums, its error codes), each as C99 and C++11, -Werror.
+#            against direct sums, its error codes), each as C99 and C++11, -Werror;
+#            tests/c/adversarial.c (every function, edge and random arguments,
+#            forked per call under RLIMIT_AS and a time limit; C99).
 #   run      each program natively, then under valgrind (--error-exitcode=1
 #            --leak-check=full --errors-for-leak-kinds=definite: "possibly lost"
 #            and "still reachable" blocks of Rust's thread pools are not failures).
 #
 # Environment: CC, CXX (gcc, g++); CARGO_TARGET_DIR (target); HORECON_TEST_SEED replays a seed;
-# HORECON_C_TEST_TIMEOUT limits each run (900 s);
+# HORECON_C_TEST_TIMEOUT limits each run (900 s); HORECON_ADVERSARIAL_CASES (25 per function);
 # HORECON_C_TESTS_NO_VALGRIND=1 skips the valgrind runs (reported, not passed).
 set -u
 
@@ -61,7 +63,7 @@ step() {
     if "$@" >"$logs/$name.log" 2>&1; then
         passed=$((passed + 1))
         printf 'PASS %s\n' "$name"
-        grep -h -E '(^ok: |^note: |checks passed|differing results|relative reconstruction error|skipped|seed |model: .*(forward|cg)|oom: .*limits)' \
+        grep -h -E '(^ok: |^note: |checks passed|differing results|relative reconstruction error|skipped|seed |model: .*(forward|cg)|oom: .*limits|inputs tried|^statuses)' \
             "$logs/$name.log" | sed 's/^/     /'
     else
         failed=$((failed + 1))
@@ -234,6 +236,7 @@ step compile-model-c99 "$CC" "${cflags[@]}" tests/c/model.c -o "$out/model" "${l
 step compile-model-c++11 "$CXX" "${cxxflags[@]}" tests/c/model.c -o "$out/model_cxx" "${link[@]}"
 step compile-oom-c99 "$CC" "${cflags[@]}" tests/c/oom.c -o "$out/oom" "${link[@]}"
 step compile-oom-c++11 "$CXX" "${cxxflags[@]}" tests/c/oom.c -o "$out/oom_cxx" "${link[@]}"
+step compile-adversarial-c99 "$CC" "${cflags[@]}" tests/c/adversarial.c -o "$out/adversarial" "${link[@]}"
 step compile-threads-c99 "$CC" "${cflags[@]}" tests/c/threads.c -o "$out/threads" "${link[@]}"
 step compile-threads-c++11 "$CXX" "${cxxflags[@]}" tests/c/threads.c -o "$out/threads_cxx" "${link[@]}"
 step compile-nufft-c99 "$CC" "${cflags[@]}" tests/c/nufft.c -o "$out/nufft" "${link[@]}"
@@ -274,6 +277,9 @@ run run-model-c++11 "$out/model_cxx"
 # OUT_OF_MEMORY, never an abort, under address-space limits (natively only:
 # valgrind brings its own allocator)
 run run-oom "$out/oom"
+# every exported function with edge and random arguments, each call in a forked
+# child under RLIMIT_AS = 4 GiB and a time limit (issue 11); cases per function:
+run run-adversarial "$out/adversarial" "${HORECON_ADVERSARIAL_CASES:-25}"
 run run-threads-c99 "$out/threads"
 run run-threads-c++11 "$out/threads_cxx"
 # all cores in the plan's pool, and the double and fast precision modes

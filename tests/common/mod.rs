@@ -289,3 +289,23 @@ pub fn inner(a: &[Complex32], b: &[Complex32]) -> Complex64 {
         })
         .sum()
 }
+
+/// E x and Eᴴ d of `plan` (image and data as given).
+pub fn apply(
+    plan: &Plan,
+    image: &[Complex32],
+    data: &[Complex32],
+) -> (Vec<Complex32>, Vec<Complex32>) {
+    let mut d = vec![Complex32::default(); data.len()];
+    plan.forward(image, &mut d).expect("forward");
+    let mut x = vec![Complex32::default(); image.len()];
+    plan.adjoint(data, &mut x).expect("adjoint");
+    (d, x)
+}
+
+/// A random image and data of `problem`'s sizes (drawn in that order).
+pub fn random_inputs(rng: &mut Rng, problem: &Problem) -> (Vec<Complex32>, Vec<Complex32>) {
+    let image = rng.complex(problem.voxels());
+    let data = rng.complex(problem.samples * problem.coils);
+    (image, data)
+}

@@ -16,8 +16,10 @@
 use super::real::Real;
 use super::trig::sincos_cycles;
 use crate::error::{try_vec, Result};
+use crate::progress::Progress;
 use num_complex::Complex;
 use rayon::prelude::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Outer points per vector group.
 pub const LANES: usize = 16;
@@ -264,9 +266,37 @@ macro_rules! isa_entry {
 isa_entry!(task_avx512, "avx512f,avx512dq,avx512vl,avx2,fma");
 isa_entry!(task_avx2, "avx2,fma");
 
+/// How `phase_sum` splits its work: (tasks of GROUPS·LANES outer points,
+/// parts of the inner sum per task, inner points per part).
+fn split(outer: usize, inner: usize, threads: usize) -> (usize, usize, usize) {
+    let tasks = outer.div_ceil(GROUPS * LANES);
+    // Few outer points (e.g. one sample): split the inner sum too, so all threads work.
+    let wanted = 4 * threads.max(1);
+    let parts = if tasks >= wanted {
+        1
+    } else {
+        wanted
+            .div_ceil(tasks.max(1))
+            .min(inner.div_ceil(4 * TILE))
+            .max(1)
+    };
+    (tasks, parts, inner.div_ceil(parts))
+}
+
+/// Elements of the partial sums `phase_sum` allocates (for memory estimates).
+pub fn partial_len(outer: usize, inner: usize, coils: usize, threads: usize) -> usize {
+    let (tasks, parts, _) = split(outer, inner, threads);
+    tasks
+        .saturating_mul(parts)
+        .saturating_mul(coils)
+        .saturating_mul(GROUPS * LANES)
+}
+
 /// out (coils × outer.count, outer index fastest) = the phase-weighted sums.
-/// `weights` is coils × inner.count. Runs on the current rayon pool; fails
-/// only with `OutOfMemory` (the partial sums are as large as `out`).
+/// `weights` is coils × inner.count. Runs on the current rayon pool and
+/// reports to the current [`Progress`] (checked before every task of
+/// GROUPS·LANES outer points); fails with `OutOfMemory` (the partial sums
+/// are as large as `out`) or `Cancelled`.
 pub fn phase_sum<Mo: Mode>(
     terms: usize,
     outer: Points<'_, Mo::Phase>,
@@ -281,29 +311,27 @@ pub fn phase_sum<Mo: Mode>(
     debug_assert_eq!(weights.len(), coils * inner.count);
     debug_assert_eq!(out.len(), coils * outer.count);
     let width = GROUPS * LANES;
-    let tasks = outer.count.div_ceil(width);
-    // Few outer points (e.g. one sample): split the inner sum too, so all threads work.
-    let wanted = 4 * rayon::current_num_threads();
-    let parts = if tasks >= wanted {
-        1
-    } else {
-        wanted
-            .div_ceil(tasks)
-            .min(inner.count.div_ceil(4 * TILE))
-            .max(1)
-    };
-    let span = inner.count.div_ceil(parts);
+    let (tasks, parts, span) = split(outer.count, inner.count, rayon::current_num_threads());
     let block = coils * width;
     let mut partial = try_vec(
-        tasks * parts * block,
+        partial_len(
+            outer.count,
+            inner.count,
+            coils,
+            rayon::current_num_threads(),
+        ),
         Complex::new(Mo::Acc::default(), Mo::Acc::default()),
         "partial sums",
     )?;
     let isa = isa();
+    let progress = Progress::current();
+    let total = (tasks * parts).max(1) as f64;
+    let finished = AtomicUsize::new(0);
     partial
         .par_chunks_mut(block)
         .enumerate()
-        .for_each(|(index, chunk)| {
+        .try_for_each(|(index, chunk)| -> Result<()> {
+            progress.check(finished.load(Ordering::Relaxed) as f64 / total)?;
             let (t, p) = (index / parts, index % parts);
             let range = (
                 (p * span).min(inner.count),
@@ -329,7 +357,10 @@ pub fn phase_sum<Mo: Mode>(
                     terms, outer, o0, inner, range, weights, coils, conjugate, chunk,
                 ),
             }
-        });
+            finished.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        })?;
+    progress.check(1.0)?;
     out.par_chunks_mut(outer.count)
         .enumerate()
         .for_each(|(l, row)| {

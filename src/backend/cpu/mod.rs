@@ -13,6 +13,7 @@ pub mod trig;
 use crate::error::{try_vec, Result};
 use crate::model::{Features, Sizes};
 use crate::op::{CgReport, EncodingOperator, Precision};
+use crate::progress::Progress;
 use crate::solver::CgProblem;
 use kernel::{phase_sum, Accurate, Double, Fast, Mode, Points};
 use num_complex::{Complex, Complex32};
@@ -213,11 +214,16 @@ impl<Mo: Mode> CpuOperator<Mo> {
             samples: m, coils, ..
         } = self.sizes;
         let mut data = self.zeros(m * coils, "intermediate data (M x L)")?;
-        self.forward_acc(image, &mut data)?;
+        let progress = Progress::current();
+        progress
+            .part(0.0, 0.5)
+            .enter(|| self.forward_acc(image, &mut data))?;
         if let Some(w) = weights {
             apply_sample_weights(&mut data, m, w);
         }
-        self.adjoint_acc(&data, out)
+        progress
+            .part(0.5, 1.0)
+            .enter(|| self.adjoint_acc(&data, out))
     }
 
     fn widen_all(&self, values: &[Complex32], what: &str) -> Result<Vec<Acc<Mo>>> {
@@ -226,7 +232,8 @@ impl<Mo: Mode> CpuOperator<Mo> {
 }
 
 /// Applies `f` in the accumulation type T inside `pool`: the float32 input
-/// widened, the output zeroed, and the result narrowed into `output`.
+/// widened, the output zeroed, and the result narrowed into `output`. The
+/// caller's thread meanwhile serves the progress callback ([`Progress::install`]).
 pub(crate) fn apply_widened<T: Real>(
     pool: &rayon::ThreadPool,
     input: &[Complex32],
@@ -235,7 +242,7 @@ pub(crate) fn apply_widened<T: Real>(
     output_name: &str,
     f: impl FnOnce(&[Complex<T>], &mut [Complex<T>]) -> Result<()> + Send,
 ) -> Result<()> {
-    pool.install(|| {
+    Progress::current().install(pool, || {
         let x = widen_all::<T>(input, input_name)?;
         let mut y = complex_zeros(output.len(), output_name)?;
         f(&x, &mut y)?;

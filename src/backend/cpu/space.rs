@@ -9,6 +9,7 @@ use super::{complex_zeros, narrow_into, widen, widen_all};
 use crate::error::{try_vec, Result};
 use crate::model::Sizes;
 use crate::op::CgReport;
+use crate::progress::Progress;
 use crate::solver::{cg, CgProblem, CgSpace, Penalty};
 use num_complex::{Complex, Complex32};
 use rayon::prelude::*;
@@ -65,16 +66,16 @@ impl<T: Real, Op: CpuNormal<T>> CgSpace for CpuSpace<'_, T, Op> {
     }
 
     fn rhs(&self, b: &mut Self::Vector) -> Result<()> {
-        self.op.pool().install(|| {
+        Progress::current().install(self.op.pool(), || {
             self.op
                 .rhs(self.problem.data, self.problem.sample_weights, b)
         })
     }
 
     fn normal(&self, x: &Self::Vector, y: &mut Self::Vector) -> Result<()> {
-        self.op
-            .pool()
-            .install(|| self.op.normal(x, y, self.problem.sample_weights))
+        Progress::current().install(self.op.pool(), || {
+            self.op.normal(x, y, self.problem.sample_weights)
+        })
     }
 
     fn set_from_host(&self, host: &[Complex32], v: &mut Self::Vector) -> Result<()> {

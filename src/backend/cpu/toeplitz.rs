@@ -20,6 +20,7 @@ use crate::error::{try_vec, Result};
 use crate::model::toeplitz::ToeplitzSpec;
 use crate::model::{Features, Sizes};
 use crate::op::{CgReport, EncodingOperator, Precision};
+use crate::progress::Progress;
 use crate::solver::CgProblem;
 use num_complex::{Complex, Complex32};
 use rayon::prelude::*;
@@ -128,6 +129,13 @@ where
             Some(a) if pairs == 1 => points / spec.kernel_dims[a] * spec.dims[a],
             _ => points,
         };
+        // The kernels and the set-up's data, before allocating any of it.
+        let acc = std::mem::size_of::<Acc<Mo>>() as u64;
+        let setup_bytes = (points as u64)
+            .saturating_mul(pairs as u64)
+            .saturating_mul(2 * acc)
+            .saturating_add((spec.samples as u64).saturating_mul(pairs as u64 * (16 + acc)));
+        crate::error::check_available(setup_bytes, "the Toeplitz kernels")?;
         let mut features = spec.offset_features()?;
         if computed < points {
             let mut half = try_vec(3 * computed, 0.0f64, "Toeplitz kernel offsets (K/2 x 3)")?;
@@ -172,7 +180,9 @@ where
         drop(offsets);
         let scale = Mo::Acc::from_f64(1.0 / points as f64);
         let zero = Complex::new(Mo::Acc::default(), Mo::Acc::default());
-        for kernel in spectra.chunks_exact_mut(points) {
+        let progress = Progress::current();
+        for (p, kernel) in spectra.chunks_exact_mut(points).enumerate() {
+            progress.check(p as f64 / pairs as f64)?;
             kernel.par_iter_mut().enumerate().for_each(|(v, t)| {
                 if spec.is_unused(v) {
                     *t = zero;
@@ -184,7 +194,9 @@ where
                 .for_each(|t| *t = Complex::new(t.re * scale, t.im * scale));
         }
         let k = Arc::new(Kernels {
-            weights: weights.map(<[f32]>::to_vec),
+            weights: weights
+                .map(|w| crate::error::try_copy(w, "Toeplitz kernel weights (M)"))
+                .transpose()?,
             spectra,
         });
         *slot = Some(k.clone());
@@ -257,6 +269,7 @@ where
 
     /// y = EᴴWE x by the convolutions of the module documentation.
     fn normal_acc(&self, x: &[Acc<Mo>], y: &mut [Acc<Mo>], weights: Option<&[f32]>) -> Result<()> {
+        let progress = Progress::current();
         let kernels = self.kernels(weights)?;
         let Sizes {
             voxels: n, coils, ..
@@ -273,6 +286,7 @@ where
         };
         let phase = |l: usize| self.segment_phases.as_ref().map(|p| &p[l * n..(l + 1) * n]);
         for c in 0..coils {
+            progress.check(c as f64 / coils as f64)?;
             let sensitivity = self
                 .exact
                 .sensitivities

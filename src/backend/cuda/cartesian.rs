@@ -15,17 +15,19 @@
 
 use super::context::Device;
 use super::fft::{coil_batch, complex_bytes, to_pairs, Direction, FftOps, FftPlan};
+use super::launch::{launch_over, Args};
 use super::memory::{DeviceBuffer, Stream};
-use super::operator::{
-    launch, solve_on, util_grid, Args, CudaCore, DeviceNormal, Work, UTIL_THREADS,
-};
+use super::operator::check_index_range;
+use super::space::{solve_on, DeviceNormal};
+use super::vectors::{upload_sensitivities, CudaCore};
+use super::work::{take, Work};
 use crate::error::{Error, Result};
 use crate::model::cartesian::Cartesian;
 use crate::model::Sizes;
 use crate::op::{CgReport, EncodingOperator, Precision};
 use crate::solver::CgProblem;
 use num_complex::{Complex32, Complex64};
-use std::sync::{Arc, Mutex, TryLockError};
+use std::sync::{Arc, Mutex};
 
 /// Grids and plans of one call (or of one solve).
 struct Engine {
@@ -49,48 +51,6 @@ pub struct CudaCartesian {
     ops: FftOps,
     engine: Mutex<Option<Engine>>,
     work: Mutex<Option<Work>>,
-}
-
-/// A cached item taken for one call, or a fresh one when the cache is busy
-/// (another thread, or this one re-entering from CG's progress callback).
-enum Taken<'a, T> {
-    Cached(std::sync::MutexGuard<'a, Option<T>>),
-    Fresh(T),
-}
-
-impl<T> std::ops::Deref for Taken<'_, T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        match self {
-            // The cached slot is filled before a `Cached` is handed out.
-            Taken::Cached(g) => g.as_ref().unwrap_or_else(|| unreachable!()),
-            Taken::Fresh(t) => t,
-        }
-    }
-}
-
-/// Takes the cached item of `slot` (made by `make` on first use), or makes a
-/// fresh one when the slot is in use.
-pub(super) fn take<T>(
-    slot: &Mutex<Option<T>>,
-    make: impl FnOnce() -> Result<T>,
-) -> Result<impl std::ops::Deref<Target = T> + '_> {
-    match slot.try_lock() {
-        Ok(mut guard) => {
-            if guard.is_none() {
-                *guard = Some(make()?);
-            }
-            Ok(Taken::Cached(guard))
-        }
-        Err(TryLockError::Poisoned(p)) => {
-            let mut guard = p.into_inner();
-            if guard.is_none() {
-                *guard = Some(make()?);
-            }
-            Ok(Taken::Cached(guard))
-        }
-        Err(TryLockError::WouldBlock) => Ok(Taken::Fresh(make()?)),
-    }
 }
 
 impl CudaCartesian {
@@ -118,11 +78,7 @@ impl CudaCartesian {
                 dims
             )));
         }
-        if n >= u32::MAX as usize || n.max(m) > i32::MAX as usize {
-            return Err(Error::invalid(format!(
-                "the CUDA backend handles at most 2^31 - 1 voxels and samples (N = {n}, M = {m})"
-            )));
-        }
+        check_index_range(sizes)?;
         if let Some(&bad) = cartesian.bins.iter().find(|&&q| q >= n) {
             return Err(Error::internal(format!(
                 "Cartesian sample in FFT bin {bad} of {n}"
@@ -130,24 +86,15 @@ impl CudaCartesian {
         }
         let bins: Vec<u32> = cartesian.bins.iter().map(|&q| q as u32).collect();
         let theta = to_pairs(
+            m,
             cartesian
                 .phase_cycles
                 .iter()
                 .map(|&c| Complex64::from_polar(1.0, std::f64::consts::TAU * (c - c.round()))),
-        );
+        )?;
         let per_coil = n * complex_bytes(precision);
         let batch = coil_batch(&device, coils, per_coil)?;
-        let sensitivities = match sensitivities {
-            None => None,
-            Some(s) => {
-                let raw: Vec<[f32; 2]> = s.iter().map(|c| [c.re, c.im]).collect();
-                Some(DeviceBuffer::from_host(
-                    &device,
-                    &raw,
-                    "coil sensitivities (N x L)",
-                )?)
-            }
-        };
+        let sensitivities = upload_sensitivities(&device, sensitivities)?;
         Ok(CudaCartesian {
             bins: DeviceBuffer::from_host(&device, &bins, "Cartesian FFT bins (M)")?,
             theta: DeviceBuffer::from_host(&device, &theta, "Cartesian sample phases (M)")?,
@@ -190,6 +137,14 @@ impl CudaCartesian {
         Work::new(&self.core.device, self.core.sizes)
     }
 
+    /// Runs `f` with the workspace, the FFT engine and the stream of one call.
+    fn call<R>(&self, f: impl FnOnce(&Work, &Engine, Stream) -> Result<R>) -> Result<R> {
+        self.core.device.bind()?;
+        let w = take(&self.work, || self.make_work())?;
+        let e = take(&self.engine, || self.make_engine())?;
+        f(&w, &e, Stream(w.stream.cu_stream()))
+    }
+
     fn sens_ptr(&self) -> u64 {
         self.sensitivities.as_ref().map_or(0, |s| s.ptr)
     }
@@ -203,10 +158,9 @@ impl CudaCartesian {
         let Sizes {
             voxels: n, coils, ..
         } = self.core.sizes;
-        launch(
+        launch_over(
             &self.ops.cart_spread,
-            util_grid(n * self.batch),
-            UTIL_THREADS,
+            n * self.batch,
             s,
             Args::default()
                 .ptr(x.ptr)
@@ -226,10 +180,9 @@ impl CudaCartesian {
             voxels: n, coils, ..
         } = self.core.sizes;
         e.plan.exec(e.grid.ptr, Direction::Forward, s)?;
-        launch(
+        launch_over(
             &self.ops.cart_collect,
-            util_grid(n),
-            UTIL_THREADS,
+            n,
             s,
             Args::default()
                 .ptr(e.grid.ptr)
@@ -260,10 +213,9 @@ impl CudaCartesian {
         } = self.core.sizes;
         for c0 in self.chunks() {
             self.spread_ifft(e, x, c0, s)?;
-            launch(
+            launch_over(
                 &self.ops.cart_gather,
-                util_grid(m * self.batch),
-                UTIL_THREADS,
+                m * self.batch,
                 s,
                 Args::default()
                     .ptr(e.grid.ptr)
@@ -297,10 +249,9 @@ impl CudaCartesian {
         } = self.core.sizes;
         for c0 in self.chunks() {
             e.grid.zero(s)?;
-            launch(
+            launch_over(
                 &self.ops.cart_scatter,
-                util_grid(m * self.batch),
-                UTIL_THREADS,
+                m * self.batch,
                 s,
                 Args::default()
                     .ptr(d.ptr)
@@ -333,10 +284,9 @@ impl CudaCartesian {
             ..
         } = self.core.sizes;
         e.wgrid.zero(s)?;
-        launch(
+        launch_over(
             &self.ops.cart_weights,
-            util_grid(m),
-            UTIL_THREADS,
+            m,
             s,
             Args::default()
                 .ptr(weights.map_or(0, |w| w.ptr))
@@ -346,10 +296,9 @@ impl CudaCartesian {
         )?;
         for c0 in self.chunks() {
             self.spread_ifft(e, x, c0, s)?;
-            launch(
+            launch_over(
                 &self.ops.grid_weight,
-                util_grid(n * self.batch),
-                UTIL_THREADS,
+                n * self.batch,
                 s,
                 Args::default()
                     .ptr(e.wgrid.ptr)
@@ -384,23 +333,19 @@ impl DeviceNormal for CudaCartesian {
 
 impl EncodingOperator for CudaCartesian {
     fn forward(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
-        self.core.device.bind()?;
-        let w = take(&self.work, || self.make_work())?;
-        let e = take(&self.engine, || self.make_engine())?;
-        let s = Stream(w.stream.cu_stream());
-        self.core.upload(&w, image, &w.image, s)?;
-        self.forward_dev(&e, &w.image, &w.data, None, s)?;
-        self.core.download(&w, &w.data, data, s)
+        self.call(|w, e, s| {
+            self.core.upload(w, image, &w.image, s)?;
+            self.forward_dev(e, &w.image, &w.data, None, s)?;
+            self.core.download(w, &w.data, data, s)
+        })
     }
 
     fn adjoint(&self, data: &[Complex32], image: &mut [Complex32]) -> Result<()> {
-        self.core.device.bind()?;
-        let w = take(&self.work, || self.make_work())?;
-        let e = take(&self.engine, || self.make_engine())?;
-        let s = Stream(w.stream.cu_stream());
-        self.core.upload(&w, data, &w.data, s)?;
-        self.adjoint_with(&e, &w.data, &w.image_out, s)?;
-        self.core.download(&w, &w.image_out, image, s)
+        self.call(|w, e, s| {
+            self.core.upload(w, data, &w.data, s)?;
+            self.adjoint_with(e, &w.data, &w.image_out, s)?;
+            self.core.download(w, &w.image_out, image, s)
+        })
     }
 
     fn normal(
@@ -409,24 +354,13 @@ impl EncodingOperator for CudaCartesian {
         out: &mut [Complex32],
         weights: Option<&[f32]>,
     ) -> Result<()> {
-        self.core.device.bind()?;
-        let w = take(&self.work, || self.make_work())?;
-        let e = take(&self.engine, || self.make_engine())?;
-        let s = Stream(w.stream.cu_stream());
-        self.core.upload(&w, image, &w.image, s)?;
-        let host_weights: Option<Vec<f64>> = weights.map(|v| v.iter().map(|&x| x as f64).collect());
-        if let Some(hw) = &host_weights {
-            w.sample_weights.upload(hw, s)?;
-        }
-        self.normal_with(
-            &e,
-            &w.image,
-            &w.image_out,
-            host_weights.as_ref().map(|_| &w.sample_weights),
-            s,
-        )?;
-        // (the download synchronises the stream before `host_weights` is dropped)
-        self.core.download(&w, &w.image_out, out, s)
+        self.call(|w, e, s| {
+            self.core.upload(w, image, &w.image, s)?;
+            let weights = w.stage_weights(weights, s)?;
+            self.normal_with(e, &w.image, &w.image_out, weights.device(), s)?;
+            // (the download synchronises the stream before the staged weights are dropped)
+            self.core.download(w, &w.image_out, out, s)
+        })
     }
 
     fn solve(&self, problem: &CgProblem<'_>, image: &mut [Complex32]) -> Result<CgReport> {

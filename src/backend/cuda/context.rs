@@ -6,7 +6,6 @@
 
 use crate::error::{Error, Result, Status};
 use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaModule};
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions};
 use once_cell::sync::Lazy;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -111,10 +110,7 @@ impl Device {
         name: &str,
     ) -> Result<CudaFunction> {
         let mut key = label.to_string();
-        let mut options = vec![format!(
-            "--gpu-architecture=compute_{}{}",
-            self.capability.0, self.capability.1
-        )];
+        let mut options = Vec::with_capacity(defines.len());
         for (k, v) in defines {
             key.push_str(&format!(" {k}={v}"));
             options.push(format!("-D{k}={v}"));
@@ -124,18 +120,13 @@ impl Device {
             match modules.get(&key) {
                 Some(m) => m.clone(),
                 None => {
-                    let opts = CompileOptions {
-                        options,
-                        name: Some(format!("{label}.cu")),
-                        ..Default::default()
-                    };
-                    let ptx = compile_ptx_with_opts(source, opts).map_err(|e| {
-                        let detail = match &e {
-                            CompileError::CompileError { log, .. } => {
-                                log.to_string_lossy().into_owned()
-                            }
-                            other => format!("{other:?}"),
-                        };
+                    let ptx = super::module_cache::compile(
+                        source,
+                        &format!("{label}.cu"),
+                        &options,
+                        self.capability,
+                    )
+                    .map_err(|detail| {
                         Error::new(
                             Status::Backend,
                             format!("NVRTC could not compile kernels/{label}.cu ({key}): {detail}"),
@@ -159,4 +150,45 @@ impl Device {
             .load_function(name)
             .map_err(|e| driver_error(&format!("finding kernel {name}"), e))
     }
+}
+
+/// The status for a failed device lookup.
+pub fn unavailable(reason: String) -> Error {
+    Error::new(
+        Status::BackendUnavailable,
+        format!("the CUDA backend is unavailable: {reason}"),
+    )
+}
+
+/// Lets `a` and `b` access each other's memory directly where the GPUs
+/// allow it (NVLink or PCIe peer-to-peer): true when they can (or are one
+/// device). Copies between them work either way; without it the driver
+/// stages them through the host.
+pub fn enable_peer_access(a: &Device, b: &Device) -> Result<bool> {
+    if a.ordinal == b.ordinal {
+        return Ok(true);
+    }
+    let mut can = 0;
+    // SAFETY: two valid device handles and a local out-parameter.
+    unsafe { sys::cuDeviceCanAccessPeer(&mut can, a.ctx.cu_device(), b.ctx.cu_device()) }
+        .result()
+        .map_err(|e| driver_error("asking for peer access between GPUs", e))?;
+    if can == 0 {
+        return Ok(false);
+    }
+    for (from, to) in [(a, b), (b, a)] {
+        from.bind()?;
+        // SAFETY: `to`'s primary context is alive (held by its Device).
+        match unsafe { sys::cuCtxEnablePeerAccess(to.ctx.cu_ctx(), 0) } {
+            sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {
+            }
+            e => {
+                return Err(driver_error(
+                    "enabling peer access between GPUs",
+                    result::DriverError(e),
+                ))
+            }
+        }
+    }
+    Ok(true)
 }

@@ -219,13 +219,13 @@ pub struct FftOps {
 
 impl FftOps {
     pub fn new(device: &Arc<Device>, precision: Precision) -> Result<FftOps> {
-        // Compiled with util.cu as one module (`operator::UTIL`), usually
+        // Compiled with util.cu as one module (`vectors::UTIL`), usually
         // already loaded by the plan's exact operator.
         let f = |name: &str| {
             device.function(
                 "util",
-                super::operator::UTIL,
-                &[("MODE", super::operator::mode_code(precision))],
+                super::vectors::UTIL,
+                &[("MODE", super::launch::mode_code(precision))],
                 name,
             )
         };
@@ -268,7 +268,14 @@ pub fn coil_batch(device: &Device, coils: usize, per_coil: usize) -> Result<usiz
     Ok(batch)
 }
 
-/// Host complex values as device double2 pairs.
-pub fn to_pairs(values: impl Iterator<Item = num_complex::Complex64>) -> Vec<[f64; 2]> {
-    values.map(|c| [c.re, c.im]).collect()
+/// `len` host complex values as device double2 pairs (fallible: issue 11).
+pub fn to_pairs(
+    len: usize,
+    values: impl Iterator<Item = num_complex::Complex64>,
+) -> crate::error::Result<Vec<[f64; 2]>> {
+    let mut out = crate::error::try_vec(len, [0.0; 2], "device staging (double2)")?;
+    out.iter_mut()
+        .zip(values)
+        .for_each(|(o, c)| *o = [c.re, c.im]);
+    Ok(out)
 }

@@ -141,3 +141,52 @@ pub fn setting(name: &str) -> Option<usize> {
 /// A CUDA stream handle (the operator's own stream).
 #[derive(Clone, Copy)]
 pub struct Stream(pub sys::CUstream);
+
+impl Stream {
+    /// Waits until everything queued on the stream has finished (its
+    /// device's context must be current).
+    pub fn synchronize(self, what: &str) -> Result<()> {
+        // SAFETY: a live stream of the current context.
+        unsafe { result::stream::synchronize(self.0) }.map_err(|e| driver_error(what, e))
+    }
+}
+
+impl DeviceBuffer {
+    /// Copies `bytes` bytes from `src` (from byte `from`) into `self` (at byte
+    /// `at`) on `stream`, between two devices or within one
+    /// (cuMemcpyPeerAsync: staged through the host where the GPUs have no
+    /// peer access). The stream's context must be current.
+    pub fn copy_range_from(
+        &self,
+        at: usize,
+        src: &DeviceBuffer,
+        from: usize,
+        bytes: usize,
+        stream: Stream,
+    ) -> Result<()> {
+        let fits =
+            |offset: usize, size: usize| offset.checked_add(bytes).is_some_and(|e| e <= size);
+        if !fits(at, self.bytes) || !fits(from, src.bytes) {
+            return Err(Error::internal(format!(
+                "device copy of {bytes} bytes from byte {from} of {} into byte {at} of {}",
+                src.bytes, self.bytes
+            )));
+        }
+        if bytes == 0 {
+            return Ok(());
+        }
+        // SAFETY: both ranges checked above; both buffers live until the caller synchronises.
+        unsafe {
+            sys::cuMemcpyPeerAsync(
+                self.ptr + at as u64,
+                self.device.ctx.cu_ctx(),
+                src.ptr + from as u64,
+                src.device.ctx.cu_ctx(),
+                bytes,
+                stream.0,
+            )
+        }
+        .result()
+        .map_err(|e| driver_error("copying between GPUs", e))
+    }
+}

@@ -18,19 +18,51 @@
 //! `_REDUCE`, `_SPLIT`; the float32 modes' tensor-core path
 //! `HORECON_CUDA_TENSOR` (0 off, 1 also for groups under 3 coils), `_MT`,
 //! `_SEGMENT`;
-//! `HORECON_CUDA_DUMP_PTX=dir` writes the compiled PTX.
+//! `HORECON_CUDA_DUMP_PTX=dir` writes the compiled PTX;
+//! `HORECON_CUDA_TEST_PARTS=P` splits the exact operator into P parts on
+//! the plan's one device, as `num_devices = P` would over P devices
+//! ([`multi`], for tests of the multi-GPU path on one GPU).
 
 pub mod cartesian;
 pub mod context;
+mod fd;
 pub mod fft;
+mod launch;
+mod layout;
 pub mod memory;
+pub mod module_cache;
+pub mod multi;
+pub mod nufft;
 pub mod operator;
+mod phase_sum;
+mod probe;
+mod space;
 pub mod toeplitz;
+mod vectors;
+mod work;
 
-use crate::error::Result;
+use crate::error::{Error, Result, Status};
 use crate::model::{Features, Sizes};
 use crate::op::{EncodingOperator, Precision};
+use crate::options::Options;
+use context::{unavailable, Device};
+use memory::knob;
+pub use multi::CudaMulti;
 pub use operator::CudaOperator;
+use std::sync::Arc;
+pub use vectors::CudaCore;
+
+/// Cancellation point between chunks of device work (issue 11): waits for
+/// the work queued on `stream` (so that a cancel takes effect before the next
+/// chunk is queued and the fraction reported is work done), then reports
+/// `fraction` of the current step and fails with `Cancelled` once the call is
+/// cancelled. Chunk loops call it only when they have more than one chunk.
+pub(crate) fn checkpoint(stream: memory::Stream, fraction: f64) -> Result<()> {
+    // SAFETY: synchronising a live stream of this call.
+    unsafe { cudarc::driver::result::stream::synchronize(stream.0) }
+        .map_err(|e| context::driver_error("waiting for a chunk", e))?;
+    crate::progress::check(fraction)
+}
 
 /// Ok when device `ordinal` can be used, else the reason.
 pub fn usable(ordinal: usize) -> std::result::Result<(), String> {
@@ -42,17 +74,74 @@ pub fn device_count() -> usize {
     context::probe().unwrap_or(0)
 }
 
-/// Builds the CUDA operator on device `ordinal`.
+/// The devices of the parts of an operator for `options` (first device
+/// `device`, `num_devices` of them; `HORECON_CUDA_TEST_PARTS` parts on the
+/// first device instead), or why they cannot be had.
+pub fn placement(options: &Options) -> Result<Vec<Arc<Device>>> {
+    let first = usize::try_from(options.device)
+        .map_err(|_| Error::invalid(format!("device must be >= 0, got {}", options.device)))?;
+    if let Some(parts) = knob("HORECON_CUDA_TEST_PARTS") {
+        let device = context::device(first).map_err(unavailable)?;
+        return Ok(vec![device; parts]);
+    }
+    let count = usize::try_from(options.num_devices)
+        .ok()
+        .filter(|&c| c >= 1)
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "num_devices must be >= 1, got {}",
+                options.num_devices
+            ))
+        })?;
+    let present = device_count();
+    if first + count > present {
+        return Err(Error::new(
+            Status::BackendUnavailable,
+            format!(
+                "num_devices = {count} asks for CUDA devices {first} to {}, but {present} CUDA \
+                 device(s) are present",
+                first + count - 1
+            ),
+        ));
+    }
+    (first..first + count)
+        .map(|d| context::device(d).map_err(unavailable))
+        .collect()
+}
+
+/// Builds the exact CUDA operator for `options`: on one device, or split by
+/// samples over the devices of [`placement`] ([`CudaMulti`]).
 pub fn build(
     features: &Features,
     sizes: Sizes,
-    precision: Precision,
-    ordinal: usize,
+    options: &Options,
 ) -> Result<Box<dyn EncodingOperator>> {
-    let device = context::device(ordinal).map_err(operator::unavailable)?;
-    Ok(Box::new(CudaOperator::new(
-        device, features, sizes, precision,
-    )?))
+    let mut devices = placement(options)?;
+    devices.truncate(sizes.samples);
+    if devices.len() == 1 {
+        let device = devices.remove(0);
+        return Ok(Box::new(CudaOperator::new(
+            device,
+            features,
+            sizes,
+            options.precision,
+        )?));
+    }
+    let multi = CudaMulti::new(&devices, features, sizes, options.precision)?;
+    if options.verbosity >= 1 {
+        eprintln!(
+            "horecon: the exact operator runs on {} parts split by samples, devices {:?}; \
+             images and data move between them by device-to-device copies ({}; no NCCL)",
+            devices.len(),
+            multi.devices(),
+            if multi.peer_access() {
+                "peer access"
+            } else {
+                "staged through the host: no peer access"
+            }
+        );
+    }
+    Ok(Box::new(multi))
 }
 
 /// Builds the Cartesian FFT operator ([`cartesian`]) on device `ordinal`.
@@ -63,8 +152,7 @@ pub fn build_cartesian(
     precision: Precision,
     ordinal: usize,
 ) -> Result<Box<dyn EncodingOperator>> {
-    let device = context::device(ordinal).map_err(operator::unavailable)?;
-    fft::available().map_err(operator::unavailable)?;
+    let device = fft_device(ordinal)?;
     Ok(Box::new(cartesian::CudaCartesian::new(
         device,
         sizes,
@@ -83,9 +171,15 @@ pub fn build_toeplitz(
     precision: Precision,
     ordinal: usize,
 ) -> Result<Box<dyn EncodingOperator>> {
-    let device = context::device(ordinal).map_err(operator::unavailable)?;
-    fft::available().map_err(operator::unavailable)?;
+    let device = fft_device(ordinal)?;
     Ok(Box::new(toeplitz::CudaToeplitz::new(
         device, features, spec, sizes, precision,
     )?))
+}
+
+/// Device `ordinal` for an FFT-based operator (cuFFT must load too).
+fn fft_device(ordinal: usize) -> Result<Arc<Device>> {
+    let device = context::device(ordinal).map_err(unavailable)?;
+    fft::available().map_err(unavailable)?;
+    Ok(device)
 }

@@ -8,26 +8,31 @@
 //!
 //! K_{l',l} = conj(K_{l,l'}) (only l ≤ l' stored). F, F⁻¹ are cuFFT's
 //! unnormalised transforms of the 2n grid, batched over coils (batches sized
-//! from the free memory). The kernels T_{l,l'} are exact direct sums: the
-//! adjoint of a temporary one-coil CUDA phase-sum operator whose "voxels"
-//! are the lattice offsets (`ToeplitzSpec::offset_features`), applied to
-//! w_j·conj(a_l(t_j))·a_l'(t_j) (`ToeplitzSpec::kernel_weights`), in the
-//! plan's precision (a single kernel has real weights and is Hermitian,
-//! T(−Δ) = conj(T(Δ)): half of it is summed and the rest mirrored); they are recomputed when CG's sample weights differ from
-//! the last ones. Forward, adjoint and CG's right-hand side are the exact
-//! operator's. Grids are float32 complex in accurate and fast modes and
+//! from the free memory). The kernels T_{l,l'}(Δ) = Σ_j γ_j e^{−2πi κ_j·Δ},
+//! γ_j = w_j·conj(a_l(t_j))·a_l'(t_j) (`ToeplitzSpec::kernel_weights`), are
+//! one batched type-1 NUFFT (sign −1, points 2π κ_j, modes Δ = −n … n − 1 of
+//! the 2n grid, all pairs at once; `nufft::CudaNufft`) at the tolerance and
+//! precision of `model::toeplitz::kernel_nufft_tolerance`, moved onto the
+//! kernel grid (kernels/nufft_toeplitz.cu) and transformed there, all on the
+//! device; the NUFFT plan (its sorted points) is kept and the kernels are
+//! recomputed when CG's sample weights differ from the last ones. Forward,
+//! adjoint and CG's right-hand side are the exact
+//! //! operator's. Grids are float32 complex in accurate and fast modes and
 //! float64 in double mode; images stay float64 on the device.
 
-use super::cartesian::take;
 use super::context::{driver_error, Device};
 use super::fft::{coil_batch, complex_bytes, to_pairs, Direction, FftOps, FftPlan};
+use super::launch::mode_code;
+use super::launch::{launch_over, Args};
 use super::memory::{DeviceBuffer, Stream};
-use super::operator::{
-    launch, solve_on, util_grid, Args, CudaOperator, DeviceNormal, UTIL_THREADS,
-};
+use super::nufft::CudaNufft;
+use super::operator::{CudaOperator, DeviceExact};
+use super::space::{solve_on, DeviceNormal};
+use super::work::take;
 use crate::error::Result;
-use crate::model::toeplitz::ToeplitzSpec;
+use crate::model::toeplitz::{kernel_nufft_tolerance, ToeplitzSpec};
 use crate::model::{Features, Sizes};
+use crate::nufft::{Modes, NufftSpec, NufftType, Upsampling};
 use crate::op::{CgReport, EncodingOperator, Precision};
 use crate::solver::CgProblem;
 use cudarc::driver::result;
@@ -62,8 +67,8 @@ pub struct CudaToeplitz {
     batch: usize,
     /// P_l(n) = exp(iδ_n τ_l), L×N double2; `None` without segmentation.
     phases: Option<DeviceBuffer>,
-    /// The operator of the lattice offsets (kernels), built at first use.
-    offsets: Mutex<Option<CudaOperator>>,
+    /// The type-1 NUFFT of the kernels (its points sorted once), built at first use.
+    nufft: Mutex<Option<CudaNufft>>,
     kernels: Mutex<Option<Arc<Kernels>>>,
     engine: Mutex<Option<Engine>>,
 }
@@ -109,7 +114,7 @@ impl CudaToeplitz {
                         .iter()
                         .map(move |&d| Complex64::from_polar(1.0, d * tau))
                 });
-                let host = to_pairs(values);
+                let host = to_pairs(s.segments * n, values)?;
                 debug_assert_eq!(host.len(), s.segments * n);
                 Some(DeviceBuffer::from_host(
                     &device,
@@ -129,7 +134,7 @@ impl CudaToeplitz {
             precision,
             batch,
             phases,
-            offsets: Mutex::new(None),
+            nufft: Mutex::new(None),
             kernels: Mutex::new(None),
             engine: Mutex::new(None),
         })
@@ -190,38 +195,53 @@ impl CudaToeplitz {
         let spec = &self.spec;
         let points = spec.kernel_points();
         let pairs = spec.kernel_pairs().len();
-        // One kernel (no segmentation) has real weights and is Hermitian: sum
-        // the first half along the slowest doubled axis (contiguous) and mirror.
-        let computed = match (0..3).rev().find(|&a| spec.dims[a] > 1) {
-            Some(a) if pairs == 1 => points / spec.kernel_dims[a] * spec.dims[a],
-            _ => points,
-        };
-        let mut offsets_slot = self.offsets.lock().unwrap_or_else(|e| e.into_inner());
-        if offsets_slot.is_none() {
-            let mut features = spec.offset_features()?;
-            if computed < points {
-                let half: Vec<f64> = features
-                    .voxel
-                    .chunks_exact(points)
-                    .flat_map(|column| column[..computed].iter().copied())
-                    .collect();
-                features.voxel = half;
-            }
-            let sizes = Sizes::new(computed as i64, 1, 1, 1, spec.samples as i64)?;
-            *offsets_slot = Some(CudaOperator::adjoint_only(
-                device.clone(),
-                &features,
-                sizes,
-                self.precision,
-            )?);
-        }
-        let offsets = offsets_slot
-            .as_ref()
-            .ok_or_else(|| crate::error::Error::internal("Toeplitz offsets operator missing"))?;
         let m = spec.samples;
-        let data = to_pairs(spec.kernel_weights(weights)?.into_iter());
-        let column = DeviceBuffer::new::<[f64; 2]>(&device, m, "Toeplitz kernel data (M)")?;
-        let direct = DeviceBuffer::new::<[f64; 2]>(&device, points, "Toeplitz kernel (2^d N)")?;
+        let (tolerance, nufft_double) = kernel_nufft_tolerance(self.precision);
+        let mut nufft_slot = self.nufft.lock().unwrap_or_else(|e| e.into_inner());
+        if nufft_slot.is_none() {
+            let kd = spec.kernel_dims;
+            let modes = Modes::new(3, &[kd[0] as i64, kd[1] as i64, kd[2] as i64])?;
+            let nufft_spec = NufftSpec::new(
+                NufftType::One,
+                modes,
+                -1,
+                tolerance,
+                pairs as i32,
+                nufft_double,
+                Some(Upsampling::Two),
+            )?;
+            let x: Vec<f64> = spec
+                .cycles
+                .iter()
+                .map(|&k| std::f64::consts::TAU * k)
+                .collect();
+            *nufft_slot = Some(CudaNufft::new(&nufft_spec, &x, m, device.ordinal)?);
+        }
+        let nufft = nufft_slot
+            .as_ref()
+            .ok_or_else(|| crate::error::Error::internal("Toeplitz NUFFT missing"))?;
+        let weights_data = spec.kernel_weights(weights)?;
+        let nufft_bytes = if nufft_double { 16 } else { 8 };
+        let data = DeviceBuffer::new::<u8>(
+            &device,
+            pairs * m * nufft_bytes,
+            "Toeplitz kernel weights (pairs x M)",
+        )?;
+        let s = nufft.stream();
+        if nufft_double {
+            data.upload(&to_pairs(weights_data.len(), weights_data.into_iter())?, s)?;
+        } else {
+            let narrow: Vec<[f32; 2]> = weights_data
+                .iter()
+                .map(|c| [c.re as f32, c.im as f32])
+                .collect();
+            data.upload(&narrow, s)?;
+        }
+        let modes = DeviceBuffer::new::<u8>(
+            &device,
+            pairs * points * nufft_bytes,
+            "Toeplitz kernels (pairs x 2^d N)",
+        )?;
         let bytes = self.bytes();
         let spectra = DeviceBuffer::new::<u8>(
             &device,
@@ -231,59 +251,40 @@ impl CudaToeplitz {
         let plan = FftPlan::new(
             &device,
             spec.kernel_dims,
-            1,
+            pairs,
             self.precision == Precision::Double,
         )?;
-        device.bind()?;
-        let stream = device
-            .ctx
-            .new_stream()
-            .map_err(|e| driver_error("creating a stream", e))?;
-        let s = Stream(stream.cu_stream());
+        let move_kernels = super::nufft::kernels::toeplitz_from_modes(
+            &device,
+            nufft_double,
+            mode_code(self.precision),
+        )?;
+        // T_p(Δ) for every pair p, as modes Δ = −n … n − 1.
+        nufft.execute_device(data.ptr, modes.ptr, s)?;
         let [n0, n1, n2] = spec.dims;
         let [g0, g1, g2] = spec.kernel_dims;
-        for p in 0..pairs {
-            column.upload(&data[p * m..(p + 1) * m], s)?;
-            // T_p(Δ) = Σ_j data_j·exp(−2πi κ_j·Δ): the exact adjoint at the offsets.
-            offsets.adjoint_dev(&column, &direct, s)?;
-            if computed < points {
-                launch(
-                    &self.ops.mirror_conj,
-                    util_grid(points - computed),
-                    UTIL_THREADS,
-                    s,
-                    Args::default()
-                        .ptr(direct.ptr)
-                        .int(computed as i64)
-                        .i32(g0 as i32)
-                        .i32(g1 as i32)
-                        .i32(g2 as i32)
-                        .int(points as i64),
-                )?;
-            }
-            let kernel = spectra.ptr + (p * points * bytes) as u64;
-            launch(
-                &self.ops.scale_narrow,
-                util_grid(points),
-                UTIL_THREADS,
-                s,
-                Args::default()
-                    .ptr(direct.ptr)
-                    .f64(1.0 / points as f64)
-                    .i32(n0 as i32)
-                    .i32(n1 as i32)
-                    .i32(n2 as i32)
-                    .i32(g0 as i32)
-                    .i32(g1 as i32)
-                    .int(points as i64)
-                    .ptr(kernel),
-            )?;
-            plan.exec(kernel, Direction::Forward, s)?;
-            // `column` is reused by the next upload: wait (and keep `data` alive).
-            // SAFETY: synchronising our own stream.
-            unsafe { result::stream::synchronize(s.0) }
-                .map_err(|e| driver_error("computing the Toeplitz kernels", e))?;
-        }
+        launch_over(
+            &move_kernels,
+            points * pairs,
+            s,
+            Args::default()
+                .ptr(modes.ptr)
+                .f64(1.0 / points as f64)
+                .i32(n0 as i32)
+                .i32(n1 as i32)
+                .i32(n2 as i32)
+                .i32(g0 as i32)
+                .i32(g1 as i32)
+                .i32(g2 as i32)
+                .int(points as i64)
+                .i32(pairs as i32)
+                .ptr(spectra.ptr),
+        )?;
+        plan.exec(spectra.ptr, Direction::Forward, s)?;
+        // `data` and `modes` are freed on return.
+        // SAFETY: synchronising the NUFFT's own stream.
+        unsafe { result::stream::synchronize(s.0) }
+            .map_err(|e| driver_error("computing the Toeplitz kernels", e))?;
         let k = Arc::new(Kernels {
             weights: weights.map(<[f32]>::to_vec),
             spectra,
@@ -321,10 +322,9 @@ impl CudaToeplitz {
         let kernel = |p: usize| kernels.spectra.ptr + (p * points * bytes) as u64;
         for c0 in (0..coils).step_by(b) {
             for lp in 0..segments {
-                launch(
+                launch_over(
                     &self.ops.pad_coils,
-                    util_grid(points * b),
-                    UTIL_THREADS,
+                    points * b,
                     s,
                     Args::default()
                         .ptr(x.ptr)
@@ -348,10 +348,9 @@ impl CudaToeplitz {
                 let target = e.sum.as_ref().map_or(grids(0), |v| v.ptr);
                 for lp in 0..segments {
                     let (p, conjugate) = spec.pair_index(l, lp);
-                    launch(
+                    launch_over(
                         &self.ops.kernel_multiply,
-                        util_grid(points * b),
-                        UTIL_THREADS,
+                        points * b,
                         s,
                         Args::default()
                             .ptr(kernel(p))
@@ -364,10 +363,9 @@ impl CudaToeplitz {
                     )?;
                 }
                 e.plan.exec(target, Direction::Inverse, s)?;
-                launch(
+                launch_over(
                     &self.ops.crop_accumulate,
-                    util_grid(n),
-                    UTIL_THREADS,
+                    n,
                     s,
                     Args::default()
                         .ptr(target)

@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""The batch runner (horecon.batch) against a plain loop, in the same run.
+
+    python3 scripts/bench_batch.py                 # 64 bieri-256 slices, 50 CG iterations each
+    python3 scripts/bench_batch.py --ci            # CI-sized: 64 bieri-64 slices, 5 iterations, CPU
+    python3 scripts/bench_batch.py --workers 2     # two Dask workers (two GPUs, or CPU workers)
+
+Each slice is a shared/bench/cases.py problem (seed = slice index): the plan
+is built, CG runs a fixed number of iterations (tolerance 0), the image is
+written as .npy. The plain loop does exactly that one slice after another in
+this process; the runner does it through horecon.batch, on a Dask LocalCluster
+(started and warmed up, one slice per worker, before the clock starts: the
+start and the per-process NVRTC compilation are printed, not counted) and in
+its one-process mode. Overhead = runner time / loop time - 1. The images of
+the runner and the loop are compared (they must agree to float32 rounding).
+$HORECON_SHARED or ../shared/bench locates cases.py (as the Python tests do).
+"""
+
+import argparse
+import functools
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+
+
+def find_cases():
+    env = os.environ.get("HORECON_SHARED")
+    places = [ROOT / "shared" / "bench", ROOT.parent / "shared" / "bench"]
+    for c in ([Path(env) / "bench", Path(env)] if env else []) + places:
+        if (c / "cases.py").is_file():
+            sys.path.insert(0, str(c))
+            return
+    sys.exit("bench_batch: shared/bench/cases.py not found; set HORECON_SHARED to the shared folder")
+
+
+def slice_problem(case, seed, iterations, size=None):
+    """Slice `seed` of `case` (cases.make_case), made where it is called (on
+    the worker for the runner). `size` shrinks the image (CI form)."""
+    import cases
+    from horecon import batch
+
+    if size is not None:
+        nx, ny, nz, L, _, B, offres = cases.CASES[case]
+        cases.CASES[f"{case}@{size}"] = (size, size, nz, L, size * size // 8, B, offres)
+        case = f"{case}@{size}"
+    c = cases.make_case(case, seed=seed)
+    return batch.Problem(
+        f"slice{seed:03d}",
+        (c["nx"], c["ny"]),
+        c["data"],
+        ncoils=c["L"],
+        positions=c["positions"],
+        solid_harmonics=c["coefficients"],
+        off_resonance=(c["off_resonance"], c["times"]) if c["off_resonance"] is not None else None,
+        sensitivities=c["sensitivities"],
+        cg={"max_iterations": iterations, "tolerance": 0.0},
+    )
+
+
+def plain_loop(items, out, options):
+    from horecon import batch
+
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    for name, make in items:
+        image, _ = batch.reconstruct(make(), options)
+        np.save(out / f"{name}.npy", image)
+    return time.perf_counter() - start
+
+
+def compare(a, b, names):
+    worst = 0.0
+    for n in names:
+        x, y = np.load(a / f"{n}.npy"), np.load(b / f"{n}.npy")
+        worst = max(worst, float(np.linalg.norm(x - y) / max(np.linalg.norm(y), 1e-30)))
+    return worst
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--case", default="bieri-256")
+    ap.add_argument("--slices", type=int, default=64)
+    ap.add_argument("--iterations", type=int, default=50)
+    ap.add_argument("--ci", action="store_true", help="64 slices of 64x64 (bieri-256's model), 5 iterations, CPU")
+    ap.add_argument("--workers", type=int, default=1, help="Dask workers (default 1)")
+    ap.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
+    ap.add_argument("--precision", default="accurate", choices=["accurate", "fast", "double"])
+    ap.add_argument("--no-dask", action="store_true", help="only the loop and the one-process runner")
+    ap.add_argument("--keep", help="write the images here (default: a temporary folder, removed)")
+    args = ap.parse_args()
+    find_cases()
+    import horecon
+    from horecon import batch
+
+    size = None
+    if args.ci:
+        size, args.iterations, args.backend = 64, 5, "cpu"
+    backend = args.backend
+    if backend == "auto":
+        backend = "cuda" if horecon.cuda_device_count() > 0 else "cpu"
+    items = [(f"slice{s:03d}", functools.partial(slice_problem, args.case, s, args.iterations, size))
+             for s in range(args.slices)]
+    c = items[0][1]()
+    shape = "x".join(str(d) for d in c.shape)
+    print(
+        f"bench_batch: {args.case}{'@' + str(size) if size else ''} ({shape}, {c.ncoils} coils, "
+        f"M {np.asarray(c.data).size // c.ncoils}), {args.slices} slices, {args.iterations} CG iterations, "
+        f"backend {backend}, precision {args.precision}, {args.workers} Dask worker(s), "
+        f"{os.cpu_count()} cores, {horecon.cuda_device_count()} GPU(s)",
+        flush=True,
+    )
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="horecon-bench-batch-"))
+    names = [n for n, _ in items]
+    try:
+        # the plain loop: one slice first to warm this process up (NVRTC, library load)
+        options = {"backend": backend, "precision": args.precision, "threads": 0}
+        plain_loop(items[:1], work / "warm", options)
+        t_loop = plain_loop(items, work / "loop", options)
+        print(f"plain loop            {t_loop:8.2f} s  ({t_loop / args.slices:.3f} s per slice)", flush=True)
+        rows = [("plain loop", t_loop, 0.0)]
+        report = batch.run(items, work / "local", scheduler="local", backend=backend,
+                           precision=args.precision, threads=0, progress=False)
+        report.raise_for_failures()
+        t = report.seconds
+        print(f"runner, one process   {t:8.2f} s  overhead {100 * (t / t_loop - 1):+6.1f} %  "
+              f"|runner - loop| {compare(work / 'local', work / 'loop', names):.1e}", flush=True)
+        rows.append(("runner local", t, t / t_loop - 1))
+        if not args.no_dask:
+            try:
+                from distributed import Client, LocalCluster
+            except ImportError:
+                print("runner, Dask          skipped: Dask is not installed (pip install dask distributed)")
+                return
+            t0 = time.perf_counter()
+            cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                                   dashboard_address=None)
+            client = Client(cluster)
+            t_start = time.perf_counter() - t0
+            try:
+                threads = max(1, (os.cpu_count() or 1) // args.workers)
+                warm = batch.run(items[: args.workers], work / "warm-dask", scheduler=client, n_workers=args.workers,
+                                 backend=backend, precision=args.precision, threads=threads, progress=False)
+                warm.raise_for_failures()
+                report = batch.run(items, work / "dask", scheduler=client, n_workers=args.workers,
+                                   backend=backend, precision=args.precision, threads=threads, progress=False)
+                report.raise_for_failures()
+            finally:
+                client.close()
+                cluster.close()
+            t = report.seconds
+            print(f"runner, Dask x{args.workers}       {t:8.2f} s  overhead {100 * (t / t_loop - 1):+6.1f} %  "
+                  f"speed-up {t_loop / t:.2f}x  |runner - loop| {compare(work / 'dask', work / 'loop', names):.1e}  "
+                  f"(cluster start {t_start:.1f} s, warm-up {warm.seconds:.1f} s: not counted)", flush=True)
+            rows.append((f"runner dask x{args.workers}", t, t / t_loop - 1))
+        print("RESULT bench_batch " + "; ".join(f"{n} {t:.2f} s ({100 * o:+.1f} %)" for n, t, o in rows))
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

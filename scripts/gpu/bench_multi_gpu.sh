@@ -1,0 +1,91 @@
+#!/bin/bash
+# Several GPUs of one host (issues 15 and 16), one GPU and all GPUs side by side in one call.
+#
+#   here (development machine):   scripts/gpu/bench_multi_gpu.sh stage [DEST]
+#       builds and stages into DEST (default .devcarry/cuda of this checkout; about 20 MB): libhorecon.so,
+#       the multi_gpu and cuda test executables, bench_multi_gpu, and the Python wheels of dask +
+#       distributed for the GPU machine's Python ($PYVER, default 3.12; it has no network), for the
+#       batch runner.
+#   there (GPU machine, repository root, with .devcarry/cuda): bash scripts/gpu/bench_multi_gpu.sh run [STAGES]
+#       STAGES: any of tests,bench,batch (default all three; each stays under 10 minutes, so a device
+#       call per stage fits its limit); logs into $OUT (default /tmp/horecon-gpu-out):
+#       info.txt        nvidia-smi, topology (nvidia-smi topo -m)
+#       multi_tests.log the multi-GPU tests (parts on one GPU; real devices with 2+ GPUs) and the CUDA
+#                       suite, then compute-sanitizer memcheck (leak check) on the multi-GPU tests
+#       bench.log       bench_multi_gpu: bieri-512 E/EH (kernel, api, error vs float64), 50 CG
+#                       iterations, stone-fhd FHd, for 1 and 2 GPUs (or all present), speed-ups;
+#                       then the same with 2 parts on GPU 0 (the split's overhead on one GPU)
+#       batch.log       64 bieri-256 slices (50 CG iterations each) through horecon.batch with 1 and
+#                       with 2 Dask workers (one per GPU) against a plain loop, same run
+# Keep NVLink multicast off (nothing here turns it on).
+set -u
+MODE=${1:-run}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+if [ "$MODE" = stage ]; then
+  set -e
+  DEST=${2:-$ROOT/.devcarry/cuda}
+  cd "$ROOT"
+  mkdir -p "$DEST"
+  cargo build --release --lib --example bench_multi_gpu
+  cargo test --release --no-run --message-format=json --test multi_gpu --test cuda 2>/dev/null | python3 -c '
+import sys, json
+for line in sys.stdin:
+    try: m = json.loads(line)
+    except ValueError: continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and "test" in m["target"]["kind"]:
+        print(m["target"]["name"], m["executable"])
+' | while read -r name exe; do strip -o "$DEST/${name}_tests" "$exe"; done
+  strip -o "$DEST/bench_multi_gpu" target/release/examples/bench_multi_gpu
+  strip -o "$DEST/libhorecon.so" target/release/libhorecon.so
+  rm -rf "$DEST/wheels"
+  python3 -m pip download -q --only-binary=:all: --python-version "${PYVER:-3.12}" \
+    --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
+    -d "$DEST/wheels" dask distributed
+  ls -la "$DEST" "$DEST/wheels" | tail -n 40
+  exit 0
+fi
+[ "$MODE" = run ] || { echo "usage: $0 stage [DEST] | run [tests,bench,batch]" >&2; exit 2; }
+STAGES=${2:-tests,bench,batch}
+cd "$ROOT"
+D=$ROOT/.devcarry/cuda
+O=${OUT:-/tmp/horecon-gpu-out}
+mkdir -p "$O"
+chmod +x "$D"/*_tests "$D"/bench_multi_gpu 2>/dev/null
+{
+  date -u
+  git -C "$ROOT" log --oneline -1 2>/dev/null
+  nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,memory.total,driver_version --format=csv
+  nvidia-smi topo -m
+  ls -l /usr/lib/x86_64-linux-gnu/libnccl* 2>&1 | head -3
+} > "$O/info.txt" 2>&1
+GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
+[[ $STAGES == *tests* ]] && {
+  echo "== multi_gpu tests ($GPUS GPU(s))"
+  timeout 200 "$D/multi_gpu_tests" --test-threads=1 --nocapture; echo "multi_gpu tests rc=$?"
+  echo "== cuda tests (one GPU; the split changes nothing there)"
+  timeout 150 "$D/cuda_tests" --test-threads=4; echo "cuda tests rc=$?"
+  echo "== memcheck"
+  HORECON_TEST_SEED=12345 timeout 200 compute-sanitizer --tool memcheck --leak-check full "$D/multi_gpu_tests" \
+    --test-threads=1 parts_on_one_gpu_match_float64_and_one_part cg_with_parts_on_one_gpu_matches_one_part \
+    one_device_paths_refuse_num_devices_and_splits_stay_consistent two_devices_match_one
+  echo "memcheck rc=$?"
+} > "$O/multi_tests.log" 2>&1
+[[ $STAGES == *bench* ]] && {
+  echo "== devices 1..$GPUS"
+  timeout 300 "$D/bench_multi_gpu"; echo "bench rc=$?"
+  echo "== 2 parts on GPU 0 (the split's overhead)"
+  timeout 240 "$D/bench_multi_gpu" --test-parts; echo "bench (test parts) rc=$?"
+} > "$O/bench.log" 2>&1
+[[ $STAGES == *batch* ]] && {
+  if ! python3 -c "import distributed" 2>/dev/null; then
+    python3 -m pip install -q --no-index --find-links "$D/wheels" dask distributed 2>&1 | tail -3
+  fi
+  python3 -c "import dask, distributed; print('dask', dask.__version__, 'distributed', distributed.__version__)"
+  export HORECON_LIB=$D/libhorecon.so
+  for w in 1 $([ "$GPUS" -ge 2 ] && echo 2); do
+    echo "== 64 bieri-256 slices, $w Dask worker(s)"
+    timeout 270 python3 scripts/bench_batch.py --case bieri-256 --slices 64 --iterations 50 --workers "$w"
+    echo "bench_batch workers=$w rc=$?"
+  done
+} > "$O/batch.log" 2>&1
+ls -la "$O"

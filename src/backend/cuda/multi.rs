@@ -1,0 +1,380 @@
+//! E on several GPUs of one process ([`CudaMulti`]), split by samples: part
+//! p holds the samples [s_p, s_p + M_p) of every coil, the whole image and
+//! the coil sensitivities, as a one-GPU [`CudaOperator`] of its own. With
+//! E_p the rows of part p,
+//!
+//!   E x = [E_0 x; E_1 x; …]        (x broadcast, each part's rows gathered)
+//!   Eᴴ d = Σ_p E_pᴴ d_p            (d scattered, the images summed)
+//!   EᴴWE x = Σ_p E_pᴴ W_p E_p x    (no data moves between the GPUs)
+//!
+//! so the only transfers are one image to every part and one image back per
+//! application. Vectors live on the first part's device (CG's among them),
+//! the sums run there in a fixed order (results do not depend on timing),
+//! and every copy between parts is a device-to-device copy
+//! (`DeviceBuffer::copy_range_from`, direct where peer access is possible;
+//! NCCL is not used). The parts run concurrently, each on its own stream
+//! and host thread; the host waits for them before the sum.
+//!
+//! For tests, `HORECON_CUDA_TEST_PARTS=P` places P parts on one GPU with the
+//! same copies and sums ([`super::placement`]).
+
+use super::context::{enable_peer_access, Device};
+use super::launch::{launch_over, Args};
+use super::memory::{DeviceBuffer, Stream};
+use super::operator::{time_resident, CudaOperator, DeviceExact};
+use super::space::DeviceNormal;
+use super::vectors::CudaCore;
+use super::work::{Work, WorkGuard};
+use crate::error::{Error, Result};
+use crate::model::{Features, Sizes};
+use crate::op::Precision;
+use crate::progress::Progress;
+use std::sync::{Arc, Mutex};
+
+/// Bytes of one device complex value (double2).
+const COMPLEX: usize = 16;
+/// Bytes of one device sample weight (double).
+const WEIGHT: usize = 8;
+
+/// One part: its operator and its samples [first, first + len).
+struct Part {
+    op: CudaOperator,
+    first: usize,
+    len: usize,
+}
+
+/// E split by samples over several devices (module documentation).
+pub struct CudaMulti {
+    /// The first part's device, the whole sizes and the O(N) kernels.
+    core: CudaCore,
+    parts: Vec<Part>,
+    /// Peer access between the first device and every other one.
+    peer: bool,
+    /// Whole-size vectors on the first device (host transfers, CG).
+    work: Mutex<Work>,
+}
+
+/// The contiguous sample ranges of `parts` parts of `samples` (sizes differ by at most one).
+fn sample_ranges(samples: usize, parts: usize) -> Vec<(usize, usize)> {
+    (0..parts)
+        .map(|p| {
+            let first = p * samples / parts;
+            (first, (p + 1) * samples / parts - first)
+        })
+        .collect()
+}
+
+/// The features of samples [first, first + len): each term's row sliced.
+fn sample_slice(features: &Features, samples: usize, first: usize, len: usize) -> Features {
+    let sample = (0..features.terms)
+        .flat_map(|f| {
+            features.sample[f * samples + first..f * samples + first + len]
+                .iter()
+                .copied()
+        })
+        .collect();
+    Features {
+        terms: features.terms,
+        voxel: features.voxel.clone(),
+        sample,
+        sensitivities: features.sensitivities.clone(),
+    }
+}
+
+impl CudaMulti {
+    /// Splits E over `devices` (one part each, in order; a device may repeat).
+    /// Needs at least two devices and as many samples.
+    pub fn new(
+        devices: &[Arc<Device>],
+        features: &Features,
+        sizes: Sizes,
+        precision: Precision,
+    ) -> Result<CudaMulti> {
+        if devices.len() < 2 || devices.len() > sizes.samples {
+            return Err(Error::internal(format!(
+                "a split over {} parts of {} samples",
+                devices.len(),
+                sizes.samples
+            )));
+        }
+        let parts = devices
+            .iter()
+            .zip(sample_ranges(sizes.samples, devices.len()))
+            .map(|(device, (first, len))| {
+                let part_sizes = Sizes {
+                    samples: len,
+                    ..sizes
+                };
+                let slice = sample_slice(features, sizes.samples, first, len);
+                Ok(Part {
+                    op: CudaOperator::new(device.clone(), &slice, part_sizes, precision)?,
+                    first,
+                    len,
+                })
+            })
+            .collect::<Result<Vec<Part>>>()?;
+        let first = devices[0].clone();
+        let mut peer = true;
+        for device in &devices[1..] {
+            peer &= enable_peer_access(&first, device)?;
+        }
+        let work = Work::new(&first, sizes)?;
+        Ok(CudaMulti {
+            core: CudaCore::new(first, sizes, precision)?,
+            parts,
+            peer,
+            work: Mutex::new(work),
+        })
+    }
+
+    /// The devices of the parts, in order.
+    pub fn devices(&self) -> Vec<usize> {
+        self.parts.iter().map(|p| p.op.device.ordinal).collect()
+    }
+
+    /// Whether every part's device reaches the first one directly (peer access).
+    pub fn peer_access(&self) -> bool {
+        self.peer
+    }
+
+    /// The parts' workspaces, each under its operator's lock.
+    fn lock_parts(&self) -> Result<Vec<WorkGuard<'_>>> {
+        self.parts.iter().map(|p| p.op.lock()).collect()
+    }
+
+    /// Runs `each(part, its workspace, its stream)` on every part and waits
+    /// for it, the parts concurrently (one host thread each, so that the
+    /// chunk loops' cancellation points, which wait for their stream, do not
+    /// serialise the GPUs), and leaves the first device current. `stream` is
+    /// the caller's stream on the first device: the inputs it is producing
+    /// are waited for first. The first failing part's error is returned.
+    fn on_parts(
+        &self,
+        works: &[WorkGuard<'_>],
+        stream: Stream,
+        each: impl Fn(&Part, &Work, Stream) -> Result<()> + Sync,
+    ) -> Result<()> {
+        self.core.device.bind()?;
+        stream.synchronize("waiting for the inputs of the GPU parts")?;
+        // the call's progress span, for the parts' cancellation points
+        let span = Progress::current();
+        let outcomes: Vec<Result<()>> = std::thread::scope(|scope| {
+            let threads: Vec<_> = self
+                .parts
+                .iter()
+                .zip(works)
+                .map(|(part, w)| {
+                    let (w, span, each): (&Work, _, _) = (w, &span, &each);
+                    scope.spawn(move || {
+                        span.enter(|| {
+                            part.op.device.bind()?;
+                            let ps = Stream(w.stream.cu_stream());
+                            each(part, w, ps)?;
+                            ps.synchronize("running the GPU parts")
+                        })
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .map(|t| {
+                    t.join()
+                        .unwrap_or_else(|_| Err(Error::internal("a GPU part's thread panicked")))
+                })
+                .collect()
+        });
+        self.core.device.bind()?;
+        outcomes.into_iter().collect()
+    }
+
+    /// A part's inputs on its stream: the image `x` (first device) into its
+    /// `image`, its slice of the sample weights (first device, M) into its
+    /// `sample_weights`, which it returns (`None` = W ≡ 1).
+    fn part_inputs<'w>(
+        &self,
+        part: &Part,
+        w: &'w Work,
+        x: &DeviceBuffer,
+        weights: Option<&DeviceBuffer>,
+        s: Stream,
+    ) -> Result<Option<&'w DeviceBuffer>> {
+        w.image
+            .copy_range_from(0, x, 0, self.core.sizes.voxels * COMPLEX, s)?;
+        weights
+            .map(|all| {
+                w.sample_weights
+                    .copy_range_from(0, all, part.first * WEIGHT, part.len * WEIGHT, s)
+                    .map(|()| &w.sample_weights)
+            })
+            .transpose()
+    }
+
+    /// out (N, first device) = Σ_p images_p: the parts' `image_out` summed in
+    /// part order, through the first part's `image` as the landing buffer.
+    fn sum_images(&self, works: &[WorkGuard<'_>], out: &DeviceBuffer, s: Stream) -> Result<()> {
+        let bytes = self.core.sizes.voxels * COMPLEX;
+        let landing = &works[0].image;
+        for (p, w) in works.iter().enumerate() {
+            if p == 0 {
+                out.copy_range_from(0, &w.image_out, 0, bytes, s)?;
+            } else {
+                landing.copy_range_from(0, &w.image_out, 0, bytes, s)?;
+                launch_over(
+                    &self.core.k.axpy,
+                    self.core.sizes.voxels,
+                    s,
+                    Args::default()
+                        .f64(1.0)
+                        .ptr(landing.ptr)
+                        .ptr(out.ptr)
+                        .int(self.core.sizes.voxels as i64),
+                )?;
+            }
+        }
+        // the landing buffer is reused by the next call on the parts' streams
+        s.synchronize("summing the GPU parts' images")
+    }
+
+    fn adjoint_parts(&self, d: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
+        let works = self.lock_parts()?;
+        let Sizes {
+            samples: m, coils, ..
+        } = self.core.sizes;
+        self.on_parts(&works, s, |part, w, ps| {
+            for c in 0..coils {
+                w.data.copy_range_from(
+                    c * part.len * COMPLEX,
+                    d,
+                    (c * m + part.first) * COMPLEX,
+                    part.len * COMPLEX,
+                    ps,
+                )?;
+            }
+            part.op.adjoint_dev(&w.data, &w.image_out, ps)
+        })?;
+        self.sum_images(&works, out, s)
+    }
+
+    fn normal_parts(
+        &self,
+        x: &DeviceBuffer,
+        y: &DeviceBuffer,
+        weights: Option<&DeviceBuffer>,
+        s: Stream,
+    ) -> Result<()> {
+        let works = self.lock_parts()?;
+        self.on_parts(&works, s, |part, w, ps| {
+            let wp = self.part_inputs(part, w, x, weights, ps)?;
+            part.op.normal_dev(&w.image, &w.image_out, wp, &w.data, ps)
+        })?;
+        self.sum_images(&works, y, s)
+    }
+
+    /// Seconds of the fastest of `reps` device-resident applications
+    /// (forward or adjoint on the whole-size vectors of the first device,
+    /// the parts' copies and sums included; no host transfers).
+    pub fn time_resident(&self, forward: bool, reps: usize) -> Result<f64> {
+        time_resident(self, forward, reps)
+    }
+
+    /// The parts and their kernels (for benchmarks and reports).
+    pub fn describe(&self) -> String {
+        self.parts
+            .iter()
+            .map(|p| {
+                format!(
+                    "samples {}..{}: {}",
+                    p.first,
+                    p.first + p.len,
+                    p.op.describe()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" | ")
+    }
+}
+
+impl DeviceNormal for CudaMulti {
+    fn adjoint_dev(&self, d: &DeviceBuffer, out: &DeviceBuffer, stream: Stream) -> Result<()> {
+        self.adjoint_parts(d, out, stream)
+    }
+
+    fn normal_dev(
+        &self,
+        x: &DeviceBuffer,
+        y: &DeviceBuffer,
+        weights: Option<&DeviceBuffer>,
+        _scratch: &DeviceBuffer,
+        stream: Stream,
+    ) -> Result<()> {
+        self.normal_parts(x, y, weights, stream)
+    }
+}
+
+impl DeviceExact for CudaMulti {
+    fn core(&self) -> &CudaCore {
+        &self.core
+    }
+
+    fn lock(&self) -> Result<WorkGuard<'_>> {
+        let key = self as *const CudaMulti as usize;
+        WorkGuard::lock(&self.work, key, &self.core.device, self.core.sizes)
+    }
+
+    /// out (M×L, first device) = W·E x.
+    fn forward_dev(
+        &self,
+        x: &DeviceBuffer,
+        out: &DeviceBuffer,
+        weights: Option<&DeviceBuffer>,
+        s: Stream,
+    ) -> Result<()> {
+        let works = self.lock_parts()?;
+        self.on_parts(&works, s, |part, w, ps| {
+            let wp = self.part_inputs(part, w, x, weights, ps)?;
+            part.op.forward_dev(&w.image, &w.data, wp, ps)
+        })?;
+        let Sizes {
+            samples: m, coils, ..
+        } = self.core.sizes;
+        for (part, w) in self.parts.iter().zip(&works) {
+            for c in 0..coils {
+                out.copy_range_from(
+                    (c * m + part.first) * COMPLEX,
+                    &w.data,
+                    c * part.len * COMPLEX,
+                    part.len * COMPLEX,
+                    s,
+                )?;
+            }
+        }
+        // the parts' data buffers are read by these copies
+        s.synchronize("gathering the GPU parts' data")
+    }
+
+    fn devices(&self) -> Vec<usize> {
+        CudaMulti::devices(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sample_ranges;
+
+    #[test]
+    fn sample_ranges_cover_every_sample_once() {
+        for samples in 1..40 {
+            for parts in 1..=samples.min(9) {
+                let ranges = sample_ranges(samples, parts);
+                assert_eq!(ranges.len(), parts);
+                let mut next = 0;
+                for &(first, len) in &ranges {
+                    assert_eq!(first, next);
+                    assert!(len >= samples / parts && len <= samples.div_ceil(parts));
+                    next += len;
+                }
+                assert_eq!(next, samples);
+            }
+        }
+    }
+}

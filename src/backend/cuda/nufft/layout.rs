@@ -1,0 +1,294 @@
+//! The shape of a CUDA NUFFT plan, host-side and testable without a GPU:
+//! which axes are spread along, the bins and their shared-memory tiles, and
+//! which spreading/interpolation method runs.
+//!
+//! Spread axes are the transform's axes whose fine grid has more than one
+//! point (a singleton axis has the one mode k = 0, e^{i·0·x} = 1, and is left
+//! out without changing any linear index). A transform with no such axis
+//! (every n_a = 1) is spread along one axis of 2w-ish cells with every point
+//! at 0, which gives f_0 = Σ_j c_j as it must.
+//!
+//! Bins: 1024 cells in 1D, 32×32 in 2D, 16×16×b in 3D with the deepest b ≤ 16
+//! whose tile (bin + w cells per axis) fits [`SHARED_BUDGET`] bytes (8×8×b,
+//! then 4×4×b for wide double kernels); each extent at most the fine grid's.
+
+use crate::error::Result;
+use crate::nufft::NufftSpec;
+
+/// Shared memory a tile may take (bytes): up to three blocks per Hopper SM.
+pub(crate) const SHARED_BUDGET: usize = 64 * 1024;
+/// Threads per block of the tile (SM) kernels.
+pub(crate) const SM_THREADS: usize = 256;
+/// Points per subproblem at most (one block each).
+pub(crate) const MAX_SUBPROBLEM: usize = 1024;
+
+/// Spreading or interpolation by subproblems in shared-memory tiles, or one
+/// thread per sorted point straight on the fine grid (cuFINUFFT's "SM" and
+/// "GM-sort").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    Tiles,
+    Points,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Layout {
+    /// The spec's axes spread along, in order (empty: none, see the module doc).
+    pub axes: Vec<usize>,
+    /// Spread dimensions, 1..=3.
+    pub dim: usize,
+    /// n_f and n per spread axis, 1 beyond `dim`.
+    pub fine: [usize; 3],
+    pub modes: [usize; 3],
+    /// Fine cells per bin and bins per axis, 1 beyond `dim`.
+    pub bins: [usize; 3],
+    pub nbins: [usize; 3],
+    pub width: usize,
+    /// Bytes of one complex value in the arithmetic's precision.
+    pub complex_bytes: usize,
+    /// Whether a tile fits in [`SHARED_BUDGET`] (else only [`Method::Points`]).
+    pub tiles_fit: bool,
+}
+
+impl Layout {
+    pub fn new(spec: &NufftSpec) -> Result<Layout> {
+        let width = spec.kernel.width;
+        let axes: Vec<usize> = (0..3).filter(|&a| spec.fine[a] > 1).collect();
+        let mut fine = [1usize; 3];
+        let mut modes = [1usize; 3];
+        if axes.is_empty() {
+            fine[0] = spec.kernel.fine_size(2)?;
+        } else {
+            for (i, &a) in axes.iter().enumerate() {
+                fine[i] = spec.fine[a];
+                modes[i] = spec.modes.sizes[a];
+            }
+        }
+        let dim = axes.len().max(1);
+        let complex_bytes = if spec.double { 16 } else { 8 };
+        let tile_bytes = |bins: [usize; 3]| -> usize {
+            (0..dim).map(|a| bins[a] + width).product::<usize>() * complex_bytes
+        };
+        let clamp = |mut bins: [usize; 3]| {
+            for a in 0..3 {
+                bins[a] = if a < dim {
+                    bins[a].min(fine[a]).max(1)
+                } else {
+                    1
+                };
+            }
+            bins
+        };
+        let mut bins = match dim {
+            1 => clamp([1024, 1, 1]),
+            2 => clamp([32, 32, 1]),
+            _ => {
+                let mut chosen = None;
+                'search: for side in [16, 8, 4] {
+                    for depth in (1..=16).rev() {
+                        let b = clamp([side, side, depth]);
+                        if tile_bytes(b) <= SHARED_BUDGET {
+                            chosen = Some(b);
+                            break 'search;
+                        }
+                    }
+                }
+                chosen.unwrap_or_else(|| clamp([4, 4, 1]))
+            }
+        };
+        if let Some(knob) = std::env::var("HORECON_CUDA_NUFFT_BINS")
+            .ok()
+            .and_then(|v| parse_bins(&v))
+        {
+            bins = clamp(knob);
+        }
+        let tiles_fit = tile_bytes(bins) <= SHARED_BUDGET;
+        let mut nbins = [1usize; 3];
+        for a in 0..dim {
+            nbins[a] = fine[a].div_ceil(bins[a]);
+        }
+        Ok(Layout {
+            axes,
+            dim,
+            fine,
+            modes,
+            bins,
+            nbins,
+            width,
+            complex_bytes,
+            tiles_fit,
+        })
+    }
+
+    pub fn fine_total(&self) -> usize {
+        self.fine.iter().product()
+    }
+
+    pub fn modes_total(&self) -> usize {
+        self.modes.iter().product()
+    }
+
+    pub fn bins_total(&self) -> usize {
+        self.nbins.iter().product()
+    }
+
+    /// Cells of one tile (bin + w per spread axis).
+    pub fn tile_cells(&self) -> usize {
+        (0..self.dim).map(|a| self.bins[a] + self.width).product()
+    }
+
+    /// Dynamic shared memory of the tile kernels (bytes).
+    pub fn shared_bytes(&self) -> usize {
+        self.tile_cells() * self.complex_bytes
+    }
+
+    /// The method for `points` points of which `busy_bins` bins hold some,
+    /// spreading (type 1) or interpolating: tiles when they fit and the
+    /// footprints a tile serves (w^d cells per point) outweigh the tile's own
+    /// traffic (adding or loading its cells) — for interpolation by 3×, since
+    /// reading the fine grid straight from L2 costs less than adding to it
+    /// (H100, 2026-11-24: at 128 points per 16³ bin and w = 4, points 3.0 ms
+    /// vs tiles 3.8 ms (96³ × 16 type 2), tiles 6.1 vs points 6.5 ms (type 1);
+    /// at 152 points per 16²×8 bin and w = 7, tiles 7.8 vs 8.3 ms (256³ type 2)),
+    /// else points. `HORECON_CUDA_NUFFT_METHOD` = 1 (points) or 2 (tiles)
+    /// overrides it (tiles only where they fit).
+    pub fn method(&self, points: usize, busy_bins: usize, spreading: bool) -> Method {
+        if !self.tiles_fit {
+            return Method::Points;
+        }
+        match crate::backend::cuda::memory::setting("HORECON_CUDA_NUFFT_METHOD") {
+            Some(1) => return Method::Points,
+            Some(2) => return Method::Tiles,
+            _ => {}
+        }
+        let footprint = self.width.pow(self.dim as u32);
+        let margin = if spreading { 1 } else { 3 };
+        if points.saturating_mul(footprint)
+            >= busy_bins
+                .saturating_mul(self.tile_cells())
+                .saturating_mul(margin)
+        {
+            Method::Tiles
+        } else {
+            Method::Points
+        }
+    }
+}
+
+/// "16x16x8" → [16, 16, 8] (missing axes 1).
+fn parse_bins(text: &str) -> Option<[usize; 3]> {
+    let mut bins = [1usize; 3];
+    for (a, part) in text.split('x').enumerate() {
+        if a >= 3 {
+            return None;
+        }
+        bins[a] = part.trim().parse().ok().filter(|&b| b > 0)?;
+    }
+    Some(bins)
+}
+
+/// Subproblems of the sorted points from the bins' counts: for every bin
+/// with points, runs of at most `max_points` consecutive sorted points, as
+/// (bin, first sorted index, count); and the bins' starts (exclusive scan).
+pub fn subproblems(counts: &[i32], max_points: usize) -> (Vec<i32>, Vec<[i32; 3]>) {
+    let mut starts = Vec::with_capacity(counts.len());
+    let mut list = Vec::new();
+    let mut next = 0i64;
+    for (bin, &count) in counts.iter().enumerate() {
+        starts.push(next as i32);
+        let count = count.max(0) as i64;
+        let mut first = 0i64;
+        while first < count {
+            let n = (count - first).min(max_points as i64);
+            list.push([bin as i32, (next + first) as i32, n as i32]);
+            first += n;
+        }
+        next += count;
+    }
+    (starts, list)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nufft::{Modes, NufftType, Upsampling};
+
+    fn spec(sizes: &[i64], tolerance: f64, double: bool) -> NufftSpec {
+        let modes = Modes::new(sizes.len() as i32, sizes).unwrap();
+        NufftSpec::new(
+            NufftType::One,
+            modes,
+            1,
+            tolerance,
+            1,
+            double,
+            Some(Upsampling::Two),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn singleton_axes_are_not_spread() {
+        let l = Layout::new(&spec(&[1, 9, 1], 1e-6, false)).unwrap();
+        assert_eq!(l.axes, vec![1]);
+        assert_eq!(l.dim, 1);
+        assert_eq!(l.modes, [9, 1, 1]);
+        assert_eq!(l.fine[1..], [1, 1]);
+        assert!(l.bins[0] <= l.fine[0]);
+        let l = Layout::new(&spec(&[1, 1, 1], 1e-3, false)).unwrap();
+        assert!(l.axes.is_empty());
+        assert_eq!((l.dim, l.modes_total()), (1, 1));
+        assert!(l.fine[0] >= 2 * l.width);
+    }
+
+    #[test]
+    fn tiles_fit_the_budget() {
+        for (sizes, tol, double) in [
+            (vec![256i64, 256, 256], 1e-6, false),
+            (vec![96, 96, 96], 1e-3, false),
+            (vec![200, 200, 144], 1e-3, false),
+            (vec![64, 64, 64], 1e-7, true),
+            (vec![32, 32, 32], 1e-12, true),
+            (vec![512, 512], 1e-4, false),
+            (vec![1000], 1e-12, true),
+        ] {
+            let l = Layout::new(&spec(&sizes, tol, double)).unwrap();
+            if l.tiles_fit {
+                assert!(l.shared_bytes() <= SHARED_BUDGET, "{sizes:?}: {l:?}");
+            }
+            for a in 0..l.dim {
+                assert!(l.nbins[a] * l.bins[a] >= l.fine[a]);
+                assert!(l.bins[a] <= l.fine[a]);
+            }
+        }
+        let l = Layout::new(&spec(&[256, 256, 256], 1e-6, false)).unwrap();
+        assert_eq!((l.bins, l.width), ([16, 16, 8], 7));
+    }
+
+    #[test]
+    fn methods_follow_the_measured_crossovers() {
+        let l = Layout::new(&spec(&[96, 96, 96], 1e-3, false)).unwrap();
+        assert_eq!(l.method(221_184, 1728, true), Method::Tiles);
+        assert_eq!(l.method(221_184, 1728, false), Method::Points);
+        let l = Layout::new(&spec(&[256, 256, 256], 1e-6, false)).unwrap();
+        assert_eq!(l.method(10_000_000, 65536, false), Method::Tiles);
+        assert_eq!(l.method(1000, 1000, true), Method::Points);
+    }
+
+    #[test]
+    fn subproblems_cover_every_point_once() {
+        let counts = [0, 5, 0, 2048, 1, 1025];
+        let (starts, list) = subproblems(&counts, 1024);
+        assert_eq!(starts, vec![0, 0, 5, 5, 2053, 2054]);
+        let mut covered = 0;
+        for &[bin, first, n] in &list {
+            assert!((1..=1024).contains(&n));
+            assert!(first >= starts[bin as usize]);
+            assert!(first + n <= starts[bin as usize] + counts[bin as usize]);
+            assert_eq!(first, covered);
+            covered += n;
+        }
+        assert_eq!(covered, 3079);
+        assert_eq!(list.len(), 1 + 2 + 1 + 2);
+    }
+}

@@ -1,0 +1,438 @@
+//! One direction of the exact operator on the GPU, a [`Side`]:
+//!
+//!   out_l(o) = Σ_i w_l(i)·exp(±i2π Σ_f a_f(i)·v_f(o))
+//!
+//! over outer points o (samples for E, voxels for Eᴴ) and inner points i. The
+//! geometry planner [`Side::new`] sorts the outer points into compact blocks
+//! ([`super::layout`]), so that each block's float64 reference phase leaves
+//! only small float32 differences per pair, measures the float32 phase error
+//! ([`super::probe`]) to choose the split terms and the phase reduction, picks
+//! the kernel's shape (kernels/phase_sum.cu; in float32 modes with 3+ coils
+//! per group the coil sums run on the tensor cores, kernels/phase_sum_tc.cu),
+//! the inner splits and the chunks of outer blocks that the free memory
+//! allows, and uploads the side's device data.
+
+use super::context::Device;
+use super::launch::{launch, mode_code, Args};
+use super::layout::layout;
+use super::memory::{knob, setting, DeviceBuffer, Stream};
+use super::probe::PhaseProbe;
+use crate::error::Result;
+use crate::op::Precision;
+use cudarc::driver::CudaFunction;
+use std::sync::Arc;
+
+/// The two phase-sum kernels, each after the pair phase they share.
+const PHASE_SUM: &str = concat!(
+    include_str!("../../../kernels/phase_pair.cu"),
+    "\n",
+    include_str!("../../../kernels/phase_sum.cu")
+);
+const PHASE_SUM_TC: &str = concat!(
+    include_str!("../../../kernels/phase_pair.cu"),
+    "\n",
+    include_str!("../../../kernels/phase_sum_tc.cu")
+);
+
+/// Threads per phase-sum block.
+const THREADS: usize = 64;
+/// Threads per block and 8-point outer tiles per warp of the float32 modes'
+/// tensor-core phase sum (kernels/phase_sum_tc.cu).
+const TC_THREADS: usize = 256;
+const TC_TILES: usize = 4;
+/// Inner points per shared-memory tile of the tensor path (fewer, longer tiles
+/// amortise each tile's loads and two barriers).
+const TC_TILE: usize = 256;
+/// Accurate mode restarts the tensor-core sums (which truncate) every this
+/// many inner points; fast mode once per tile. (bieri-512, H200: 64 → E error
+/// 3.64e-6, 128 → 3.67e-6 and 2.4 % faster.)
+const TC_SEGMENT_ACCURATE: usize = 128;
+/// Coil groups of at least this many coils go on the tensor cores: the mma
+/// costs one slot per pair (three in accurate mode) whatever the group, FFMA 4
+/// per coil.
+const TC_MIN_COILS: usize = 3;
+/// More phase terms than this stay on FFMA (registers and shared memory per
+/// point grow with the terms).
+const TC_MAX_TERMS: usize = 64;
+/// RMS phase error (radians) allowed for the float32 phase of accurate mode.
+const PHASE_ERROR_BUDGET: f64 = 4e-6;
+/// The same for fast mode (its class is 1e-3).
+const FAST_PHASE_ERROR_BUDGET: f64 = 1e-4;
+/// Above this bound on |phase| (cycles) the kernel always subtracts rint(phase)
+/// before sin/cos; below it only when the probe says the unreduced phase is
+/// outside the budget (H100: bieri-512's E at up to 28 cycles unreduced, 4.0e-6).
+const REDUCE_ABOVE_CYCLES: f64 = 64.0;
+/// Longest inner run summed in one float32 level (accurate mode without two levels).
+const ONE_LEVEL_SPLIT: usize = 4096;
+
+/// Phase-sum geometry and device data of one direction.
+pub(super) struct Side {
+    kernel: CudaFunction,
+    /// Outer points per block and blocks in all.
+    pub(super) blk: usize,
+    blocks: usize,
+    /// Outer points (before padding to whole blocks).
+    pub(super) outer: usize,
+    /// Inner points and how they are split over blockIdx.y.
+    pub(super) inner: usize,
+    pub(super) splits: usize,
+    split_len: usize,
+    /// Outer blocks per launch (memory for the partial sums).
+    pub(super) chunk_blocks: usize,
+    full_terms: usize,
+    effective_terms: usize,
+    split_terms: usize,
+    threads: usize,
+    shape: String,
+    dv: DeviceBuffer,
+    vref: DeviceBuffer,
+    inner_full: DeviceBuffer,
+    inner_eff: DeviceBuffer,
+    pub(super) perm: DeviceBuffer,
+    /// Per-outer-point phase (cycles) applied by the epilogue, if any.
+    pub(super) rotation: Option<DeviceBuffer>,
+    /// The coil group's inner weights (staged by the prep kernels).
+    pub(super) weights: DeviceBuffer,
+    /// chunk_blocks × splits × coils × blk partial sums.
+    pub(super) partial: DeviceBuffer,
+}
+
+/// Values as the kernel's REAL (f32, or f64 in double mode), as raw bytes.
+fn real_bytes(values: impl Iterator<Item = f64>, double: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    for v in values {
+        if double {
+            out.extend_from_slice(&v.to_le_bytes());
+        } else {
+            out.extend_from_slice(&(v as f32).to_le_bytes());
+        }
+    }
+    out
+}
+
+impl Side {
+    /// Lays out and compiles one direction: `outer` (terms × o features, point
+    /// fastest) are the points summed into, `inner` (terms × i) the points summed
+    /// over, `sign` the sign of the exponent (+1 for E, −1 for Eᴴ).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        device: &Arc<Device>,
+        precision: Precision,
+        sign: i64,
+        outer: &[f64],
+        inner: &[f64],
+        terms: usize,
+        o: usize,
+        i: usize,
+        coil_group: usize,
+    ) -> Result<Side> {
+        let double = precision == Precision::Double;
+        let real = if double { 8 } else { 4 };
+        // Float32 modes: the coil sums on the tensor cores (tf32 mma, sm_80+) unless
+        // HORECON_CUDA_TENSOR=0; =1 also takes groups under TC_MIN_COILS coils.
+        let fast = precision == Precision::Fast;
+        let tensor = !double
+            && device.capability.0 >= 8
+            && terms <= TC_MAX_TERMS
+            && setting("HORECON_CUDA_TENSOR").map_or(coil_group >= TC_MIN_COILS, |v| v != 0);
+        // Outer points per thread: 4 in float32 (measured best on bieri-512:
+        // the coil weights and features read from shared memory serve 4 pairs).
+        let r = knob("HORECON_CUDA_R").unwrap_or(match (coil_group, double) {
+            (_, false) => 4,
+            (1..=4, true) => 2,
+            _ => 1,
+        });
+        let threads = knob("HORECON_CUDA_THREADS")
+            .unwrap_or(if tensor { TC_THREADS } else { THREADS })
+            .clamp(32, 256)
+            / 32
+            * 32;
+        // Tensor cores: each warp owns MT tiles of 8 outer points.
+        let mt = knob("HORECON_CUDA_MT").unwrap_or(TC_TILES).min(16);
+        let blk = if tensor {
+            threads / 32 * mt * 8
+        } else {
+            threads * r
+        };
+        let lay = layout(outer, inner, terms, o, i, blk);
+        let opad = lay.blocks * blk;
+        // Δv (permuted order) per effective feature, and how far it moves the phase.
+        let delta = |f: usize| -> Vec<f64> {
+            (0..opad)
+                .map(|k| match lay.perm[k] {
+                    u32::MAX => 0.0,
+                    p => outer[f * o + p as usize] - lay.vref[(k / blk) * terms + f],
+                })
+                .collect()
+        };
+        let mut rows: Vec<(usize, Vec<f64>, f64)> = lay
+            .effective
+            .iter()
+            .map(|&f| {
+                let dv = delta(f);
+                let amax = inner[f * i..(f + 1) * i]
+                    .iter()
+                    .fold(0.0f64, |m, x| m.max(x.abs()));
+                let bound = amax * dv.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+                (f, dv, bound)
+            })
+            .collect();
+        // Terms whose inner values are all one constant K (the solid harmonic
+        // h0 = 1 in E) add K·Δv(o) per outer point: an exact float64 rotation
+        // of the result (applied by the epilogue) instead of a term per pair.
+        let mut rotation: Option<Vec<f64>> = None;
+        rows.retain(|(f, dv, _)| {
+            let column = &inner[f * i..(f + 1) * i];
+            let k = column[0];
+            if column.iter().any(|&x| x != k) {
+                return true;
+            }
+            let rot = rotation.get_or_insert_with(|| vec![0.0; opad]);
+            for (r, d) in rot.iter_mut().zip(dv) {
+                *r += k * d;
+            }
+            false
+        });
+        // Accurate mode: split the terms that move the phase most until the
+        // float32 phase error, measured on sampled pairs, is within budget.
+        rows.sort_by(|a, b| b.2.total_cmp(&a.2));
+        let probe = PhaseProbe {
+            outer,
+            inner,
+            terms,
+            o,
+            i,
+            blk,
+            lay: &lay,
+            rows: &rows,
+            rotation: rotation.as_deref(),
+        };
+        let mut split = 0;
+        let mut estimate = probe.run(0);
+        if precision == Precision::Accurate {
+            while estimate.rms_error > PHASE_ERROR_BUDGET && split < rows.len().min(16) {
+                split += 1;
+                estimate = probe.run(split);
+            }
+        }
+        if let Some(n) = setting("HORECON_CUDA_SPLIT").filter(|_| !(tensor && fast)) {
+            split = n.min(rows.len());
+            estimate = probe.run(split);
+        }
+        let fe = rows.len();
+        let fa = (fe + split + 1).div_ceil(4) * 4;
+        // Shared memory per inner point: its a-record and its coil weights (the
+        // tensor path keeps 8 A-fragment entries of 16 bytes, twice in accurate mode).
+        let shared_per_point = if tensor {
+            fa * real + 8 * 16 * if fast { 1 } else { 2 }
+        } else {
+            (fa + 2 * coil_group) * real
+        };
+        // Static shared memory: 24 KiB per block for FFMA (several blocks per
+        // SM), 44 KiB for the tensor path (two blocks of 256 threads).
+        let shared = if tensor { 45056 } else { 24576 };
+        let tile = knob("HORECON_CUDA_TILE")
+            .unwrap_or(if tensor { TC_TILE } else { 64 })
+            .min(shared / shared_per_point)
+            .max(1);
+        // The tensor path's sums restart every `segment` inner points (a multiple of 4).
+        let segment = if tensor && !fast {
+            knob("HORECON_CUDA_SEGMENT")
+                .unwrap_or(TC_SEGMENT_ACCURATE)
+                .min(tile)
+                .div_ceil(4)
+                * 4
+        } else {
+            tile.div_ceil(4) * 4
+        };
+        let tile = if tensor {
+            (tile / segment).max(1) * segment
+        } else {
+            tile
+        };
+        // Reduce the float32 phase before sin/cos (two instructions per pair)
+        // unless the unreduced phase is within the mode's budget.
+        let budget = match precision {
+            Precision::Fast => FAST_PHASE_ERROR_BUDGET,
+            _ => PHASE_ERROR_BUDGET,
+        };
+        let reduce = setting("HORECON_CUDA_REDUCE")
+            .unwrap_or(usize::from(
+                double || estimate.max_abs > REDUCE_ABOVE_CYCLES || estimate.rms_unreduced > budget,
+            ))
+            .min(1);
+        // One-level float32 sums over short splits (added in float64) measured
+        // faster than two-level sums (fewer registers); double keeps two levels.
+        let two_level = setting("HORECON_CUDA_TWO_LEVEL")
+            .unwrap_or(usize::from(double))
+            .min(1);
+        // Unrolling measured: 1 best for E^H, 2 for E (bieri-512, R = 4).
+        let unroll = knob("HORECON_CUDA_UNROLL").unwrap_or(if tensor || (r < 4 || sign > 0) {
+            2
+        } else {
+            1
+        });
+        // Registers for 6 blocks of 64 threads per SM with R = 4 and 5..8 coils.
+        let min_blocks = knob("HORECON_CUDA_MINB").unwrap_or(if tensor {
+            2
+        } else if r >= 4 && coil_group > 4 && !double {
+            6
+        } else {
+            1
+        });
+        // One define list: the shared constants, then each kernel's own shape.
+        let mut defines = vec![
+            ("FE", fe as i64),
+            ("NS", split as i64),
+            ("LB", coil_group as i64),
+            ("MODE", mode_code(precision)),
+            ("SIGN", sign),
+            ("THREADS", threads as i64),
+            ("TILE", tile as i64),
+            ("UNROLL", unroll as i64),
+            ("REDUCE", reduce as i64),
+            ("MINB", min_blocks as i64),
+        ];
+        let (name, source) = if tensor {
+            defines.extend([("MT", mt as i64), ("SEG", segment as i64)]);
+            ("phase_sum_tc", PHASE_SUM_TC)
+        } else {
+            defines.extend([("R", r as i64), ("TWO_LEVEL", two_level as i64)]);
+            ("phase_sum", PHASE_SUM)
+        };
+        let kernel = device.function(name, source, &defines, name)?;
+        // Rows FE..FE+NS hold the float32 rounding residuals of the split terms.
+        let residual = |x: f64| x - (x as f32) as f64;
+        let dv: Vec<u8> = real_bytes(
+            rows.iter().flat_map(|r| r.1.iter().copied()).chain(
+                rows[..split]
+                    .iter()
+                    .flat_map(|r| r.1.iter().map(|&x| residual(x))),
+            ),
+            double,
+        );
+        let inner_eff = real_bytes(
+            rows.iter()
+                .flat_map(|r| inner[r.0 * i..(r.0 + 1) * i].iter().copied())
+                .chain(
+                    rows[..split]
+                        .iter()
+                        .flat_map(|r| inner[r.0 * i..(r.0 + 1) * i].iter().map(|&x| residual(x))),
+                ),
+            double,
+        );
+        // Splits of the inner sum: enough blocks to fill the GPU several times.
+        // Few outer blocks split it down to one tile each: that fills the GPU and
+        // keeps the float32 sums short (one voxel's Eᴴ over 3000 samples measured
+        // 1.3e-5 with 512-point one-level sums, H100).
+        let target = device.multiprocessors * 16;
+        let mut splits = target
+            .div_ceil(lay.blocks)
+            .clamp(1, i.div_ceil(tile).max(1));
+        if two_level == 0 && !double {
+            // one-level float32 sums: keep each split short (the epilogue adds in float64);
+            // on the tensor path (sums per tile) the many blocks keep the last wave short
+            splits = splits.max(i.div_ceil(ONE_LEVEL_SPLIT));
+        }
+        if let Some(s) = knob("HORECON_CUDA_SPLITS") {
+            splits = s.min(i.max(1));
+        }
+        let split_len = i.div_ceil(splits).div_ceil(tile) * tile;
+        let splits = i.div_ceil(split_len).max(1);
+        // Partial sums: at most ~1/4 of free memory (and 1 GiB) per launch.
+        let per_block = splits * coil_group * blk * 2 * real;
+        let (free, _) = device.memory()?;
+        let budget = (free / 4).min(1 << 30);
+        let mut chunk_blocks = (budget / per_block).clamp(1, lay.blocks);
+        if let Some(c) = knob("HORECON_CUDA_CHUNK_BLOCKS") {
+            chunk_blocks = c.min(lay.blocks);
+        }
+        Ok(Side {
+            kernel,
+            blk,
+            blocks: lay.blocks,
+            outer: o,
+            inner: i,
+            splits,
+            split_len,
+            chunk_blocks,
+            full_terms: terms,
+            effective_terms: fe,
+            split_terms: split,
+            threads,
+            shape: format!(
+                "phase rms {:.1e} rad ({:.1e} unreduced) max {:.1} cycles, {}, threads {threads} tile {tile} unroll {unroll} min-blocks {min_blocks} reduce {reduce}",
+                estimate.rms_error,
+                estimate.rms_unreduced,
+                estimate.max_abs,
+                if tensor {
+                    format!(
+                        "tensor cores ({}), MT {mt} segment {segment}",
+                        if fast { "1xTF32" } else { "3xTF32" }
+                    )
+                } else {
+                    format!("FFMA, R {r} two-level {two_level}")
+                }
+            ),
+            dv: DeviceBuffer::from_host(device, &dv, "outer feature differences")?,
+            vref: DeviceBuffer::from_host(device, &lay.vref, "block reference features")?,
+            inner_full: DeviceBuffer::from_host(device, inner, "inner features")?,
+            inner_eff: DeviceBuffer::from_host(device, &inner_eff, "inner features (effective)")?,
+            perm: DeviceBuffer::from_host(device, &lay.perm, "outer permutation")?,
+            rotation: match &rotation {
+                Some(r) => Some(DeviceBuffer::from_host(device, r, "outer phase rotation")?),
+                None => None,
+            },
+            weights: DeviceBuffer::new::<u8>(device, coil_group * i * 2 * real, "kernel weights")?,
+            partial: DeviceBuffer::new::<u8>(device, chunk_blocks * per_block, "partial sums")?,
+        })
+    }
+
+    /// Launches the phase sum for outer blocks [b0, b0 + nb) into `partial`.
+    pub(super) fn run(&self, b0: usize, nb: usize, stream: Stream) -> Result<()> {
+        let args = Args::default()
+            .ptr(self.dv.ptr)
+            .ptr(self.vref.ptr)
+            .ptr(self.inner_full.ptr)
+            .ptr(self.inner_eff.ptr)
+            .ptr(self.weights.ptr)
+            .ptr(self.partial.ptr)
+            .i32(self.inner as i32)
+            .i32(self.split_len as i32)
+            .int((self.blocks * self.blk) as i64)
+            .int((b0 * self.blk) as i64)
+            .int((self.chunk_blocks * self.blk) as i64)
+            .i32(self.full_terms as i32);
+        launch(
+            &self.kernel,
+            (nb as u32, self.splits as u32, 1),
+            self.threads as u32,
+            stream,
+            args,
+        )
+    }
+
+    /// The chunks of outer blocks, (first block, blocks), one launch each.
+    pub(super) fn chunks(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        (0..self.blocks)
+            .step_by(self.chunk_blocks)
+            .map(|b0| (b0, self.chunk_blocks.min(self.blocks - b0)))
+    }
+
+    /// The kernel's shape and resources (for benchmarks and reports).
+    pub(super) fn describe(&self) -> String {
+        let regs = self.kernel.num_regs().unwrap_or(-1);
+        let local = self.kernel.local_size_bytes().unwrap_or(-1);
+        format!(
+            "terms {}/{} (split {}) {} blk {} blocks {} splits {} chunk {} regs {regs} local {local}B",
+            self.effective_terms,
+            self.full_terms,
+            self.split_terms,
+            self.shape,
+            self.blk,
+            self.blocks,
+            self.splits,
+            self.chunk_blocks
+        )
+    }
+}

@@ -1,0 +1,305 @@
+//! The memory a call needs, estimated before running it
+//! (`horecon_plan_memory`), and the check that refuses a call the system
+//! cannot hold (HORECON_ERR_OUT_OF_MEMORY at once instead of the kernel's
+//! OOM killer half-way through).
+//!
+//! The estimates add up the buffers each path allocates (see the backends),
+//! with the kernel's partial sums and the C API's copies of the caller's
+//! arrays, and the one-time set-up the call would trigger now (the operator,
+//! Toeplitz kernels, Cartesian weights). They are upper estimates of the peak
+//! of live heap bytes; tests/memory.rs measures the peak with a counting
+//! allocator and checks estimate ≥ peak ≥ estimate / 3.
+
+use super::Plan;
+use crate::backend::cpu::kernel;
+use crate::error::{check_available, Result};
+use crate::model::toeplitz::ToeplitzSpec;
+use crate::model::Sizes;
+use crate::op::Precision;
+use crate::plan::BackendKind;
+
+/// The calls whose memory can be asked for (`HORECON_CALL_*`).
+#[repr(i32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Call {
+    Forward = 0,
+    Adjoint = 1,
+    Normal = 2,
+    Cg = 3,
+    Fhd = 4,
+    Q = 5,
+    Gridding = 6,
+}
+
+impl Call {
+    /// The call's name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Call::Forward => "forward",
+            Call::Adjoint => "adjoint",
+            Call::Normal => "normal",
+            Call::Cg => "cg",
+            Call::Fhd => "fhd",
+            Call::Q => "q",
+            Call::Gridding => "gridding",
+        }
+    }
+
+    pub fn from_code(code: i32) -> Option<Call> {
+        use Call::*;
+        [Forward, Adjoint, Normal, Cg, Fhd, Q, Gridding]
+            .into_iter()
+            .find(|c| *c as i32 == code)
+    }
+}
+
+/// Bytes a call needs at most: on the host and on the GPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Memory {
+    pub host: u64,
+    pub device: u64,
+}
+
+/// Saturating byte arithmetic: an estimate never overflows, it only grows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+struct Bytes(u64);
+
+impl Bytes {
+    fn of(count: usize, size: usize) -> Bytes {
+        Bytes((count as u64).saturating_mul(size as u64))
+    }
+}
+
+impl std::ops::Add for Bytes {
+    type Output = Bytes;
+    fn add(self, other: Bytes) -> Bytes {
+        Bytes(self.0.saturating_add(other.0))
+    }
+}
+
+/// The element sizes of a precision mode on the CPU: the phase type and a
+/// complex accumulator.
+fn cpu_types(precision: Precision) -> (usize, usize) {
+    match precision {
+        Precision::Accurate => (8, 8),
+        Precision::Fast => (4, 8),
+        Precision::Double => (8, 16),
+    }
+}
+
+const C32: usize = 8;
+const F64: usize = 8;
+const C64: usize = 16;
+
+/// The exact phase-sum operator: its resident part, and the peak of building it.
+fn exact_operator(terms: usize, s: Sizes, precision: Precision) -> (Bytes, Bytes) {
+    let (phase, acc) = cpu_types(precision);
+    let points = s.voxels.saturating_add(s.samples);
+    let features = Bytes::of(terms.saturating_mul(points), F64)
+        + Bytes::of(s.voxels.saturating_mul(s.coils), C32);
+    let resident = Bytes::of(terms.saturating_mul(points), 2 * phase)
+        + Bytes::of(s.voxels.saturating_mul(s.coils), acc);
+    (resident, features + resident)
+}
+
+/// One phase sum over `outer` points with `inner` points and `coils` columns.
+fn phase_sum(outer: usize, inner: usize, coils: usize, acc: usize, threads: usize) -> Bytes {
+    Bytes::of(kernel::partial_len(outer, inner, coils, threads), acc)
+}
+
+impl Plan {
+    /// The memory the call `call` needs (module docs). Computes the Toeplitz
+    /// time segmentation when the call would (it takes up to a few seconds
+    /// with automatic segments); otherwise cheap.
+    pub fn memory(&self, call: Call) -> Result<Memory> {
+        self.estimate(call, true)
+    }
+
+    /// Fails with `OutOfMemory` when the call's estimate exceeds the memory
+    /// available (parts that need an expensive set-up to size are left to
+    /// that set-up's own check).
+    pub(super) fn preflight(&self, call: Call, what: &str) -> Result<()> {
+        match self.estimate(call, false) {
+            Ok(m) => check_available(m.host, what),
+            // The call itself reports what is missing or wrong.
+            Err(_) => Ok(()),
+        }
+    }
+
+    fn estimate(&self, call: Call, full: bool) -> Result<Memory> {
+        let s = self.sizes();
+        let threads = self.pool.current_num_threads();
+        let precision = self.options.precision;
+        let (_, acc) = cpu_types(precision);
+        let (n, m, l) = (s.voxels, s.samples, s.coils);
+        let ml = m.saturating_mul(l);
+        let nl = n.saturating_mul(l);
+        // The C API's copies: inputs and the output buffer.
+        let io = |input: usize, output: usize| Bytes::of(input, C32) + Bytes::of(output, C32);
+        let built = |slot: &std::sync::Mutex<Option<_>>| {
+            slot.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+        };
+        if matches!(call, Call::Gridding) {
+            return Ok(Memory {
+                host: self.gridding_memory(threads).0,
+                device: 0,
+            });
+        }
+        self.model.check_complete()?;
+        let terms = self.model.phase.as_ref().map_or(0, |p| p.terms)
+            + usize::from(self.model.off_resonance.is_some());
+        let (resident, build_peak) = if self.cartesian.is_some() {
+            // phases, sensitivities (twice in slab order), unit weights (f64 and T)
+            let r = Bytes::of(m, acc) + Bytes::of(nl, 2 * acc) + Bytes::of(n, F64 + acc);
+            (r, r + Bytes::of(n, F64))
+        } else {
+            exact_operator(terms, s, precision)
+        };
+        let build = if built(&self.operator) {
+            Bytes(0)
+        } else {
+            build_peak
+        };
+        // One application of E or Eᴴ (widened input, output, intermediates).
+        let (forward, adjoint) = if self.cartesian.is_some() {
+            (
+                Bytes::of(n, 2 * acc) + Bytes::of(ml, acc),
+                Bytes::of(n, 2 * acc) + Bytes::of(ml, acc),
+            )
+        } else {
+            (
+                Bytes::of(n, acc)
+                    + Bytes::of(ml, acc)
+                    + Bytes::of(nl, acc)
+                    + phase_sum(m, n, l, acc, threads),
+                Bytes::of(ml, acc)
+                    + Bytes::of(n, acc)
+                    + Bytes::of(
+                        if self.model.sensitivities.is_some() {
+                            nl
+                        } else {
+                            0
+                        },
+                        acc,
+                    )
+                    + phase_sum(n, m, l, acc, threads),
+            )
+        };
+        let normal_exact = Bytes::of(n, 2 * acc) + Bytes::of(ml, acc) + forward.max(adjoint);
+        let toeplitz = self.toeplitz.filter(|_| self.cartesian.is_none());
+        let normal = match toeplitz {
+            Some(segments) => {
+                let toeplitz_built = built(&self.toeplitz_operator);
+                self.toeplitz_memory(segments, toeplitz_built, full, threads)?
+                    + if toeplitz_built { Bytes(0) } else { resident }
+            }
+            None => normal_exact,
+        };
+        let host = match call {
+            Call::Forward => build + resident + forward + io(n, ml),
+            Call::Adjoint => build + resident + adjoint + io(ml, n),
+            Call::Normal => build + resident + normal + io(n, n),
+            Call::Cg => {
+                // x, b, r, p, Ap, a zero vector, the solution copy, FD state;
+                // the right-hand side is an adjoint of the widened data.
+                let vectors = Bytes::of(n, 6 * acc) + Bytes::of(n, C32 + 2 * F64);
+                build
+                    + resident
+                    + vectors
+                    + normal.max(adjoint + Bytes::of(ml, acc))
+                    + io(ml + n + m, 0)
+            }
+            Call::Fhd => build + resident + adjoint + io(2 * m, n) + Bytes::of(m, C32),
+            Call::Q => {
+                let q: usize = self.q_dims().iter().product();
+                let qs = Sizes {
+                    dims: self.q_dims(),
+                    voxels: q,
+                    samples: m,
+                    coils: 1,
+                };
+                let (q_resident, q_build) = exact_operator(3, qs, precision);
+                // positions (twice while copied), the operator, the adjoint
+                Bytes::of(q, 6 * F64)
+                    + q_build.max(q_resident + Bytes::of(m, acc) + Bytes::of(q, acc))
+                    + phase_sum(q, m, 1, acc, threads)
+                    + io(2 * m, q)
+            }
+            Call::Gridding => unreachable!("handled above"),
+        };
+        let device = if self.backend == BackendKind::Cuda {
+            // The model (features as float64, sensitivities) and the vectors as double2.
+            let model = Bytes::of(terms.saturating_mul(n + m), F64) + Bytes::of(nl, C32);
+            let vectors = Bytes::of(n, 8 * C64) + Bytes::of(ml, 2 * C64);
+            (model + vectors).0
+        } else {
+            0
+        };
+        Ok(Memory {
+            host: host.0,
+            device,
+        })
+    }
+
+    /// The Toeplitz normal operator: kernels (for one set of weights),
+    /// segment phases, FFT buffers, and the set-up (offsets operator and
+    /// its data) when not yet built.
+    fn toeplitz_memory(
+        &self,
+        segments: usize,
+        built: bool,
+        full: bool,
+        threads: usize,
+    ) -> Result<Bytes> {
+        let s = self.sizes();
+        let (phase, acc) = cpu_types(self.options.precision);
+        let kernel_points: usize = s
+            .dims
+            .iter()
+            .map(|&d| if d > 1 { 2 * d } else { 1 })
+            .fold(1usize, |a, b| a.saturating_mul(b));
+        let l = if self.model.off_resonance.is_none() {
+            1
+        } else if segments > 0 {
+            segments
+        } else if full {
+            ToeplitzSpec::new(&self.model, 0)?.segments()
+        } else {
+            // Sized by the set-up's own check once the segments are known.
+            1
+        };
+        let pairs = l.saturating_mul(l + 1) / 2;
+        let kernels = Bytes::of(pairs.saturating_mul(kernel_points), acc);
+        let buffers = Bytes::of(l.saturating_add(1).saturating_mul(kernel_points), acc)
+            + Bytes::of(l.saturating_mul(s.voxels), acc);
+        let setup = if built {
+            Bytes(0)
+        } else {
+            let m = s.samples;
+            let offsets = Bytes::of(3usize.saturating_mul(kernel_points + m), F64 + 2 * phase);
+            let data = Bytes::of(m.saturating_mul(pairs), C64 + acc);
+            offsets + data + phase_sum(kernel_points, m, pairs, acc, threads)
+        };
+        Ok(kernels + buffers + setup)
+    }
+
+    /// Gridding: sample tables, the oversampled grid and its slab buffers,
+    /// Pipe–Menon's grids, the image accumulators.
+    fn gridding_memory(&self, threads: usize) -> Bytes {
+        let s = self.sizes();
+        let grid: usize = s
+            .dims
+            .iter()
+            .map(|&d| if d > 1 { (2 * d).max(d + 1) } else { 1 })
+            .fold(1usize, |a, b| a.saturating_mul(b));
+        let slabs = Bytes::of(grid, C64) + Bytes::of(grid / 2 + 12 * threads, C64);
+        let samples = Bytes::of(s.samples, 24 + C64 + F64 + C64 + 2 * 8);
+        let pipe_menon = Bytes::of(grid, F64 + C64) + Bytes::of(s.samples, F64);
+        let image = Bytes::of(s.voxels, C64 + F64 + C64 + C32);
+        samples
+            + Bytes::of(grid, C64)
+            + slabs.max(pipe_menon + slabs)
+            + image
+            + Bytes::of(s.samples.saturating_mul(s.coils) + s.samples, C32)
+    }
+}

@@ -1,0 +1,440 @@
+//! Several GPUs (`num_devices` > 1): the exact operator split by samples
+//! (backend/cuda/multi.rs). On one GPU, `HORECON_CUDA_TEST_PARTS=P` places
+//! the P parts on that GPU with the same copies and sums, so every path is
+//! checked here against the float64 direct sums and against one part; the
+//! tests for real devices skip with fewer than two GPUs, the GPU tests skip
+//! without one (one line saying why). The refusals and the device-count
+//! check run everywhere.
+
+mod common;
+use common::*;
+use horecon::backend::cuda::context::probe;
+use horecon::{BackendKind, CgOptions, Complex32, Options, Plan, Precision, Regularizer, Status};
+use std::sync::{Mutex, MutexGuard};
+
+const CLASSES: [(Precision, f64); 3] = [
+    (Precision::Accurate, 1e-5),
+    (Precision::Fast, 1e-3),
+    (Precision::Double, 1e-7),
+];
+
+/// Serialises the tests: `HORECON_CUDA_TEST_PARTS` is read whenever a plan
+/// is made or its operator built.
+static ENV: Mutex<()> = Mutex::new(());
+
+/// The environment lock, with `HORECON_CUDA_TEST_PARTS` set to `parts` (or removed).
+fn parts_setting(parts: Option<usize>) -> MutexGuard<'static, ()> {
+    let guard = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    match parts {
+        Some(p) => std::env::set_var("HORECON_CUDA_TEST_PARTS", p.to_string()),
+        None => std::env::remove_var("HORECON_CUDA_TEST_PARTS"),
+    }
+    guard
+}
+
+/// CUDA devices present, or 0 after printing one line saying why `test` is skipped.
+fn gpus(test: &str, needed: usize) -> usize {
+    match probe() {
+        Ok(n) if n >= needed => n,
+        Ok(n) => {
+            eprintln!("{test}: skipped: {n} CUDA device(s), {needed} needed");
+            0
+        }
+        Err(reason) => {
+            eprintln!("{test}: skipped: no CUDA device ({reason})");
+            0
+        }
+    }
+}
+
+fn cuda(precision: Precision, num_devices: i32) -> Options {
+    Options {
+        backend: BackendKind::Cuda,
+        precision,
+        num_devices,
+        ..Options::default()
+    }
+}
+
+fn plan_error(options: Options) -> horecon::Error {
+    match Plan::new(options, 4, 4, 1, 1, 8) {
+        Ok(_) => panic!("a plan with {options:?} must fail"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn num_devices_is_refused_on_the_cpu_and_checked_against_the_devices_present() {
+    let _env = parts_setting(None);
+    let present = probe().unwrap_or(0);
+    let e = plan_error(Options {
+        backend: BackendKind::Cpu,
+        num_devices: 2,
+        ..Options::default()
+    });
+    assert_eq!(e.status, Status::InvalidArgument, "{}", e.message);
+    assert!(e.message.contains("num_devices = 2"), "{}", e.message);
+    let too_many = (present as i32 + 1).max(2);
+    for backend in [BackendKind::Cuda, BackendKind::Auto] {
+        let e = plan_error(Options {
+            backend,
+            num_devices: too_many,
+            ..Options::default()
+        });
+        eprintln!(
+            "{backend:?}, num_devices {too_many} with {present} device(s): {}",
+            e.message
+        );
+        assert_eq!(e.status, Status::BackendUnavailable, "{}", e.message);
+        assert!(
+            e.message.contains(&format!("num_devices = {too_many}")),
+            "{}",
+            e.message
+        );
+    }
+    // a later first device counts too: devices 1..=count do not all exist
+    if present >= 1 {
+        let e = plan_error(Options {
+            device: 1,
+            ..cuda(Precision::Accurate, present as i32)
+        });
+        assert_eq!(e.status, Status::BackendUnavailable, "{}", e.message);
+        assert!(
+            e.message.contains(&format!("{present} CUDA device(s)")),
+            "{}",
+            e.message
+        );
+    }
+}
+
+/// E and Eᴴ of 2 and 3 parts on one GPU against float64 and against one
+/// part, in every mode; EᴴWE against the composition of the two halves.
+#[test]
+fn parts_on_one_gpu_match_float64_and_one_part() {
+    if gpus("parts_on_one_gpu_match_float64_and_one_part", 1) == 0 {
+        return;
+    }
+    let mut rng = Rng::fresh("parts_on_one_gpu_match_float64_and_one_part");
+    for round in 0..4 {
+        let problem = Problem::random(&mut rng, 900, 700, 60.0);
+        let (image, data) = random_inputs(&mut rng, &problem);
+        let reference = (problem.forward_f64(&image), problem.adjoint_f64(&data));
+        let weights: Vec<f32> = (0..problem.samples)
+            .map(|_| rng.range(0.1, 2.0) as f32)
+            .collect();
+        for (precision, bound) in CLASSES {
+            let one = {
+                let _env = parts_setting(None);
+                apply(&problem.plan_with(cuda(precision, 1)), &image, &data)
+            };
+            for parts in [2, 3] {
+                let _env = parts_setting(Some(parts));
+                let plan = problem.plan_with(cuda(precision, 1));
+                let (d, x) = apply(&plan, &image, &data);
+                let op = plan.operator().expect("operator");
+                let mut n = vec![Complex32::default(); image.len()];
+                op.normal(&image, &mut n, Some(&weights)).expect("normal");
+                let name = op.backend_name();
+                let (ef, ea) = (rel_error(&d, &reference.0), rel_error(&x, &reference.1));
+                let (sf, sa) = (
+                    rel_error(&d, &to_c64(&one.0)),
+                    rel_error(&x, &to_c64(&one.1)),
+                );
+                // EᴴWE against Eᴴ(W·(E x)) composed from the split's own halves
+                let m = problem.samples;
+                let wd: Vec<Complex32> = d
+                    .iter()
+                    .enumerate()
+                    .map(|(q, v)| v * weights[q % m])
+                    .collect();
+                let mut composed = vec![Complex32::default(); image.len()];
+                plan.adjoint(&wd, &mut composed).expect("adjoint");
+                let en = rel_error(&n, &to_c64(&composed));
+                eprintln!(
+                    "round {round} {precision:?} {parts} parts ({name}) dims {:?} M {} L {}: \
+                     vs float64 forward {ef:.2e} adjoint {ea:.2e}; vs one part {sf:.2e} {sa:.2e}; \
+                     normal vs composed {en:.2e}",
+                    problem.dims, problem.samples, problem.coils
+                );
+                assert_eq!(name, format!("cuda:{}", vec!["0"; parts.min(m)].join("+")));
+                assert!(
+                    ef <= bound && ea <= bound,
+                    "{precision:?} {parts} parts: {ef:e} {ea:e}"
+                );
+                assert!(
+                    sf <= 2.0 * bound && sa <= 2.0 * bound,
+                    "{precision:?} {parts} parts: {sf:e} {sa:e}"
+                );
+                assert!(
+                    en <= 2.0 * bound.max(1e-6),
+                    "{precision:?} {parts} parts: normal {en:e}"
+                );
+            }
+        }
+    }
+}
+
+/// CG (Tikhonov with sample weights; TV through the device FD state) with
+/// 2 parts on one GPU equals CG on one part within the accuracy class.
+#[test]
+fn cg_with_parts_on_one_gpu_matches_one_part() {
+    if gpus("cg_with_parts_on_one_gpu_matches_one_part", 1) == 0 {
+        return;
+    }
+    let mut rng = Rng::fresh("cg_with_parts_on_one_gpu_matches_one_part");
+    let problem = Problem::random(&mut rng, 400, 500, 10.0);
+    let truth = rng.complex(problem.voxels());
+    let data = to_c32(&problem.forward_f64(&truth));
+    let weights: Vec<f32> = (0..problem.samples)
+        .map(|_| rng.range(0.5, 1.5) as f32)
+        .collect();
+    let lambda = 0.5 * (problem.samples * problem.coils) as f64;
+    for (precision, bound) in [(Precision::Accurate, 1e-4), (Precision::Double, 1e-6)] {
+        for regularizer in [Regularizer::Tikhonov, Regularizer::TotalVariation] {
+            let options = CgOptions {
+                max_iterations: 30,
+                tolerance: 0.0,
+                regularizer,
+                lambda,
+                reweightings: 2,
+                epsilon: 0.1,
+                sample_weights: Some(&weights),
+                ..CgOptions::default()
+            };
+            let mut solutions = Vec::new();
+            for parts in [None, Some(2)] {
+                let _env = parts_setting(parts);
+                let plan = problem.plan_with(cuda(precision, 1));
+                let mut x = vec![Complex32::default(); problem.voxels()];
+                let info = plan.cg(&data, &options, &mut x).expect("cg");
+                eprintln!(
+                    "{precision:?} {regularizer:?} parts {parts:?}: {} iterations, residual {:.2e}",
+                    info.iterations, info.rel_residual
+                );
+                solutions.push(x);
+            }
+            let e = rel_error(&solutions[1], &to_c64(&solutions[0]));
+            eprintln!("{precision:?} {regularizer:?}: |2 parts - 1 part| = {e:.2e}");
+            assert!(
+                e <= bound,
+                "{precision:?} {regularizer:?}: CG differs by {e:e}"
+            );
+        }
+    }
+}
+
+/// A trajectory plan (Stone et al.) on a grid: Fᴴd and Q with 2 parts on
+/// one GPU equal one part's within the class.
+#[test]
+fn fhd_and_q_with_parts_on_one_gpu_match_one_part() {
+    if gpus("fhd_and_q_with_parts_on_one_gpu_match_one_part", 1) == 0 {
+        return;
+    }
+    let mut rng = Rng::fresh("fhd_and_q_with_parts_on_one_gpu_match_one_part");
+    let dims = [9usize, 7, 4];
+    let m = 700;
+    let fov = [0.2, 0.18, 0.1];
+    let k: Vec<f64> = (0..3)
+        .flat_map(|a| {
+            let kmax = std::f64::consts::PI * dims[a] as f64 / fov[a];
+            (0..m).map(|_| rng.range(-kmax, kmax)).collect::<Vec<_>>()
+        })
+        .collect();
+    let data = rng.complex(m);
+    let phi = rng.complex(m);
+    let phi_mag2: Vec<f32> = phi.iter().map(|p| p.norm_sqr()).collect();
+    for (precision, bound) in CLASSES {
+        let mut results = Vec::new();
+        for parts in [None, Some(2)] {
+            let _env = parts_setting(parts);
+            let mut plan = Plan::new(cuda(precision, 1), 9, 7, 4, 1, m as i64).expect("plan");
+            plan.set_grid_positions(fov, [0.01, -0.02, 0.0])
+                .expect("grid");
+            plan.set_trajectory(3, &k).expect("trajectory");
+            let mut fhd = vec![Complex32::default(); dims.iter().product()];
+            plan.fhd(&data, Some(&phi), &mut fhd).expect("fhd");
+            let mut q = vec![Complex32::default(); plan.q_dims().iter().product()];
+            plan.q(Some(&phi_mag2), &mut q).expect("q");
+            results.push((fhd, q));
+        }
+        let ef = rel_error(&results[1].0, &to_c64(&results[0].0));
+        let eq = rel_error(&results[1].1, &to_c64(&results[0].1));
+        eprintln!("{precision:?}: |2 parts - 1 part| FHd {ef:.2e}, Q {eq:.2e}");
+        assert!(
+            ef <= 2.0 * bound && eq <= 2.0 * bound,
+            "{precision:?}: {ef:e} {eq:e}"
+        );
+    }
+}
+
+/// The paths that run on one GPU so far refuse num_devices > 1 with
+/// InvalidArgument naming it (checked with the parts setting, which lets a
+/// one-GPU machine make such a plan); more parts than samples fall back to
+/// one part per sample; concurrent calls on one split plan agree.
+#[test]
+fn one_device_paths_refuse_num_devices_and_splits_stay_consistent() {
+    if gpus(
+        "one_device_paths_refuse_num_devices_and_splits_stay_consistent",
+        1,
+    ) == 0
+    {
+        return;
+    }
+    let mut rng = Rng::fresh("one_device_paths_refuse_num_devices_and_splits_stay_consistent");
+    let _env = parts_setting(Some(2));
+    let mut plan = Plan::new(cuda(Precision::Accurate, 2), 8, 8, 1, 1, 64).expect("plan");
+    plan.set_grid_positions([0.2, 0.2, 0.01], [0.0; 3])
+        .expect("grid");
+    let k: Vec<f64> = (0..2 * 64).map(|_| rng.range(-40.0, 40.0)).collect();
+    plan.set_trajectory(2, &k).expect("trajectory");
+    let image = rng.complex(64);
+    let mut out = vec![Complex32::default(); 64];
+    plan.normal(&image, &mut out)
+        .expect("the exact normal runs on the parts");
+    plan.set_toeplitz(true, 0).expect("toeplitz");
+    let e = plan
+        .normal(&image, &mut out)
+        .expect_err("Toeplitz with num_devices = 2");
+    assert_eq!(e.status, Status::InvalidArgument, "{}", e.message);
+    assert!(e.message.contains("num_devices = 2"), "{}", e.message);
+    let mask: Vec<u8> = (0..64).map(|i| u8::from(i % 2 == 0 || i < 8)).collect();
+    let mut cart = Plan::new(
+        cuda(Precision::Accurate, 2),
+        8,
+        8,
+        1,
+        1,
+        mask.iter().filter(|&&v| v != 0).count() as i64,
+    )
+    .expect("plan");
+    cart.set_grid_positions([0.2, 0.2, 0.01], [0.0; 3])
+        .expect("grid");
+    cart.set_cartesian(&mask).expect("cartesian");
+    let mut d = vec![Complex32::default(); cart.sizes().samples];
+    let e = cart
+        .forward(&image, &mut d)
+        .expect_err("Cartesian with num_devices = 2");
+    assert_eq!(e.status, Status::InvalidArgument, "{}", e.message);
+    assert!(e.message.contains("num_devices = 2"), "{}", e.message);
+    drop(_env);
+
+    // three parts for two samples: two parts of one sample each
+    let _env = parts_setting(Some(3));
+    let mut tiny = Plan::new(cuda(Precision::Double, 1), 3, 2, 1, 1, 2).expect("plan");
+    tiny.set_grid_positions([0.1, 0.1, 0.01], [0.0; 3])
+        .expect("grid");
+    tiny.set_trajectory(2, &[10.0, -20.0, 5.0, 30.0])
+        .expect("trajectory");
+    let x = rng.complex(6);
+    let mut d = vec![Complex32::default(); 2];
+    tiny.forward(&x, &mut d).expect("forward");
+    assert_eq!(
+        tiny.operator().expect("operator").backend_name(),
+        "cuda:0+0"
+    );
+    drop(_env);
+    let mut want = vec![Complex32::default(); 2];
+    let _env = parts_setting(None);
+    let mut single = Plan::new(cuda(Precision::Double, 1), 3, 2, 1, 1, 2).expect("plan");
+    single
+        .set_grid_positions([0.1, 0.1, 0.01], [0.0; 3])
+        .expect("grid");
+    single
+        .set_trajectory(2, &[10.0, -20.0, 5.0, 30.0])
+        .expect("trajectory");
+    single.forward(&x, &mut want).expect("forward");
+    let e = rel_error(&d, &to_c64(&want));
+    assert!(e <= 1e-7, "one-sample parts differ by {e:e}");
+    drop(_env);
+
+    // threads on one split plan, and the plan used from its own CG's progress callback
+    let _env = parts_setting(Some(2));
+    let problem = Problem::random(&mut rng, 500, 400, 20.0);
+    let split = problem.plan_with(cuda(Precision::Accurate, 1));
+    let (image, data) = random_inputs(&mut rng, &problem);
+    let alone = apply(&split, &image, &data);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..3 {
+                    assert_eq!(
+                        apply(&split, &image, &data),
+                        alone,
+                        "results differ under concurrency"
+                    );
+                }
+            });
+        }
+    });
+    let inside = Mutex::new(Vec::new());
+    let progress = |_iteration: usize, _rel: f64| {
+        inside.lock().unwrap().push(apply(&split, &image, &data));
+        false
+    };
+    let options = CgOptions {
+        max_iterations: 3,
+        tolerance: 0.0,
+        progress: Some(&progress),
+        ..CgOptions::default()
+    };
+    let mut x = vec![Complex32::default(); problem.voxels()];
+    split.cg(&data, &options, &mut x).expect("cg");
+    let inside = inside.into_inner().unwrap();
+    assert_eq!(inside.len(), 3);
+    assert!(
+        inside.iter().all(|r| *r == alone),
+        "operators inside the callback differ"
+    );
+}
+
+/// Two real devices: E, Eᴴ and CG with num_devices = 2 equal num_devices = 1
+/// within the class (skipped with fewer than two GPUs).
+#[test]
+fn two_devices_match_one() {
+    if gpus("two_devices_match_one", 2) == 0 {
+        return;
+    }
+    let _env = parts_setting(None);
+    let mut rng = Rng::fresh("two_devices_match_one");
+    for _ in 0..3 {
+        let problem = Problem::random(&mut rng, 900, 700, 60.0);
+        let (image, data) = random_inputs(&mut rng, &problem);
+        let reference = (problem.forward_f64(&image), problem.adjoint_f64(&data));
+        for (precision, bound) in CLASSES {
+            let one = problem.plan_with(cuda(precision, 1));
+            let two = problem.plan_with(cuda(precision, 2));
+            let (d, x) = apply(&two, &image, &data);
+            let single = apply(&one, &image, &data);
+            let (ef, ea) = (rel_error(&d, &reference.0), rel_error(&x, &reference.1));
+            let (sf, sa) = (
+                rel_error(&d, &to_c64(&single.0)),
+                rel_error(&x, &to_c64(&single.1)),
+            );
+            let options = CgOptions {
+                max_iterations: 20,
+                tolerance: 0.0,
+                regularizer: Regularizer::Tikhonov,
+                lambda: (problem.samples * problem.coils) as f64,
+                ..CgOptions::default()
+            };
+            let mut x1 = vec![Complex32::default(); problem.voxels()];
+            let mut x2 = x1.clone();
+            one.cg(&data, &options, &mut x1).expect("cg");
+            two.cg(&data, &options, &mut x2).expect("cg");
+            let ec = rel_error(&x2, &to_c64(&x1));
+            eprintln!(
+                "{precision:?} {}: vs float64 {ef:.2e} {ea:.2e}; vs one device {sf:.2e} {sa:.2e}; CG {ec:.2e}",
+                two.operator().expect("operator").backend_name()
+            );
+            assert!(ef <= bound && ea <= bound, "{precision:?}: {ef:e} {ea:e}");
+            assert!(
+                sf <= 2.0 * bound && sa <= 2.0 * bound,
+                "{precision:?}: {sf:e} {sa:e}"
+            );
+            assert!(
+                ec <= 10.0 * bound.max(1e-5),
+                "{precision:?}: CG differs by {ec:e}"
+            );
+        }
+    }
+}
