@@ -11,7 +11,7 @@
 //! (accurate = float32 arithmetic, double), HORECON_BENCH_BACKEND (cpu),
 //! HORECON_BENCH_SIGMA=2|1.25 to force σ (default: the library's choice),
 //! HORECON_BENCH_TRANSFORMS (default "1,8"), HORECON_BENCH_TYPES ("1,2"),
-//! HORECON_BENCH_POINTS to change M.
+//! HORECON_BENCH_POINTS to change M, HORECON_BENCH_MODES (e.g. 128x128) the modes.
 //! scripts/bench_nufft.py runs it beside pip finufft.
 
 use horecon::nufft::plan::choose_upsampling;
@@ -76,6 +76,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             other => return Err(format!("unknown case {other} (2d or 3d)").into()),
         };
         let npoints = env("HORECON_BENCH_POINTS", npoints);
+        let sizes: Vec<i64> = match std::env::var("HORECON_BENCH_MODES") {
+            Ok(v) => v.split('x').filter_map(|s| s.parse().ok()).collect(),
+            Err(_) => sizes,
+        };
         let modes = Modes::new(sizes.len() as i32, &sizes)?;
         let points: Vec<f64> = (0..sizes.len() * npoints)
             .map(|_| (2.0 * uniform() - 1.0) * std::f64::consts::PI)

@@ -389,11 +389,21 @@ impl Histogram {
     }
 }
 
+/// e^{iδ_k t} for every histogram bin k: the factor of H(t − τ) that
+/// depends on t (H(t − τ) = Σ_k [h_k e^{−iδ_k τ}]·e^{iδ_k t}).
+fn phases_of_bins(histogram: &Histogram, t: f64, out: &mut [Complex64]) {
+    for (o, &d) in out.iter_mut().zip(&histogram.centres) {
+        *o = Complex64::from_polar(1.0, d * t);
+    }
+}
+
 /// The LS interpolator for L segments: τ, the factor of G, evaluation of a(t).
 struct Interpolator<'a> {
     histogram: &'a Histogram,
     tau: Vec<f64>,
     factor: Vec<Complex64>,
+    /// h_k e^{−iδ_k τ_l}, L × bins: b_l(t) = H(t − τ_l) = Σ_k this · e^{iδ_k t}.
+    weighted: Vec<Complex64>,
 }
 
 impl<'a> Interpolator<'a> {
@@ -424,44 +434,133 @@ impl<'a> Interpolator<'a> {
                 histogram.centres.len()
             )));
         }
+        let weighted = tau
+            .iter()
+            .flat_map(|&t| {
+                histogram
+                    .centres
+                    .iter()
+                    .zip(&histogram.counts)
+                    .map(move |(&d, &h)| Complex64::from_polar(h, -d * t))
+            })
+            .collect();
         Ok(Interpolator {
             histogram,
             tau,
             factor: g,
+            weighted,
         })
     }
 
-    fn coefficients(&self, t: f64, out: &mut [Complex64]) {
+    /// a(t) from the bin phases e^{iδ_k t} of t ([`phases_of_bins`]).
+    fn coefficients_from(&self, phases: &[Complex64], out: &mut [Complex64]) {
         let l = self.tau.len();
-        for (o, &tau) in out.iter_mut().zip(&self.tau) {
-            *o = self.histogram.characteristic(t - tau);
+        let bins = phases.len();
+        for (o, w) in out.iter_mut().zip(self.weighted.chunks_exact(bins.max(1))) {
+            *o = w.iter().zip(phases).map(|(a, b)| a * b).sum();
         }
         cholesky_solve(&self.factor, l, out);
     }
 
-    /// max over `times` of the rms over `delta` of the interpolation error.
-    fn error(&self, delta: &[f64], times: &[f64]) -> f64 {
+    /// max over the probe times of the rms over the probe voxels of the
+    /// interpolation error (the tables of [`Probe`]).
+    fn error(&self, probe: &Probe) -> f64 {
         use rayon::prelude::*;
         let l = self.tau.len();
-        times
-            .par_iter()
-            .map(|&t| {
-                let mut a = vec![Complex64::new(0.0, 0.0); l];
-                self.coefficients(t, &mut a);
-                let sum: f64 = delta
-                    .iter()
-                    .map(|&d| {
-                        let approx: Complex64 = a
-                            .iter()
-                            .zip(&self.tau)
-                            .map(|(a, &tau)| a * Complex64::from_polar(1.0, d * tau))
-                            .sum();
-                        (Complex64::from_polar(1.0, d * t) - approx).norm_sqr()
-                    })
-                    .sum();
-                (sum / delta.len() as f64).sqrt()
-            })
+        let voxels = probe.delta.len();
+        // e^{iδ_d τ_l}, L rows of the voxels, real and imaginary parts apart
+        // (the sums below then run over voxels as plain vectorisable loops).
+        let mut segment_re = vec![0.0; l * voxels];
+        let mut segment_im = vec![0.0; l * voxels];
+        for (i, &tau) in self.tau.iter().enumerate() {
+            for (d, &delta) in probe.delta.iter().enumerate() {
+                let (sin, cos) = (delta * tau).sin_cos();
+                segment_re[i * voxels + d] = cos;
+                segment_im[i * voxels + d] = sin;
+            }
+        }
+        let bins = self.histogram.centres.len();
+        (0..probe.times)
+            .into_par_iter()
+            .map_init(
+                || (vec![0.0; voxels], vec![0.0; voxels]),
+                |(approx_re, approx_im), t| {
+                    let mut a = vec![Complex64::new(0.0, 0.0); l];
+                    self.coefficients_from(&probe.bin_phases[t * bins..(t + 1) * bins], &mut a);
+                    approx_re.fill(0.0);
+                    approx_im.fill(0.0);
+                    for (i, a) in a.iter().enumerate() {
+                        let (sr, si) = (
+                            &segment_re[i * voxels..(i + 1) * voxels],
+                            &segment_im[i * voxels..(i + 1) * voxels],
+                        );
+                        for (((xr, xi), &r), &m) in approx_re
+                            .iter_mut()
+                            .zip(approx_im.iter_mut())
+                            .zip(sr)
+                            .zip(si)
+                        {
+                            *xr += a.re * r - a.im * m;
+                            *xi += a.re * m + a.im * r;
+                        }
+                    }
+                    let exact_re = &probe.phase_re[t * voxels..(t + 1) * voxels];
+                    let exact_im = &probe.phase_im[t * voxels..(t + 1) * voxels];
+                    let sum: f64 = exact_re
+                        .iter()
+                        .zip(exact_im)
+                        .zip(approx_re.iter().zip(approx_im.iter()))
+                        .map(|((er, ei), (xr, xi))| (er - xr) * (er - xr) + (ei - xi) * (ei - xi))
+                        .sum();
+                    (sum / voxels.max(1) as f64).sqrt()
+                },
+            )
             .reduce(|| 0.0, f64::max)
+    }
+}
+
+/// The voxels and times on which the interpolation error is measured, with
+/// their phases computed once for every segment count tried.
+struct Probe {
+    /// δ of the probe voxels.
+    delta: Vec<f64>,
+    /// Probe times.
+    times: usize,
+    /// e^{iδ_d t} per probe time (times × voxels), real and imaginary parts.
+    phase_re: Vec<f64>,
+    phase_im: Vec<f64>,
+    /// e^{iδ_k t} per probe time for the histogram bins (times × bins).
+    bin_phases: Vec<Complex64>,
+}
+
+impl Probe {
+    fn new(delta: Vec<f64>, times: &[f64], histogram: &Histogram) -> Result<Probe> {
+        use rayon::prelude::*;
+        let (voxels, bins) = (delta.len(), histogram.centres.len());
+        let mut phase_re = try_vec(times.len() * voxels, 0.0, "segmentation probe phases")?;
+        let mut phase_im = try_vec(times.len() * voxels, 0.0, "segmentation probe phases")?;
+        phase_re
+            .par_chunks_mut(voxels.max(1))
+            .zip(phase_im.par_chunks_mut(voxels.max(1)))
+            .zip(times.par_iter())
+            .for_each(|((re, im), &t)| {
+                for ((r, i), &d) in re.iter_mut().zip(im.iter_mut()).zip(&delta) {
+                    (*i, *r) = (d * t).sin_cos();
+                }
+            });
+        let zero = Complex64::new(0.0, 0.0);
+        let mut bin_phases = try_vec(times.len() * bins, zero, "segmentation probe phases")?;
+        bin_phases
+            .par_chunks_mut(bins.max(1))
+            .zip(times.par_iter())
+            .for_each(|(row, &t)| phases_of_bins(histogram, t, row));
+        Ok(Probe {
+            delta,
+            times: times.len(),
+            phase_re,
+            phase_im,
+            bin_phases,
+        })
     }
 }
 
@@ -491,14 +590,18 @@ impl TimeSegmentation {
             });
         let histogram = Histogram::new(&delta, half_range, t_max - t_min);
         let stride = delta.len().div_ceil(ERROR_VOXELS);
-        let probe: Vec<f64> = delta.iter().step_by(stride).copied().collect();
         let probe_times: Vec<f64> = (0..ERROR_TIMES)
             .map(|i| t_min + (t_max - t_min) * i as f64 / (ERROR_TIMES - 1) as f64)
             .collect();
+        let probe = Probe::new(
+            delta.iter().step_by(stride).copied().collect(),
+            &probe_times,
+            &histogram,
+        )?;
         let mut singular = None;
         let (interpolator, error) = if segments > 0 {
             let it = Interpolator::new(&histogram, t_min, t_max, segments)?;
-            let e = it.error(&probe, &probe_times);
+            let e = it.error(&probe);
             (it, e)
         } else {
             // The fewest segments that reach AUTO_ERROR; when more segments
@@ -511,7 +614,7 @@ impl TimeSegmentation {
                     singular = Some(l);
                     break;
                 };
-                let e = it.error(&probe, &probe_times);
+                let e = it.error(&probe);
                 let done = e <= AUTO_ERROR;
                 chosen = Some((it, e));
                 if done {
@@ -551,9 +654,14 @@ impl TimeSegmentation {
         let mut rows = try_vec(l * m, Complex64::new(0.0, 0.0), "segment coefficients")?;
         {
             use rayon::prelude::*;
-            rows.par_chunks_mut(l)
-                .zip(times.par_iter())
-                .for_each(|(a, &t)| interpolator.coefficients(t, a));
+            let bins = histogram.centres.len();
+            rows.par_chunks_mut(l).zip(times.par_iter()).for_each_init(
+                || vec![Complex64::new(0.0, 0.0); bins],
+                |phases, (a, &t)| {
+                    phases_of_bins(&histogram, t, phases);
+                    interpolator.coefficients_from(phases, a);
+                },
+            );
         }
         let mut coefficients = try_vec(l * m, Complex64::new(0.0, 0.0), "segment coefficients")?;
         for (j, a) in rows.chunks_exact(l).enumerate() {
