@@ -19,9 +19,9 @@
 //!
 //!   EᴴWE x = Σ_c conj(S_c)·crop(IFFT(FFT(T)·FFT(pad(S_c·x)))).
 //!
-//! T is an exact direct sum: the adjoint of a temporary operator whose
-//! "voxels" are the offsets Δ ([`ToeplitzSpec::offset_features`]) applied
-//! to the data w_j.
+//! T is one type-1 NUFFT (sign −1, points 2π·κ_j, modes Δ = −n … n − 1 per
+//! doubled axis) of the data w_j, at [`kernel_nufft_tolerance`] on both
+//! backends; mode Δ goes to index Δ mod 2n, and Δ = −n (index n) is zero.
 //!
 //! # Off-resonance: time segmentation
 //!
@@ -60,7 +60,7 @@
 
 use super::grid::lattice_steps;
 use super::harmonics::ORDER;
-use super::{Basis, Features, Model, Sizes};
+use super::{Basis, Model, Sizes};
 use crate::error::{try_vec, Error, Result};
 use num_complex::Complex64;
 use std::f64::consts::TAU;
@@ -225,59 +225,7 @@ impl ToeplitzSpec {
         )
     }
 
-    /// Δ of kernel-grid index p along an axis of n voxels: p for p < n,
-    /// p − 2n for p > n, and the unused index p = n maps to 0 (see
-    /// [`ToeplitzSpec::kernel_weights`]). Singleton axes: 0.
-    pub fn offset(p: usize, n: usize) -> f64 {
-        if n == 1 || p == n {
-            0.0
-        } else if p < n {
-            p as f64
-        } else {
-            p as f64 - 2.0 * n as f64
-        }
-    }
-
-    /// The features of the temporary operator whose adjoint gives the
-    /// kernels: voxel features Δ (3×K, K = [`ToeplitzSpec::kernel_points`],
-    /// index offsets per axis), sample features κ (3×M, cycles), so
-    /// Eᴴ d at "voxel" Δ is Σ_j exp(−2πi κ_j·Δ)·d_j. No sensitivities.
-    pub fn offset_features(&self) -> Result<Features> {
-        let kd = self.kernel_dims;
-        let points = self.kernel_points();
-        let mut voxel = try_vec(3 * points, 0.0f64, "Toeplitz kernel offsets (K x 3)")?;
-        for iz in 0..kd[2] {
-            for iy in 0..kd[1] {
-                for ix in 0..kd[0] {
-                    let v = ix + kd[0] * (iy + kd[1] * iz);
-                    for (axis, p) in [ix, iy, iz].into_iter().enumerate() {
-                        voxel[axis * points + v] = Self::offset(p, self.dims[axis]);
-                    }
-                }
-            }
-        }
-        Ok(Features {
-            terms: 3,
-            voxel,
-            sample: crate::error::try_copy(&self.cycles, "Toeplitz cycles (M x 3)")?,
-            sensitivities: None,
-        })
-    }
-
-    /// Sizes of the temporary operator: the kernel grid, one "coil" per
-    /// kernel pair (the pairs' data are the columns of the adjoint's input).
-    pub fn offset_sizes(&self) -> Result<Sizes> {
-        let kd = self.kernel_dims;
-        Sizes::new(
-            kd[0] as i64,
-            kd[1] as i64,
-            kd[2] as i64,
-            self.kernel_pairs().len() as i64,
-            self.samples as i64,
-        )
-    }
-
-    /// The adjoint's input: for pair (l, l') the column
+    /// The kernels' NUFFT input: for pair (l, l') the column
     /// w_j·conj(a_l(t_j))·a_l'(t_j) (w ≡ 1 when `weights` is `None`), M×pairs.
     pub fn kernel_weights(&self, weights: Option<&[f32]>) -> Result<Vec<Complex64>> {
         let m = self.samples;
