@@ -531,8 +531,9 @@ horecon_status horecon_plan_memory(const struct horecon_plan *plan, int32_t call
 //
 // options (NULL = defaults): precision HORECON_PRECISION_DOUBLE computes
 // in float64, ACCURATE and FAST in float32; num_threads CPU threads (0 =
-// all); backend CPU, or AUTO (the CPU in this version: CUDA NUFFT is not
-// built, HORECON_BACKEND_CUDA gives HORECON_ERR_BACKEND_UNAVAILABLE).
+// all); backend AUTO (CUDA when usable, else the CPU), CPU, or CUDA
+// (device `options->device`; HORECON_ERR_BACKEND_UNAVAILABLE without a
+// usable GPU, driver, NVRTC or cuFFT).
 //
 // The points are sorted once here; execute reuses the plan. Errors:
 // NULL_POINTER (out, modes, points with npoints > 0), INVALID_ARGUMENT

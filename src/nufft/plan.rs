@@ -156,14 +156,11 @@ impl Nufft {
         };
         let (backend, executor) = match backend {
             BackendKind::Cuda => {
-                // MERGE(nufft-cuda): replace the next line by
-                // `let built = crate::backend::cuda::nufft::build(&spec, points, npoints, options.device as usize);`
-                let built: Result<Box<dyn NufftExecutor>> = Err(Error::new(
-                    Status::BackendUnavailable,
-                    "CUDA NUFFT not built in this version",
-                ));
+                let built =
+                    crate::backend::cuda::nufft::build(&spec, points, npoints, options.device as usize);
                 match built {
                     Ok(executor) => (BackendKind::Cuda, executor),
+                    // AUTO on a GPU that cannot run it (cuFFT missing): the CPU.
                     Err(e)
                         if options.backend == BackendKind::Auto
                             && e.status == Status::BackendUnavailable =>
