@@ -395,7 +395,11 @@ fn cpu_and_cuda_agree() {
             };
             let (cpu, cuda) = (run_on(BackendKind::Cpu), run_on(BackendKind::Cuda));
             assert_eq!(cuda.backend(), BackendKind::Cuda);
-            let per = if kind == NufftType::One { npoints } else { modes.total() };
+            let per = if kind == NufftType::One {
+                npoints
+            } else {
+                modes.total()
+            };
             let input = random_c64(&mut rng, 2 * per);
             let (a, b) = (run(&cpu, &input, !double), run(&cuda, &input, !double));
             let err = rel_error(&b, &a);

@@ -156,8 +156,12 @@ impl Nufft {
         };
         let (backend, executor) = match backend {
             BackendKind::Cuda => {
-                let built =
-                    crate::backend::cuda::nufft::build(&spec, points, npoints, options.device as usize);
+                let built = crate::backend::cuda::nufft::build(
+                    &spec,
+                    points,
+                    npoints,
+                    options.device as usize,
+                );
                 match built {
                     Ok(executor) => (BackendKind::Cuda, executor),
                     // AUTO on a GPU that cannot run it (cuFFT missing): the CPU.
