@@ -15,6 +15,11 @@
 //! `sim::field::off_resonance_map` (default 0: none; Toeplitz then uses
 //! automatic time segmentation), HORECON_BENCH_DWELL = the spiral's dwell
 //! time in seconds (default 4e-6; the readout lasts M × dwell).
+//! HORECON_BENCH_UNDERSAMPLING=R sets the spiral's radial spacing (default 1;
+//! 0.526 gives M = 6143 at 64²). HORECON_BENCH_SETUP=1 times only the
+//! Toeplitz set-up: `set_toeplitz` + the first normal (time segmentation and
+//! kernels included) on a fresh plan, the best of 3, and one exact normal
+//! for comparison.
 
 use horecon::sim::coils::coil_sensitivities;
 use horecon::sim::field::off_resonance_map;
@@ -61,7 +66,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let offres_hz = env("HORECON_BENCH_OFFRES_HZ", 0.0);
     let dwell = env("HORECON_BENCH_DWELL", 4e-6);
     let fov = 0.22;
-    let trajectory = spiral(n as i64, fov, 1.0, dwell, 0.0)?;
+    let undersampling = env("HORECON_BENCH_UNDERSAMPLING", 1.0);
+    let trajectory = spiral(n as i64, fov, undersampling, dwell, 0.0)?;
     let m = trajectory.samples();
     let weights = density_weights_2d(&trajectory.k)?;
     let options = Options {
@@ -107,6 +113,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
          off-resonance up to {offres_hz} Hz, {iterations} CG iterations, {precision:?}, backend {}",
         exact.operator()?.backend_name()
     );
+    if std::env::var("HORECON_BENCH_SETUP").as_deref() == Ok("1") {
+        return setup_only(&exact, &make_plan, n, coils, m, offres_hz);
+    }
     // Data of a smooth random image (exact forward; not timed).
     let mut state = 12345u64;
     let mut uniform = || {
@@ -228,6 +237,45 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
          exact_s={exact_s:.3} speedup={:.1} solution_difference={diff:.2e} \
          normal_difference={operator_difference:.2e}",
         exact_s / toeplitz_s
+    );
+    Ok(())
+}
+
+/// HORECON_BENCH_SETUP=1: `set_toeplitz` + the first normal on a fresh plan
+/// (best of 3), one more normal, and one exact normal.
+fn setup_only(
+    exact: &Plan,
+    make_plan: &dyn Fn() -> horecon::Result<Plan>,
+    n: usize,
+    coils: usize,
+    m: usize,
+    off_resonance_hz: f64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let x: Vec<Complex32> = (0..n * n)
+        .map(|i| Complex32::new((i % 7) as f32 - 3.0, (i % 5) as f32 - 2.0))
+        .collect();
+    let mut best = f64::INFINITY;
+    let mut after = f64::INFINITY;
+    let mut y = vec![Complex32::default(); n * n];
+    for _ in 0..3 {
+        let mut plan = make_plan()?;
+        plan.operator()?;
+        let start = Instant::now();
+        plan.set_toeplitz(true, 0)?;
+        plan.normal(&x, &mut y)?;
+        best = best.min(start.elapsed().as_secs_f64());
+        let t = Instant::now();
+        plan.normal(&x, &mut y)?;
+        after = after.min(t.elapsed().as_secs_f64());
+    }
+    let mut reference = vec![Complex32::default(); n * n];
+    let t = Instant::now();
+    exact.normal(&x, &mut reference)?;
+    let exact_s = t.elapsed().as_secs_f64();
+    println!(
+        "n={n} coils={coils} M={m} off_resonance_hz={off_resonance_hz} toeplitz_setup_s={best:.4} \
+         toeplitz_normal_s={after:.4} exact_normal_s={exact_s:.4} normal_difference={:.2e}",
+        relative(&y, &reference)
     );
     Ok(())
 }

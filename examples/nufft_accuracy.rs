@@ -8,6 +8,8 @@
 //! (defaults 2 24 400 3). HORECON_NUFFT_WIDTH_DELTA=k widens every kernel
 //! by k cells (β scaled with w) to see what a wider kernel buys.
 
+#![allow(clippy::needless_range_loop)]
+
 use horecon::nufft::{direct, KernelParams, Modes, Nufft, NufftSpec, NufftType, Upsampling};
 use horecon::{BackendKind, Options, Precision};
 use num_complex::{Complex32, Complex64};

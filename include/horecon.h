@@ -84,6 +84,9 @@
 // Iterations of the Pipe–Menon density compensation.
 #define PIPE_MENON_ITERATIONS 20
 
+// An opaque non-uniform FFT plan (horecon_nufft_create).
+typedef struct horecon_nufft horecon_nufft;
+
 // An opaque plan: geometry, phase model, coils and the operator built from them.
 typedef struct horecon_plan horecon_plan;
 
@@ -254,6 +257,13 @@ typedef struct horecon_delay_options {
 // Progress callback of long calls: `fraction` of the call done, in [0, 1];
 // return non-zero to cancel the call (it then returns HORECON_ERR_CANCELLED).
 typedef int32_t (*horecon_fraction_fn)(void *user, double fraction);
+
+// A double-precision complex number: the layout of C99 `double _Complex`,
+// numpy `complex128` and MATLAB's interleaved double.
+typedef struct horecon_c64 {
+  double re;
+  double im;
+} horecon_c64;
 
 // What the plan does with its approximation tolerance; set `struct_size`
 // to sizeof(horecon_approximation_info) before horecon_get_approximation_info.
@@ -644,9 +654,13 @@ horecon_status horecon_sim_percent_error(int64_t count, const struct horecon_c32
 // Valid for a phase linear in position (horecon_set_trajectory, or
 // horecon_set_solid_harmonics with all terms above order 1 zero; the k0
 // term cancels) on voxels forming a lattice (as horecon_set_grid_positions
-// makes). The kernels are exact direct sums in the plan's precision, so
-// without off-resonance the result matches the exact normal operator to the
-// precision's accuracy (≤ 1e-5 relative for ACCURATE).
+// makes). The kernels T (of every segment pair) are one batched type-1
+// non-uniform FFT (as horecon_nufft_create, on the plan's backend) at
+// relative tolerance 1e-7 in float64 arithmetic for ACCURATE plans, 1e-4
+// in float32 for FAST, 1e-12 in float64 for DOUBLE: far inside each
+// precision's bound, so without off-resonance the result matches the exact
+// normal operator to the precision's accuracy (≤ 1e-5 relative for
+// ACCURATE, ≤ 1e-3 FAST, ≤ 1e-7 DOUBLE).
 //
 // With off-resonance, exp(iω_n t_j) is interpolated by time segmentation
 // (Fessler et al., IEEE TSP 2005): exp(iδ_n t) ≈ Σ_l a_l(t)·exp(iδ_n τ_l),
@@ -709,6 +723,60 @@ horecon_status horecon_sim_set_progress(horecon_fraction_fn progress, void *user
 // (MemAvailable + SwapFree) fails at once with HORECON_ERR_OUT_OF_MEMORY.
 // Either output may be NULL.
 horecon_status horecon_plan_memory(const struct horecon_plan *plan, int32_t call, int64_t *host_bytes, int64_t *device_bytes);
+
+// Creates a non-uniform FFT plan (FINUFFT's conventions) in *out:
+//
+// type 1 (non-uniform → grid): grid[k] = Σ_j c_j·exp(sign·i k·x_j);
+// type 2 (grid → non-uniform): c_j = Σ_k grid[k]·exp(sign·i k·x_j).
+//
+// ndims 1, 2 or 3; modes[ndims] ≥ 1 each; the grid of one transform holds
+// modes[0]·modes[1]·… values, first axis fastest, mode k = i − ⌊n/2⌋ at
+// index i of an axis of n modes (−n/2 … n/2 − 1 for even n). npoints ≥ 0
+// points, `points` npoints×ndims (all x, then all y, then all z), in
+// radians: any finite value, used modulo 2π (FINUFFT's range [−3π, 3π)
+// is exact to rounding; larger values lose accuracy in proportion);
+// NULL only with npoints = 0. sign +1 or −1. ntransforms ≥ 1 vectors per
+// execute, stored one after another, share the points (coils, time
+// segments). Type 1 with sign s and type 2 with sign −s are adjoint.
+//
+// tolerance: the relative l2 error promised against the exact sums, in
+// [1e-6, 1e-1] in single precision, [1e-12, 1e-1] in double; the kernel
+// width is chosen so that the error stays at or below it for any points
+// (one or two cells wider than FINUFFT's rule, which gives about the
+// tolerance, not below it). The upsampling (2 or 1.25) is chosen by
+// speed.
+//
+// options (NULL = defaults): precision HORECON_PRECISION_DOUBLE computes
+// in float64, ACCURATE and FAST in float32; num_threads CPU threads (0 =
+// all); backend AUTO (CUDA when usable, else the CPU), CPU, or CUDA
+// (device `options->device`; HORECON_ERR_BACKEND_UNAVAILABLE without a
+// usable GPU, driver, NVRTC or cuFFT).
+//
+// The points are sorted once here; execute reuses the plan. Errors:
+// NULL_POINTER (out, modes, points with npoints > 0), INVALID_ARGUMENT
+// (type, ndims, a mode < 1 or a grid too large, npoints < 0, sign,
+// tolerance out of range, ntransforms < 1, options), NOT_FINITE (a point),
+// OUT_OF_MEMORY, BACKEND_UNAVAILABLE. *out is written only on success.
+horecon_status horecon_nufft_create(struct horecon_nufft **out, int32_t type, int32_t ndims, const int64_t *modes, int64_t npoints, const double *points, int32_t sign, double tolerance, int32_t ntransforms, const struct horecon_options *options);
+
+// Runs the plan's ntransforms transforms. Type 1 reads `nonuniform`
+// (ntransforms×npoints) and writes `grid` (ntransforms×Π modes); type 2
+// reads `grid` and writes `nonuniform`. Single-precision data (in any
+// precision; DOUBLE plans round their float64 results to float32: use
+// horecon_nufft_execute_c64 to keep them). Errors: NULL_POINTER (nufft, an
+// array that is not empty), NOT_FINITE (NaN or Inf in the input),
+// OUT_OF_MEMORY. The output is written only on success; the input is not
+// modified. One plan may execute from several threads at once.
+horecon_status horecon_nufft_execute(struct horecon_nufft *nufft, struct horecon_c32 *nonuniform, struct horecon_c32 *grid);
+
+// As horecon_nufft_execute for double-precision data (horecon_c64: C99
+// double _Complex, numpy complex128). The arithmetic is still the plan's:
+// float64 for HORECON_PRECISION_DOUBLE plans (tolerances down to 1e-12),
+// float32 otherwise.
+horecon_status horecon_nufft_execute_c64(struct horecon_nufft *nufft, struct horecon_c64 *nonuniform, struct horecon_c64 *grid);
+
+// Destroys a plan; NULL is a no-op.
+void horecon_nufft_destroy(struct horecon_nufft *nufft);
 
 // Sets the approximation tolerance of E, Eᴴ, Fᴴd, EᴴWE and CG:
 // 0 (the default) = exact direct sums; a tolerance in [1e-5, 0.1] = the

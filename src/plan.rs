@@ -3,16 +3,16 @@
 //!
 //! The Rust face of the C API; `ffi` is a thin, checked layer over it.
 
-mod calib;
 /// cbindgen:ignore
 mod approximation;
+mod calib;
 mod gridding;
 mod memory;
 mod precondition;
 mod stone;
 
-pub use memory::{Call, Memory};
 pub use approximation::ApproximationInfo;
+pub use memory::{Call, Memory};
 
 use crate::backend;
 use crate::error::{Error, Result};

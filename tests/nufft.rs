@@ -59,6 +59,7 @@ fn rel_error(got: &[Complex64], reference: &[Complex64]) -> f64 {
     (num / den.max(1e-300)).sqrt()
 }
 
+#[allow(clippy::too_many_arguments)]
 fn plan(
     kind: NufftType,
     sizes: &[i64],
@@ -361,6 +362,49 @@ fn batched_equals_one_at_a_time() {
                 let err = rel_error(&all[t * out_per..(t + 1) * out_per], &one);
                 assert!(err <= 1e-7, "{kind:?} {sizes:?} transform {t}: {err:e}");
             }
+        }
+    }
+}
+
+/// The CPU and CUDA executors agree within the tolerance (both types,
+/// 2D and 3D, float32 and float64); skipped without a usable GPU.
+#[test]
+fn cpu_and_cuda_agree() {
+    if horecon::backend::cuda_device_count() == 0 || !horecon::backend::cuda_fft_available() {
+        eprintln!("cpu_and_cuda_agree: skipped: no usable CUDA device with cuFFT");
+        return;
+    }
+    let mut rng = Rng::fresh("cpu_and_cuda_agree");
+    for (sizes, double, tolerance) in [
+        (&[40i64, 33][..], false, 1e-6),
+        (&[12, 10, 9][..], true, 1e-9),
+        (&[64][..], false, 1e-3),
+    ] {
+        let modes = Modes::new(sizes.len() as i32, sizes).unwrap();
+        let npoints = rng.int(500, 3000);
+        let points = random_points(&mut rng, modes.ndims, npoints);
+        for kind in [NufftType::One, NufftType::Two] {
+            let spec = NufftSpec::new(kind, modes, 1, tolerance, 2, double, Some(Upsampling::Two))
+                .unwrap();
+            let run_on = |backend: BackendKind| {
+                let o = Options {
+                    backend,
+                    ..options(double)
+                };
+                Nufft::with_spec(spec.clone(), &points, npoints, &o, None).unwrap()
+            };
+            let (cpu, cuda) = (run_on(BackendKind::Cpu), run_on(BackendKind::Cuda));
+            assert_eq!(cuda.backend(), BackendKind::Cuda);
+            let per = if kind == NufftType::One {
+                npoints
+            } else {
+                modes.total()
+            };
+            let input = random_c64(&mut rng, 2 * per);
+            let (a, b) = (run(&cpu, &input, !double), run(&cuda, &input, !double));
+            let err = rel_error(&b, &a);
+            eprintln!("{kind:?} {sizes:?} double={double}: CPU vs CUDA {err:.2e}");
+            assert!(err <= 2.0 * tolerance, "{kind:?} {sizes:?}: {err:e}");
         }
     }
 }

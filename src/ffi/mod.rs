@@ -15,6 +15,8 @@ mod recon;
 mod sim;
 mod toeplitz;
 mod work;
+// Appended last so that its functions come last in the header.
+mod nufft;
 
 pub use calib::*;
 // Appended last so that its items come last in the header.
@@ -22,6 +24,7 @@ mod approximation;
 
 pub use approximation::*;
 pub use cartesian::*;
+pub use nufft::*;
 pub use recon::*;
 pub use sim::*;
 pub use work::*;

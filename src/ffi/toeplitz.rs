@@ -11,9 +11,13 @@ use super::{guard, horecon_plan, horecon_status, plan_mut};
 /// Valid for a phase linear in position (horecon_set_trajectory, or
 /// horecon_set_solid_harmonics with all terms above order 1 zero; the k0
 /// term cancels) on voxels forming a lattice (as horecon_set_grid_positions
-/// makes). The kernels are exact direct sums in the plan's precision, so
-/// without off-resonance the result matches the exact normal operator to the
-/// precision's accuracy (≤ 1e-5 relative for ACCURATE).
+/// makes). The kernels T (of every segment pair) are one batched type-1
+/// non-uniform FFT (as horecon_nufft_create, on the plan's backend) at
+/// relative tolerance 1e-7 in float64 arithmetic for ACCURATE plans, 1e-4
+/// in float32 for FAST, 1e-12 in float64 for DOUBLE: far inside each
+/// precision's bound, so without off-resonance the result matches the exact
+/// normal operator to the precision's accuracy (≤ 1e-5 relative for
+/// ACCURATE, ≤ 1e-3 FAST, ≤ 1e-7 DOUBLE).
 ///
 /// With off-resonance, exp(iω_n t_j) is interpolated by time segmentation
 /// (Fessler et al., IEEE TSP 2005): exp(iδ_n t) ≈ Σ_l a_l(t)·exp(iδ_n τ_l),

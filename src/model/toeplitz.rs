@@ -19,9 +19,9 @@
 //!
 //!   EᴴWE x = Σ_c conj(S_c)·crop(IFFT(FFT(T)·FFT(pad(S_c·x)))).
 //!
-//! T is an exact direct sum: the adjoint of a temporary operator whose
-//! "voxels" are the offsets Δ ([`ToeplitzSpec::offset_features`]) applied
-//! to the data w_j.
+//! T is one type-1 NUFFT (sign −1, points 2π·κ_j, modes Δ = −n … n − 1 per
+//! doubled axis) of the data w_j, at [`kernel_nufft_tolerance`] on both
+//! backends; mode Δ goes to index Δ mod 2n, and Δ = −n (index n) is zero.
 //!
 //! # Off-resonance: time segmentation
 //!
@@ -60,7 +60,7 @@
 
 use super::grid::lattice_steps;
 use super::harmonics::ORDER;
-use super::{Basis, Features, Model, Sizes};
+use super::{Basis, Model, Sizes};
 use crate::error::{try_vec, Error, Result};
 use num_complex::Complex64;
 use std::f64::consts::TAU;
@@ -77,6 +77,8 @@ pub const MAX_TIME_SEGMENTS: usize = 256;
 pub const ERROR_VOXELS: usize = 2048;
 /// Times on which ε is measured.
 pub const ERROR_TIMES: usize = 257;
+/// Every SCREEN_STRIDE-th of them screens a segment count before the full error is measured.
+const SCREEN_STRIDE: usize = 8;
 
 /// The NUFFT that computes the kernels T (type 1, sign −1, points 2π·κ_j,
 /// modes 2n per doubled axis) for a precision mode: (tolerance, float64
@@ -232,54 +234,7 @@ impl ToeplitzSpec {
         }
     }
 
-    /// The kernel points whose direct sums are computed: with one kernel (no
-    /// segmentation, real weights: T(−Δ) = conj(T(Δ))) the half Δ ≥ 0 along
-    /// the slowest doubled axis A (its first n_A slices, contiguous), the
-    /// rest mirrored; otherwise all [`ToeplitzSpec::kernel_points`].
-    pub fn computed_points(&self) -> usize {
-        let points = self.kernel_points();
-        match (0..3).rev().find(|&a| self.dims[a] > 1) {
-            Some(a) if self.segments() == 1 => points / self.kernel_dims[a] * self.dims[a],
-            _ => points,
-        }
-    }
-
-    /// The features of the temporary operator whose adjoint gives the
-    /// kernels: voxel features Δ (3×K, K = [`ToeplitzSpec::computed_points`]
-    /// of the kernel grid, index offsets per axis), sample features κ (3×M,
-    /// cycles), so Eᴴ d at "voxel" Δ is Σ_j exp(−2πi κ_j·Δ)·d_j. No sensitivities.
-    pub fn offset_features(&self) -> Result<Features> {
-        let kd = self.kernel_dims;
-        let computed = self.computed_points();
-        let mut voxel = try_vec(3 * computed, 0.0f64, "Toeplitz kernel offsets (K x 3)")?;
-        for v in 0..computed {
-            let index = [v % kd[0], (v / kd[0]) % kd[1], v / (kd[0] * kd[1])];
-            for (axis, p) in index.into_iter().enumerate() {
-                voxel[axis * computed + v] = Self::offset(p, self.dims[axis]);
-            }
-        }
-        Ok(Features {
-            terms: 3,
-            voxel,
-            sample: crate::error::try_copy(&self.cycles, "Toeplitz cycles (M x 3)")?,
-            sensitivities: None,
-        })
-    }
-
-    /// Sizes of the temporary operator: the kernel grid, one "coil" per
-    /// kernel pair (the pairs' data are the columns of the adjoint's input).
-    pub fn offset_sizes(&self) -> Result<Sizes> {
-        let kd = self.kernel_dims;
-        Sizes::new(
-            kd[0] as i64,
-            kd[1] as i64,
-            kd[2] as i64,
-            self.kernel_pairs().len() as i64,
-            self.samples as i64,
-        )
-    }
-
-    /// The adjoint's input: for pair (l, l') the column
+    /// The kernels' NUFFT input: for pair (l, l') the column
     /// w_j·conj(a_l(t_j))·a_l'(t_j) (w ≡ 1 when `weights` is `None`), M×pairs.
     pub fn kernel_weights(&self, weights: Option<&[f32]>) -> Result<Vec<Complex64>> {
         let m = self.samples;
@@ -391,11 +346,21 @@ impl Histogram {
     }
 }
 
+/// e^{iδ_k t} for every histogram bin k: the factor of H(t − τ) that
+/// depends on t (H(t − τ) = Σ_k [h_k e^{−iδ_k τ}]·e^{iδ_k t}).
+fn phases_of_bins(histogram: &Histogram, t: f64, out: &mut [Complex64]) {
+    for (o, &d) in out.iter_mut().zip(&histogram.centres) {
+        *o = Complex64::from_polar(1.0, d * t);
+    }
+}
+
 /// The LS interpolator for L segments: τ, the factor of G, evaluation of a(t).
 struct Interpolator<'a> {
     histogram: &'a Histogram,
     tau: Vec<f64>,
     factor: Vec<Complex64>,
+    /// h_k e^{−iδ_k τ_l}, L × bins: b_l(t) = H(t − τ_l) = Σ_k this · e^{iδ_k t}.
+    weighted: Vec<Complex64>,
 }
 
 impl<'a> Interpolator<'a> {
@@ -426,44 +391,147 @@ impl<'a> Interpolator<'a> {
                 histogram.centres.len()
             )));
         }
+        let weighted = tau
+            .iter()
+            .flat_map(|&t| {
+                histogram
+                    .centres
+                    .iter()
+                    .zip(&histogram.counts)
+                    .map(move |(&d, &h)| Complex64::from_polar(h, -d * t))
+            })
+            .collect();
         Ok(Interpolator {
             histogram,
             tau,
             factor: g,
+            weighted,
         })
     }
 
-    fn coefficients(&self, t: f64, out: &mut [Complex64]) {
+    /// a(t) from the bin phases e^{iδ_k t} of t ([`phases_of_bins`]).
+    fn coefficients_from(&self, phases: &[Complex64], out: &mut [Complex64]) {
         let l = self.tau.len();
-        for (o, &tau) in out.iter_mut().zip(&self.tau) {
-            *o = self.histogram.characteristic(t - tau);
+        let bins = phases.len();
+        for (o, w) in out.iter_mut().zip(self.weighted.chunks_exact(bins.max(1))) {
+            *o = w.iter().zip(phases).map(|(a, b)| a * b).sum();
         }
         cholesky_solve(&self.factor, l, out);
     }
 
-    /// max over `times` of the rms over `delta` of the interpolation error.
-    fn error(&self, delta: &[f64], times: &[f64]) -> f64 {
+    /// max over the probe times of the rms over the probe voxels of the
+    /// interpolation error (the tables of [`Probe`]).
+    fn error(&self, probe: &Probe, time_stride: usize) -> f64 {
         use rayon::prelude::*;
         let l = self.tau.len();
-        times
-            .par_iter()
-            .map(|&t| {
-                let mut a = vec![Complex64::new(0.0, 0.0); l];
-                self.coefficients(t, &mut a);
-                let sum: f64 = delta
-                    .iter()
-                    .map(|&d| {
-                        let approx: Complex64 = a
-                            .iter()
-                            .zip(&self.tau)
-                            .map(|(a, &tau)| a * Complex64::from_polar(1.0, d * tau))
-                            .sum();
-                        (Complex64::from_polar(1.0, d * t) - approx).norm_sqr()
-                    })
-                    .sum();
-                (sum / delta.len() as f64).sqrt()
-            })
+        let voxels = probe.delta.len();
+        // e^{iδ_d τ_l}, L rows of the voxels, real and imaginary parts apart
+        // (the sums below then run over voxels as plain vectorisable loops).
+        let mut segment_re = vec![0.0; l * voxels];
+        let mut segment_im = vec![0.0; l * voxels];
+        for (i, &tau) in self.tau.iter().enumerate() {
+            for (d, &delta) in probe.delta.iter().enumerate() {
+                let (sin, cos) = (delta * tau).sin_cos();
+                segment_re[i * voxels + d] = cos;
+                segment_im[i * voxels + d] = sin;
+            }
+        }
+        let bins = self.histogram.centres.len();
+        (0..probe.times)
+            .into_par_iter()
+            .filter(|t| t % time_stride == 0 || t + 1 == probe.times)
+            .map_init(
+                || (vec![0.0; voxels], vec![0.0; voxels]),
+                |(approx_re, approx_im), t| {
+                    let mut a = vec![Complex64::new(0.0, 0.0); l];
+                    self.coefficients_from(&probe.bin_phases[t * bins..(t + 1) * bins], &mut a);
+                    approx_re.fill(0.0);
+                    approx_im.fill(0.0);
+                    for (i, a) in a.iter().enumerate() {
+                        let (sr, si) = (
+                            &segment_re[i * voxels..(i + 1) * voxels],
+                            &segment_im[i * voxels..(i + 1) * voxels],
+                        );
+                        for (((xr, xi), &r), &m) in approx_re
+                            .iter_mut()
+                            .zip(approx_im.iter_mut())
+                            .zip(sr)
+                            .zip(si)
+                        {
+                            *xr += a.re * r - a.im * m;
+                            *xi += a.re * m + a.im * r;
+                        }
+                    }
+                    let exact_re = &probe.phase_re[t * voxels..(t + 1) * voxels];
+                    let exact_im = &probe.phase_im[t * voxels..(t + 1) * voxels];
+                    let sum: f64 = exact_re
+                        .iter()
+                        .zip(exact_im)
+                        .zip(approx_re.iter().zip(approx_im.iter()))
+                        .map(|((er, ei), (xr, xi))| (er - xr) * (er - xr) + (ei - xi) * (ei - xi))
+                        .sum();
+                    (sum / voxels.max(1) as f64).sqrt()
+                },
+            )
             .reduce(|| 0.0, f64::max)
+    }
+}
+
+/// The voxels and times on which the interpolation error is measured, with
+/// their phases computed once for every segment count tried.
+struct Probe {
+    /// δ of the probe voxels.
+    delta: Vec<f64>,
+    /// Probe times.
+    times: usize,
+    /// e^{iδ_d t} per probe time (times × voxels), real and imaginary parts.
+    phase_re: Vec<f64>,
+    phase_im: Vec<f64>,
+    /// e^{iδ_k t} per probe time for the histogram bins (times × bins).
+    bin_phases: Vec<Complex64>,
+}
+
+impl Probe {
+    fn new(delta: Vec<f64>, times: &[f64], histogram: &Histogram) -> Result<Probe> {
+        use rayon::prelude::*;
+        let (voxels, bins) = (delta.len(), histogram.centres.len());
+        let mut phase_re = try_vec(times.len() * voxels, 0.0, "segmentation probe phases")?;
+        let mut phase_im = try_vec(times.len() * voxels, 0.0, "segmentation probe phases")?;
+        // e^{iδ t} along the uniform probe times by the recurrence
+        // e^{iδ(t + h)} = e^{iδ t}·e^{iδ h}, restarted exactly every 32 steps.
+        let step = if times.len() > 1 {
+            times[1] - times[0]
+        } else {
+            0.0
+        };
+        phase_re
+            .par_chunks_mut(32 * voxels.max(1))
+            .zip(phase_im.par_chunks_mut(32 * voxels.max(1)))
+            .enumerate()
+            .for_each(|(block, (re, im))| {
+                for (d, &delta) in delta.iter().enumerate() {
+                    let (sin_h, cos_h) = (delta * step).sin_cos();
+                    let (mut s, mut c) = (delta * times[32 * block]).sin_cos();
+                    for k in 0..re.len() / voxels.max(1) {
+                        re[k * voxels + d] = c;
+                        im[k * voxels + d] = s;
+                        (c, s) = (c * cos_h - s * sin_h, s * cos_h + c * sin_h);
+                    }
+                }
+            });
+        let zero = Complex64::new(0.0, 0.0);
+        let mut bin_phases = try_vec(times.len() * bins, zero, "segmentation probe phases")?;
+        bin_phases
+            .par_chunks_mut(bins.max(1))
+            .zip(times.par_iter())
+            .for_each(|(row, &t)| phases_of_bins(histogram, t, row));
+        Ok(Probe {
+            delta,
+            times: times.len(),
+            phase_re,
+            phase_im,
+            bin_phases,
+        })
     }
 }
 
@@ -493,33 +561,49 @@ impl TimeSegmentation {
             });
         let histogram = Histogram::new(&delta, half_range, t_max - t_min);
         let stride = delta.len().div_ceil(ERROR_VOXELS);
-        let probe: Vec<f64> = delta.iter().step_by(stride).copied().collect();
         let probe_times: Vec<f64> = (0..ERROR_TIMES)
             .map(|i| t_min + (t_max - t_min) * i as f64 / (ERROR_TIMES - 1) as f64)
             .collect();
+        let probe = Probe::new(
+            delta.iter().step_by(stride).copied().collect(),
+            &probe_times,
+            &histogram,
+        )?;
         let mut singular = None;
         let (interpolator, error) = if segments > 0 {
             let it = Interpolator::new(&histogram, t_min, t_max, segments)?;
-            let e = it.error(&probe, &probe_times);
+            let e = it.error(&probe, 1);
             (it, e)
         } else {
             // The fewest segments that reach AUTO_ERROR; when more segments
             // than the map's distinct values would be needed (a singular Gram
             // matrix), the most that still work.
-            let mut chosen = None;
+            // Each count is first screened on every SCREEN_STRIDE-th probe time:
+            // that maximum is a lower bound of the full one, so a count it
+            // rejects is rejected exactly; the full error is computed only for
+            // counts that pass the screen (and for the last one tried).
+            let mut chosen: Option<(Interpolator, Option<f64>)> = None;
             for l in 1..=MAX_AUTO_SEGMENTS {
                 crate::progress::check(l as f64 / MAX_AUTO_SEGMENTS as f64)?;
                 let Ok(it) = Interpolator::new(&histogram, t_min, t_max, l) else {
                     singular = Some(l);
                     break;
                 };
-                let e = it.error(&probe, &probe_times);
+                if it.error(&probe, SCREEN_STRIDE) > AUTO_ERROR {
+                    chosen = Some((it, None));
+                    continue;
+                }
+                let e = it.error(&probe, 1);
                 let done = e <= AUTO_ERROR;
-                chosen = Some((it, e));
+                chosen = Some((it, Some(e)));
                 if done {
                     break;
                 }
             }
+            let chosen = chosen.map(|(it, e)| {
+                let e = e.unwrap_or_else(|| it.error(&probe, 1));
+                (it, e)
+            });
             chosen.ok_or_else(|| {
                 toeplitz_invalid(
                     "the off-resonance map gives no usable time segmentation; use the exact \
@@ -553,9 +637,14 @@ impl TimeSegmentation {
         let mut rows = try_vec(l * m, Complex64::new(0.0, 0.0), "segment coefficients")?;
         {
             use rayon::prelude::*;
-            rows.par_chunks_mut(l)
-                .zip(times.par_iter())
-                .for_each(|(a, &t)| interpolator.coefficients(t, a));
+            let bins = histogram.centres.len();
+            rows.par_chunks_mut(l).zip(times.par_iter()).for_each_init(
+                || vec![Complex64::new(0.0, 0.0); bins],
+                |phases, (a, &t)| {
+                    phases_of_bins(&histogram, t, phases);
+                    interpolator.coefficients_from(phases, a);
+                },
+            );
         }
         let mut coefficients = try_vec(l * m, Complex64::new(0.0, 0.0), "segment coefficients")?;
         for (j, a) in rows.chunks_exact(l).enumerate() {

@@ -6,7 +6,7 @@
 //! and FAST alike; tolerances down to [`super::params::MIN_TOLERANCE_F32`]).
 //! The upsampling σ is chosen by [`choose_upsampling`] unless given.
 
-use super::{Modes, NufftExecutor, NufftSpec, NufftType, Sample, Upsampling};
+use super::{KernelParams, Modes, NufftExecutor, NufftSpec, NufftType, Sample, Upsampling};
 use crate::error::{Error, Result, Status};
 use crate::op::Precision;
 use crate::plan::{BackendKind, Options};
@@ -21,15 +21,58 @@ pub struct Nufft {
     executor: Box<dyn NufftExecutor>,
 }
 
-/// The upsampling σ used when none is given: 2 except where 1.25 was
-/// measured faster at equal accuracy (BENCHMARKS.md, "NUFFT"):
-/// σ = 1.25 for 3D transforms with fewer than 2 points per mode.
-pub fn choose_upsampling(modes: &Modes, npoints: usize) -> Upsampling {
-    let spread_axes = modes.sizes.iter().filter(|&&n| n > 1).count();
-    if spread_axes == 3 && npoints < 2 * modes.total() {
-        Upsampling::OneQuarter
-    } else {
-        Upsampling::Two
+/// Measured CPU costs (BENCHMARKS.md, "NUFFT: choosing σ"; both
+/// arithmetics): per point, [`POINT_NS`] plus [`CELL_NS`] per kernel cell
+/// (x padded to the vector width), and per fine-grid cell
+/// [`GRID_NS`]`[d − 1]` for clearing, adding tiles, the FFT and the modes.
+pub const POINT_NS: f64 = 45.0;
+/// See [`POINT_NS`].
+pub const CELL_NS: f64 = 0.3;
+/// See [`POINT_NS`]; 3D grids rarely fit a cache, so their cells cost more.
+pub const GRID_NS: [f64; 3] = [6.0, 6.0, 20.0];
+
+/// The estimated CPU cost (ns) of one transform of `npoints` points with this kernel and σ.
+fn estimated_cost(
+    modes: &Modes,
+    npoints: usize,
+    tolerance: f64,
+    double: bool,
+    upsampling: Upsampling,
+) -> Option<f64> {
+    let kernel = KernelParams::new(tolerance, upsampling, double).ok()?;
+    let w = kernel.width as f64;
+    let spread: Vec<usize> = (0..3).filter(|&a| modes.sizes[a] > 1).collect();
+    let cells_per_point = spread.iter().enumerate().fold(1.0, |acc, (i, _)| {
+        acc * if i == 0 {
+            (super::cpu::lanes(kernel.width) / 2) as f64
+        } else {
+            w
+        }
+    });
+    let mut fine = 1.0;
+    for a in 0..3 {
+        fine *= kernel.fine_size(modes.sizes[a]).ok()? as f64;
+    }
+    let d = spread.len().max(1);
+    Some(npoints as f64 * (POINT_NS + CELL_NS * cells_per_point) + fine * GRID_NS[d - 1])
+}
+
+/// The upsampling σ used when none is given: the cheaper of σ = 2 and
+/// σ = 1.25 by the measured cost model above (σ = 1.25 wins where points are
+/// few for the grid, e.g. 3D below about one point per mode at 1e-3, or a
+/// tenth of a point per mode at 1e-6). [`KernelParams::new`] may still
+/// replace 1.25 by 2 (tolerances out of its reach, float32 below 1e-3).
+pub fn choose_upsampling(
+    modes: &Modes,
+    npoints: usize,
+    tolerance: f64,
+    double: bool,
+) -> Upsampling {
+    let two = estimated_cost(modes, npoints, tolerance, double, Upsampling::Two);
+    let quarter = estimated_cost(modes, npoints, tolerance, double, Upsampling::OneQuarter);
+    match (two, quarter) {
+        (Some(a), Some(b)) if b < a => Upsampling::OneQuarter,
+        _ => Upsampling::Two,
     }
 }
 
@@ -65,14 +108,15 @@ impl Nufft {
         let modes = Modes::new(ndims, modes)?;
         let npoints = usize::try_from(npoints)
             .map_err(|_| Error::invalid(format!("npoints must be >= 0, got {npoints}")))?;
+        let double = options.precision == Precision::Double;
         let spec = NufftSpec::new(
             kind,
             modes,
             sign,
             tolerance,
             ntransforms,
-            options.precision == Precision::Double,
-            Some(choose_upsampling(&modes, npoints)),
+            double,
+            Some(choose_upsampling(&modes, npoints, tolerance, double)),
         )?;
         Nufft::with_spec(spec, points, npoints, options, None)
     }
@@ -112,14 +156,15 @@ impl Nufft {
         };
         let (backend, executor) = match backend {
             BackendKind::Cuda => {
-                // MERGE(nufft-cuda): replace the next line by
-                // `let built = crate::backend::cuda::nufft::build(&spec, points, npoints, options.device as usize);`
-                let built: Result<Box<dyn NufftExecutor>> = Err(Error::new(
-                    Status::BackendUnavailable,
-                    "CUDA NUFFT not built in this version",
-                ));
+                let built = crate::backend::cuda::nufft::build(
+                    &spec,
+                    points,
+                    npoints,
+                    options.device as usize,
+                );
                 match built {
                     Ok(executor) => (BackendKind::Cuda, executor),
+                    // AUTO on a GPU that cannot run it (cuFFT missing): the CPU.
                     Err(e)
                         if options.backend == BackendKind::Auto
                             && e.status == Status::BackendUnavailable =>

@@ -55,11 +55,15 @@
 
 /* ---------------------------------------------------------------- state */
 enum { FRESH, TRAJECTORY, HARMONICS, TOEPLITZ, CARTESIAN, USER_BASIS, PLANS };
+enum { NUFFT_TYPE1, NUFFT_TYPE2, NUFFTS };
 
 struct ctx {
     uint64_t rng;
     horecon_plan *plans[PLANS];
     horecon_plan *plan_out;
+    horecon_nufft *nuffts[NUFFTS];
+    horecon_nufft *nufft_out;
+    horecon_c64 *z;
     double *d;
     float *f;
     horecon_c32 *c;
@@ -76,6 +80,7 @@ static double *g_d;
 static float *g_f;
 static horecon_c32 *g_c;
 static uint8_t *g_u8;
+static horecon_c64 *g_z;
 static volatile double g_deadline;
 
 static double now(void)
@@ -244,6 +249,53 @@ static horecon_plan **PP(struct ctx *c)
     return &c->plan_out;
 }
 
+static horecon_nufft *NU(struct ctx *c)
+{
+    int i = pick(c, NUFFTS + 1);
+    note(c, " nufft%d", i);
+    return i == NUFFTS ? NULL : c->nuffts[i];
+}
+static horecon_nufft **NUPP(struct ctx *c)
+{
+    if (pick(c, 10) == 0) { note(c, " NULL"); return NULL; }
+    return &c->nufft_out;
+}
+static horecon_c64 *Z(struct ctx *c)
+{
+    int k = pick(c, 10);
+    if (k == 0) { note(c, " NULL"); return NULL; }
+    note(c, " z");
+    if (k == 1) {
+        size_t at = (size_t)(next(c) % 512);
+        c->z[at].re = pick(c, 2) ? NAN : -INFINITY;
+        note(c, "[bad@%zu]", at);
+    }
+    return c->z;
+}
+/* modes[3] of a NUFFT: small, or edge/huge values, or NULL. */
+static int64_t *MODES(struct ctx *c)
+{
+    int a;
+    if (pick(c, 10) == 0) { note(c, " NULL"); return NULL; }
+    for (a = 0; a < 3; a++) c->cells[a] = pick(c, 2) ? 1 + (int64_t)(next(c) % 24) : DIM(c);
+    return c->cells;
+}
+/* A NUFFT type, dimension or sign: mostly valid, else any I32. */
+static int32_t SMALL(struct ctx *c, int32_t lo, int32_t hi)
+{
+    int32_t v = pick(c, 4) ? lo + (int32_t)(next(c) % (uint64_t)(hi - lo + 1)) : I32(c);
+    note(c, " %d", (int)v);
+    return v;
+}
+/* A NUFFT tolerance: in range, or any R. */
+static double TOL(struct ctx *c)
+{
+    static const double valid[] = {1e-1, 1e-3, 1e-6, 1e-9, 1e-12};
+    double v = pick(c, 2) ? valid[pick(c, 5)] : R(c);
+    note(c, " tol=%g", v);
+    return v;
+}
+
 static horecon_options *O(struct ctx *c)
 {
     int k = pick(c, 6);
@@ -367,7 +419,11 @@ static void *USER(struct ctx *c) { return pick(c, 2) ? NULL : (void *)c; }
     S(horecon_set_progress, P(c), CB(c), USER(c))                                       \
     S(horecon_cancel, P(c))                                                             \
     S(horecon_sim_set_progress, CB(c), USER(c))                                         \
-    S(horecon_plan_memory, P(c), I32(c), I64P(c), I64P(c))
+    S(horecon_plan_memory, P(c), I32(c), I64P(c), I64P(c))                              \
+    S(horecon_nufft_create, NUPP(c), SMALL(c, 1, 2), SMALL(c, 1, 3), MODES(c), I64(c), D(c), SMALL(c, -1, 1), TOL(c), SMALL(c, 1, 4), O(c)) \
+    S(horecon_nufft_execute, NU(c), C(c), C(c))                                         \
+    S(horecon_nufft_execute_c64, NU(c), Z(c), Z(c))                                     \
+    V(horecon_nufft_destroy, NU(c))
 
 /* Arguments are evaluated in an unspecified order, but deterministically
  * for one build: a seed replays a case. */
@@ -432,6 +488,13 @@ static int make_plans(struct ctx *c)
     if (!ok(horecon_plan_create(&o, 10, 10, 1, 1, 100, &c->plans[USER_BASIS])) ||
         !ok(horecon_set_basis(c->plans[USER_BASIS], 3, c->d, c->d)))
         return 0;
+    /* NUFFTs: type 1 on a 16x12 grid at 300 points, type 2 on 6x5x4 at 200 (ACCURATE, 1e-6) */
+    {
+        const int64_t two[2] = {16, 12}, three[3] = {6, 5, 4};
+        if (!ok(horecon_nufft_create(&c->nuffts[NUFFT_TYPE1], 1, 2, two, 300, c->d, 1, 1e-6, 2, &o)) ||
+            !ok(horecon_nufft_create(&c->nuffts[NUFFT_TYPE2], 2, 3, three, 200, c->d, -1, 1e-6, 1, &o)))
+            return 0;
+    }
     for (i = 0; i < PLANS; i++)
         if (!ok(horecon_set_progress(c->plans[i], deadline_fraction, NULL))) return 0;
     return ok(horecon_sim_set_progress(deadline_fraction, NULL));
@@ -482,6 +545,7 @@ static void child(int which, uint64_t seed, int quiet)
     c.f = g_f;
     c.c = g_c;
     c.u8 = g_u8;
+    c.z = g_z;
     limit.rlim_cur = limit.rlim_max = ADDRESS_SPACE;
     if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(SETUP_FAILED);
     alarm(HARD_LIMIT_SECONDS);
@@ -516,7 +580,8 @@ static void fill(uint64_t seed)
     g_f = (float *)malloc(CAP * sizeof *g_f);
     g_c = (horecon_c32 *)malloc(CAP * sizeof *g_c);
     g_u8 = (uint8_t *)malloc(CAP);
-    if (!g_d || !g_f || !g_c || !g_u8) {
+    g_z = (horecon_c64 *)malloc(CAP * sizeof *g_z);
+    if (!g_d || !g_f || !g_c || !g_u8 || !g_z) {
         fprintf(stderr, "cannot allocate the argument arrays\n");
         exit(2);
     }
@@ -527,6 +592,8 @@ static void fill(uint64_t seed)
         g_c[i].re = (float)g_d[i];
         g_c[i].im = 0.5f - g_f[i];
         g_u8[i] = (uint8_t)((s >> 33) % 3 == 0);
+        g_z[i].re = g_d[i];
+        g_z[i].im = (double)g_f[i];
     }
 }
 

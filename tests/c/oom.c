@@ -33,13 +33,16 @@ enum scenario {
     ADJOINT,
     NORMAL,
     CG,
+    NUFFT_CREATE,
+    NUFFT_EXECUTE,
     SCENARIOS
 };
 static const char *const names[SCENARIOS] = {
     "horecon_set_positions", "horecon_set_grid_positions", "horecon_set_solid_harmonics",
     "horecon_set_basis",     "horecon_set_trajectory",     "horecon_set_off_resonance",
     "horecon_set_sensitivities", "horecon_forward",       "horecon_adjoint",
-    "horecon_normal",        "horecon_cg",
+    "horecon_normal",        "horecon_cg",              "horecon_nufft_create",
+    "horecon_nufft_execute",
 };
 
 static double *real_array(size_t n, double value)
@@ -63,6 +66,28 @@ static horecon_c32 *c32_array(size_t n)
     return v;
 }
 
+/* The NUFFT scenarios: create with BIG points on a 256² grid; execute a
+ * type-2 plan of 1024² modes (a 32 MB fine grid) at 8 points. */
+static int run_nufft(int which)
+{
+    const int64_t small[2] = {256, 256}, large[2] = {1024, 1024};
+    int64_t m = which == NUFFT_CREATE ? (int64_t)BIG : 8;
+    double *x = real_array(2 * (size_t)m, 1.0);
+    horecon_options o;
+    horecon_nufft *nufft = NULL;
+    horecon_status s;
+    horecon_default_options(&o);
+    o.backend = HORECON_BACKEND_CPU;
+    o.num_threads = 1;
+    s = horecon_nufft_create(&nufft, 2, 2, which == NUFFT_CREATE ? small : large, m, x, 1, 1e-6, 1,
+                             &o);
+    if (s != HORECON_OK || which == NUFFT_CREATE) return s;
+    {
+        horecon_c32 *grid = c32_array((size_t)(large[0] * large[1])), *c = c32_array((size_t)m);
+        return horecon_nufft_execute(nufft, c, grid);
+    }
+}
+
 /* Runs one scenario in this (child) process; returns the call's status.
  * "Big voxels" scenarios use N = BIG, M = 8; "big samples" ones N = 8, M = BIG. */
 static int run_scenario(int which)
@@ -74,7 +99,9 @@ static int run_scenario(int which)
     horecon_options o;
     horecon_plan *plan = NULL;
     horecon_status s;
-    double *k = real_array(2 * m, 3.0);
+    double *k;
+    if (which == NUFFT_CREATE || which == NUFFT_EXECUTE) return run_nufft(which);
+    k = real_array(2 * m, 3.0);
     horecon_default_options(&o);
     o.backend = HORECON_BACKEND_CPU;
     o.num_threads = 1;

@@ -19,7 +19,8 @@
 #   compile  examples/quickstart.c (C99); tests/c/error_handling.c (every status
 #            code), tests/c/model.c (MODEL.md against float64 sums in C) and
 #            tests/c/threads.c (concurrency), tests/c/oom.c (OUT_OF_MEMORY under
-#            RLIMIT_AS instead of aborts), each as C99 and C++11, -Werror;
+#            RLIMIT_AS instead of aborts), tests/c/nufft.c (the standalone NUFFT
+#            against direct sums, its error codes), each as C99 and C++11, -Werror;
 #            tests/c/adversarial.c (every function, edge and random arguments,
 #            forked per call under RLIMIT_AS and a time limit; C99).
 #   run      each program natively, then under valgrind (--error-exitcode=1
@@ -238,6 +239,8 @@ step compile-oom-c++11 "$CXX" "${cxxflags[@]}" tests/c/oom.c -o "$out/oom_cxx" "
 step compile-adversarial-c99 "$CC" "${cflags[@]}" tests/c/adversarial.c -o "$out/adversarial" "${link[@]}"
 step compile-threads-c99 "$CC" "${cflags[@]}" tests/c/threads.c -o "$out/threads" "${link[@]}"
 step compile-threads-c++11 "$CXX" "${cxxflags[@]}" tests/c/threads.c -o "$out/threads_cxx" "${link[@]}"
+step compile-nufft-c99 "$CC" "${cflags[@]}" tests/c/nufft.c -o "$out/nufft" "${link[@]}"
+step compile-nufft-c++11 "$CXX" "${cxxflags[@]}" tests/c/nufft.c -o "$out/nufft_cxx" "${link[@]}"
 
 # ---- run ----------------------------------------------------------------
 
@@ -297,6 +300,8 @@ run run-threads-c++11 "$out/threads_cxx"
 run run-threads-all-cores "$out/threads" 4 32 32 1000 0
 step run-threads-double env HORECON_TEST_PRECISION=2 timeout "$limit" "$out/threads" 4 20 20 500 5
 step run-threads-fast env HORECON_TEST_PRECISION=1 timeout "$limit" "$out/threads" 4 20 20 500 5
+run run-nufft-c99 "$out/nufft"
+run run-nufft-c++11 "$out/nufft_cxx"
 
 if [ "${HORECON_C_TESTS_NO_VALGRIND:-0}" = "1" ]; then
     echo "SKIP valgrind runs (HORECON_C_TESTS_NO_VALGRIND=1)"
@@ -311,6 +316,7 @@ else
     # tiny sizes: valgrind runs the 8 threads one at a time, ~50x slower
     vgrun valgrind-threads-c99 "$out/threads" 2 6 5 40
     vgrun valgrind-threads-c++11 "$out/threads_cxx" 2 6 5 40
+    vgrun valgrind-nufft-c99 "$out/nufft"
 fi
 
 echo

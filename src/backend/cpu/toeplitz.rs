@@ -8,18 +8,27 @@
 //! the accuracy). Forward, adjoint and CG's right-hand side stay the exact
 //! phase sums of [`CpuOperator`].
 //!
-//! The kernels T are direct sums computed by the CPU phase-sum kernel in the
-//! plan's precision mode (exact to its accuracy class), kept for W = 1 and for
-//! the sample weights W of the last weighted call; other weights recompute them.
+//! The kernels T_{l,l'}(Δ) = Σ_j γ_j e^{−2πi κ_j·Δ} of all pairs are one
+//! batched type-1 NUFFT ([`crate::nufft`]: sign −1, points 2π κ_j, modes
+//! Δ = −n … n − 1 of every doubled axis, γ = `ToeplitzSpec::kernel_weights`)
+//! at the tolerance and arithmetic of
+//! [`crate::model::toeplitz::kernel_nufft_tolerance`] (the CUDA backend's
+//! too), moved onto the kernel grid (index Δ mod 2n; the unused Δ = −n is
+//! zero) and transformed. The NUFFT plan (its sorted points) is made once;
+//! the kernels are kept for W = 1 and for the sample weights W of the last
+//! weighted call; other weights recompute them.
 
 use super::fft::{Direction, GridFft};
 use super::kernel::{Accurate, Double, Fast, Mode};
 use super::real::Real;
 use super::{apply_widened, complex_zeros, space, Acc, CpuNormal, CpuOperator};
 use crate::error::Result;
-use crate::model::toeplitz::ToeplitzSpec;
+use crate::model::toeplitz::{kernel_nufft_tolerance, ToeplitzSpec};
 use crate::model::{Features, Sizes};
+use crate::nufft::plan::choose_upsampling;
+use crate::nufft::{Modes, Nufft, NufftSpec, NufftType};
 use crate::op::{CgReport, EncodingOperator, Precision};
+use crate::options::{BackendKind, Options};
 use crate::progress::Progress;
 use crate::solver::CgProblem;
 use num_complex::{Complex, Complex32};
@@ -37,11 +46,13 @@ pub fn build(
 ) -> Result<Box<dyn EncodingOperator>> {
     Ok(match precision {
         Precision::Accurate => Box::new(ToeplitzOperator::<Accurate>::new(
-            features, spec, sizes, pool,
+            features, spec, sizes, precision, pool,
         )?),
-        Precision::Fast => Box::new(ToeplitzOperator::<Fast>::new(features, spec, sizes, pool)?),
+        Precision::Fast => Box::new(ToeplitzOperator::<Fast>::new(
+            features, spec, sizes, precision, pool,
+        )?),
         Precision::Double => Box::new(ToeplitzOperator::<Double>::new(
-            features, spec, sizes, pool,
+            features, spec, sizes, precision, pool,
         )?),
     })
 }
@@ -68,6 +79,10 @@ where
     segment_phases: Option<Vec<Acc<Mo>>>,
     /// Cached kernels: [0] for W = 1, [1] for the last weights given.
     kernels: Mutex<[CachedKernels<Mo::Acc>; 2]>,
+    /// The mode the kernels' NUFFT tolerance follows.
+    precision: Precision,
+    /// The kernels' NUFFT plan, made on first use.
+    nufft: Mutex<Option<Arc<Nufft>>>,
 }
 
 impl<Mo: Mode> ToeplitzOperator<Mo>
@@ -78,6 +93,7 @@ where
         features: &Features,
         spec: ToeplitzSpec,
         sizes: Sizes,
+        precision: Precision,
         pool: Arc<rayon::ThreadPool>,
     ) -> Result<Self> {
         let exact = CpuOperator::<Mo>::new(features, sizes, pool)?;
@@ -104,7 +120,46 @@ where
             spec,
             segment_phases,
             kernels: Mutex::new([None, None]),
+            precision,
+            nufft: Mutex::new(None),
         })
+    }
+
+    /// The type-1 NUFFT of the kernels (module documentation), made once.
+    fn kernel_nufft(&self) -> Result<Arc<Nufft>> {
+        let mut slot = self.nufft.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = slot.as_ref() {
+            return Ok(n.clone());
+        }
+        let spec = &self.spec;
+        let (tolerance, double) = kernel_nufft_tolerance(self.precision);
+        let kd = spec.kernel_dims.map(|n| n as i64);
+        let modes = Modes::new(3, &kd)?;
+        let m = spec.samples;
+        let nufft_spec = NufftSpec::new(
+            NufftType::One,
+            modes,
+            -1,
+            tolerance,
+            spec.kernel_pairs().len() as i32,
+            double,
+            Some(choose_upsampling(&modes, m, tolerance, double)),
+        )?;
+        let mut points = crate::error::try_copy(&spec.cycles, "Toeplitz NUFFT points (M x 3)")?;
+        points.iter_mut().for_each(|x| *x *= std::f64::consts::TAU);
+        let options = Options {
+            backend: BackendKind::Cpu,
+            ..Options::default()
+        };
+        let nufft = Arc::new(Nufft::with_spec(
+            nufft_spec,
+            &points,
+            m,
+            &options,
+            Some(self.exact.pool.clone()),
+        )?);
+        *slot = Some(nufft.clone());
+        Ok(nufft)
     }
 
     /// The kernel spectra for `weights`, computed on first use and whenever
@@ -122,48 +177,40 @@ where
         let spec = &self.spec;
         let points = spec.kernel_points();
         let pairs = spec.kernel_pairs().len();
-        // One real-weighted kernel is Hermitian: half of it is computed,
-        // the rest mirrored ([`ToeplitzSpec::computed_points`]).
-        let computed = spec.computed_points();
-        // The kernels and the set-up's data, before allocating any of it.
+        // The kernels, the NUFFT's modes and its data, before allocating any of it.
         let acc = std::mem::size_of::<Acc<Mo>>() as u64;
         let setup_bytes = (points as u64)
             .saturating_mul(pairs as u64)
-            .saturating_mul(2 * acc)
-            .saturating_add((spec.samples as u64).saturating_mul(pairs as u64 * (16 + acc)));
+            .saturating_mul(acc + 16)
+            .saturating_add((spec.samples as u64).saturating_mul(pairs as u64 * 16));
         crate::error::check_available(setup_bytes, "the Toeplitz kernels")?;
-        let features = spec.offset_features()?;
-        let sizes = Sizes::new(computed as i64, 1, 1, pairs as i64, spec.samples as i64)?;
-        let offsets = CpuOperator::<Mo>::new(&features, sizes, self.exact.pool.clone())?;
-        drop(features);
-        let data64 = spec.kernel_weights(weights)?;
-        let mut data = complex_zeros::<Mo::Acc>(data64.len(), "Toeplitz data (M x pairs)")?;
-        data.par_iter_mut()
-            .zip(&data64)
-            .for_each(|(o, v)| *o = Complex::new(Mo::Acc::from_f64(v.re), Mo::Acc::from_f64(v.im)));
-        drop(data64);
+        let nufft = self.kernel_nufft()?;
+        let mut data = spec.kernel_weights(weights)?;
+        let mut modes = crate::error::try_vec(
+            points * pairs,
+            num_complex::Complex64::default(),
+            "Toeplitz kernel modes (2^d N x pairs)",
+        )?;
+        nufft.execute_c64(&mut data, &mut modes)?;
+        drop(data);
         let mut spectra = complex_zeros(points * pairs, "Toeplitz kernels (2^d N x pairs)")?;
-        if computed < points {
-            offsets.adjoint_acc(&data, &mut spectra[..computed])?;
-            let kd = spec.kernel_dims;
-            let (low, high) = spectra.split_at_mut(computed);
-            let low = &*low;
-            high.par_iter_mut().enumerate().for_each(|(i, t)| {
-                let v = computed + i;
-                let index = [v % kd[0], (v / kd[0]) % kd[1], v / (kd[0] * kd[1])];
-                let m = (0..3)
-                    .rev()
-                    .fold(0, |acc, a| acc * kd[a] + (kd[a] - index[a]) % kd[a]);
-                *t = if m < computed {
-                    Complex::new(low[m].re, -low[m].im)
-                } else {
-                    Complex::new(Mo::Acc::default(), Mo::Acc::default())
-                };
+        // T(Δ) at kernel-grid index Δ mod 2n comes from mode index Δ + n.
+        let [n0, n1, n2] = spec.dims;
+        let kd = spec.kernel_dims;
+        let mode_index = |p: usize, n: usize| if n > 1 { (p + n) % (2 * n) } else { 0 };
+        spectra
+            .par_chunks_mut(kd[0])
+            .enumerate()
+            .for_each(|(row, out)| {
+                let (p1, p2, pair) = (row % kd[1], (row / kd[1]) % kd[2], row / (kd[1] * kd[2]));
+                let base =
+                    pair * points + kd[0] * (mode_index(p1, n1) + kd[1] * mode_index(p2, n2));
+                for (p0, t) in out.iter_mut().enumerate() {
+                    let v = modes[base + mode_index(p0, n0)];
+                    *t = Complex::new(Mo::Acc::from_f64(v.re), Mo::Acc::from_f64(v.im));
+                }
             });
-        } else {
-            offsets.adjoint_acc(&data, &mut spectra)?;
-        }
-        drop(offsets);
+        drop(modes);
         let scale = Mo::Acc::from_f64(1.0 / points as f64);
         let zero = Complex::new(Mo::Acc::default(), Mo::Acc::default());
         let progress = Progress::current();

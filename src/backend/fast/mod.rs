@@ -102,7 +102,7 @@ impl FastOperator {
             .and_then(|e| e.checked_mul(std::mem::size_of::<Complex32>()))
             .ok_or_else(|| Error::out_of_memory("fast-path buffers are too large"))?;
         let chunk = (BUFFER_BYTES / per_coil.max(1)).clamp(1, sizes.coils);
-        let upsampling = choose_upsampling(&modes, sizes.samples);
+        let upsampling = choose_upsampling(&modes, sizes.samples, tolerance, double);
         let make = |coils: usize| -> Result<Arc<Executors>> {
             let transforms = i32::try_from(k * coils)
                 .map_err(|_| Error::invalid("too many NUFFT transforms"))?;

@@ -6,8 +6,10 @@
 //! - type 2: modes divided by ψ̂(k) placed on the fine grid → FFT (sign s)
 //!   → interpolated → results scattered back to the caller's order.
 //!
-//! Transforms run in batches sharing the per-point kernel weights, as many
-//! as fit [`BATCH_BYTES`] of fine grids. Every buffer is allocated before
+//! Transforms run in batches of as many as fit [`BATCH_BYTES`] of fine
+//! grids; inside a batch, spreading and interpolation share each point's
+//! kernel weights among the transforms whose tiles fit
+//! [`super::tile::TILE_BUDGET`]. Every buffer is allocated before
 //! the first output is written, so a failing call leaves the outputs as
 //! they were.
 
@@ -16,7 +18,7 @@ use super::horner::HornerKernel;
 use super::interpolate::{interpolate, InterpolationJob};
 use super::sort::SortedPoints;
 use super::spread::{spread, SpreadJob};
-use super::tile::{TileBuffers, TileShape};
+use super::tile::{transform_group, TileBuffers, TileShape};
 use crate::backend::cpu::fft::Direction;
 use crate::backend::cpu::real::Real;
 use crate::error::{try_vec, Error, Result};
@@ -27,8 +29,13 @@ use rayon::prelude::*;
 use rustfft::FftNum;
 use std::sync::{Arc, Mutex};
 
-/// Fine-grid memory per batch of transforms (at least one transform runs).
-pub const BATCH_BYTES: usize = 512 << 20;
+/// Fine-grid memory per batch of transforms (at least one transform runs):
+/// about what the last-level cache holds, so that a batch's grids stay there
+/// from spreading through the FFT (3D 64³ modes at σ = 2: 16 MB per grid).
+pub const BATCH_BYTES: usize = 32 << 20;
+
+/// The fine grids, the values in sorted point order and the tiles of one execution.
+type Buffers<T> = (Vec<Complex<T>>, Vec<Complex<T>>, TileBuffers<T>);
 
 /// One axis of the modes: the fine cell (k mod n_f) of mode index i and 1/ψ̂(k) there.
 struct ModeAxis<T> {
@@ -62,6 +69,14 @@ impl<T: FftNum + Real> CpuNufft<T> {
         if points.len() < spec.modes.ndims * npoints {
             return Err(Error::internal("NUFFT points shorter than ndims x npoints"));
         }
+        // rustfft's planner and the per-axis tables allocate infallibly: make
+        // sure a fine grid and 4 axis-long tables fit first (OutOfMemory, not an abort).
+        let longest = spec.fine.iter().copied().max().unwrap_or(1);
+        drop(try_vec(
+            spec.fine_total().saturating_add(4 * longest),
+            Complex::new(T::default(), T::default()),
+            "NUFFT fine grid",
+        )?);
         let lanes = super::lanes(spec.kernel.width);
         let kernel = HornerKernel::new(&spec.kernel, lanes);
         let sorted = pool.install(|| SortedPoints::new(spec, points, npoints))?;
@@ -79,7 +94,11 @@ impl<T: FftNum + Real> CpuNufft<T> {
                     .collect(),
             }
         });
-        let bin_locks = (0..sorted.bins).map(|_| Mutex::new(())).collect();
+        let mut bin_locks = Vec::new();
+        bin_locks
+            .try_reserve_exact(sorted.bins)
+            .map_err(|_| Error::out_of_memory("could not allocate the NUFFT bin locks"))?;
+        bin_locks.extend((0..sorted.bins).map(|_| Mutex::new(())));
         Ok(CpuNufft {
             spec: spec.clone(),
             npoints,
@@ -108,7 +127,7 @@ impl<T: FftNum + Real> CpuNufft<T> {
     }
 
     /// Buffers of one execution: fine grids, sorted point values, tiles.
-    fn buffers(&self, batch: usize) -> Result<(Vec<Complex<T>>, Vec<Complex<T>>, TileBuffers<T>)> {
+    fn buffers(&self, batch: usize) -> Result<Buffers<T>> {
         let zero = Complex::new(T::default(), T::default());
         let cells = self.spec.fine_total();
         let grids = try_vec(cells * batch, zero, "NUFFT fine grids (batch x fine grid)")?;
@@ -117,7 +136,8 @@ impl<T: FftNum + Real> CpuNufft<T> {
             zero,
             "NUFFT sorted values (batch x npoints)",
         )?;
-        let tiles = TileBuffers::new(self.shape.len() * batch, self.pool.current_num_threads())?;
+        let group = transform_group::<T>(&self.shape, batch);
+        let tiles = TileBuffers::new(self.shape.values() * group, self.pool.current_num_threads())?;
         Ok((grids, values, tiles))
     }
 
@@ -153,7 +173,8 @@ impl<T: FftNum + Real> CpuNufft<T> {
             };
             spread(&job, &self.sorted, &tiles, &self.bin_locks, grids)?;
             for grid in grids.chunks_exact_mut(cells) {
-                self.fft.process(grid, self.direction(), Pruning::KeepModes);
+                self.fft
+                    .process(grid, self.direction(), Pruning::KeepModes)?;
             }
             let out = &mut modes[first * total..(first + nb) * total];
             self.read_modes(grids, out);
@@ -173,7 +194,8 @@ impl<T: FftNum + Real> CpuNufft<T> {
             let grids = &mut grids[..cells * nb];
             self.place_modes(&modes[first * total..(first + nb) * total], grids);
             for grid in grids.chunks_exact_mut(cells) {
-                self.fft.process(grid, self.direction(), Pruning::FromModes);
+                self.fft
+                    .process(grid, self.direction(), Pruning::FromModes)?;
             }
             let job = InterpolationJob {
                 kernel: &self.kernel,

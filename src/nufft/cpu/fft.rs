@@ -16,6 +16,7 @@
 
 use crate::backend::cpu::fft::{Direction, GridFft};
 use crate::backend::cpu::real::Real;
+use crate::error::{try_vec, Result};
 use num_complex::Complex;
 use rayon::prelude::*;
 use rustfft::FftNum;
@@ -81,23 +82,30 @@ impl<T: FftNum + Real> FineFft<T> {
     }
 
     /// Transforms one grid (n_f cells) in `direction` with `pruning`.
-    pub fn process(&self, grid: &mut [Complex<T>], direction: Direction, pruning: Pruning) {
+    pub fn process(
+        &self,
+        grid: &mut [Complex<T>],
+        direction: Direction,
+        pruning: Pruning,
+    ) -> Result<()> {
         let axes: Vec<usize> = (0..3).filter(|&a| self.fine[a] > 1).collect();
-        match pruning {
-            Pruning::KeepModes => {
-                for &a in &axes {
-                    self.axis(grid, a, direction, pruning);
-                }
-            }
-            Pruning::FromModes => {
-                for &a in axes.iter().rev() {
-                    self.axis(grid, a, direction, pruning);
-                }
-            }
+        let order: Vec<usize> = match pruning {
+            Pruning::KeepModes => axes,
+            Pruning::FromModes => axes.into_iter().rev().collect(),
+        };
+        for a in order {
+            self.axis(grid, a, direction, pruning)?;
         }
+        Ok(())
     }
 
-    fn axis(&self, grid: &mut [Complex<T>], axis: usize, direction: Direction, pruning: Pruning) {
+    fn axis(
+        &self,
+        grid: &mut [Complex<T>],
+        axis: usize,
+        direction: Direction,
+        pruning: Pruning,
+    ) -> Result<()> {
         let plan = self.fft.line_plan(axis, direction).as_ref();
         let [f0, f1, f2] = self.fine;
         if axis == 0 {
@@ -113,7 +121,7 @@ impl<T: FftNum + Real> FineFft<T> {
                     plan.process_with_scratch(rows, scratch);
                 },
             );
-            return;
+            return Ok(());
         }
         // Blocks of lines: (offset of the first line, lines), consecutive x.
         let x_blocks: Vec<(usize, usize)> = self.runs[0]
@@ -122,16 +130,25 @@ impl<T: FftNum + Real> FineFft<T> {
                 (0..n.div_ceil(LINES)).map(move |b| (s + b * LINES, LINES.min(n - b * LINES)))
             })
             .collect();
+        // The other axis's offsets: every z plane (axis 1), or the y of the mode rows (axis 2).
         let (stride, others): (usize, Vec<usize>) = if axis == 1 {
             (f0, (0..f2).map(|z| z * f0 * f1).collect())
         } else {
             let ys = (0..f1).filter(|&y| in_runs(&self.runs[1], y));
             (f0 * f1, ys.map(|y| y * f0).collect())
         };
-        let blocks: Vec<(usize, usize)> = others
-            .iter()
-            .flat_map(|&o| x_blocks.iter().map(move |&(x, n)| (o + x, n)))
-            .collect();
+        let mut blocks = try_vec(
+            others.len() * x_blocks.len(),
+            (0, 0),
+            "NUFFT FFT line blocks",
+        )?;
+        for (block, (o, x)) in blocks.iter_mut().zip(
+            others
+                .iter()
+                .flat_map(|o| x_blocks.iter().map(move |x| (o, x))),
+        ) {
+            *block = (o + x.0, x.1);
+        }
         let n = self.fine[axis];
         let runs = self.runs[axis];
         let shared = SharedLines {
@@ -171,6 +188,7 @@ impl<T: FftNum + Real> FineFft<T> {
                 }
             },
         );
+        Ok(())
     }
 }
 

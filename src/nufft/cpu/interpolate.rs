@@ -13,7 +13,7 @@
 
 use super::horner::HornerKernel;
 use super::sort::{Placed, SortedPoints, Subproblem};
-use super::tile::{load_run, unit_weights, TileBuffers, TileShape};
+use super::tile::{as_reals, transform_group, unit_weights, TileBuffers, TileShape};
 use crate::backend::cpu::real::Real;
 use crate::error::Result;
 use num_complex::Complex;
@@ -27,18 +27,19 @@ pub struct InterpolationJob<'a, T> {
     pub batch: usize,
 }
 
-/// Interpolates the points of `sub` from `tiles` into `out` (the
-/// subproblem's points × batch, point-major).
+/// Interpolates the points of `sub` for transforms first.. from `tiles`
+/// (one per transform) into `out` (the subproblem's points × batch, point-major).
 #[inline(always)]
 fn interpolate_points<T: Real, const L: usize, const FMA: bool>(
     job: &InterpolationJob<'_, T>,
     sub: &Subproblem,
+    first: usize,
     tiles: &[T],
     out: &mut [Complex<T>],
 ) {
     let shape = &job.shape;
     let [rows_y, rows_z] = shape.rows();
-    let (row, tile_len) = (shape.row(), shape.len());
+    let (row, tile_len) = (shape.row(), shape.values());
     let (ey, batch) = (shape.extent[1], job.batch);
     let weights = |axis: usize, z: T| -> [T; L] {
         if shape.spread[axis] {
@@ -56,7 +57,7 @@ fn interpolate_points<T: Real, const L: usize, const FMA: bool>(
         let kz = weights(2, p.z[2]);
         let [lx, ly, lz] = p.local.map(|v| v as usize);
         let base = row * (ly + ey * lz) + 2 * lx;
-        for (tile, value) in tiles.chunks_exact(tile_len).zip(values.iter_mut()) {
+        for (tile, value) in tiles.chunks_exact(tile_len).zip(&mut values[first..]) {
             let mut acc = [T::default(); L];
             for rz in 0..rows_z {
                 let wz = kz[2 * rz];
@@ -82,6 +83,7 @@ fn interpolate_points<T: Real, const L: usize, const FMA: bool>(
 super::isa_kernel!(interpolate_subproblem => interpolate_points(
     job: &InterpolationJob<'_, T>,
     sub: &Subproblem,
+    first: usize,
     tiles: &[T],
     out: &mut [Complex<T>]
 ));
@@ -97,7 +99,7 @@ pub fn interpolate<T: Real>(
 ) -> Result<()> {
     let batch = job.batch;
     let cells: usize = job.shape.fine.iter().product();
-    let tile_len = job.shape.len();
+    let tile_len = job.shape.values();
     // Each subproblem's results, disjoint slices of `out` in sorted order.
     let mut rest = out;
     let mut parts = Vec::with_capacity(sorted.subproblems.len());
@@ -106,16 +108,21 @@ pub fn interpolate<T: Real>(
         parts.push((sub, mine));
         rest = tail;
     }
+    let group = transform_group::<T>(&job.shape, batch);
     parts.into_par_iter().try_for_each(|(sub, values)| {
         buffers.with(|buffer| {
-            let tiles = &mut buffer[..tile_len * batch];
-            for (t, tile) in tiles.chunks_exact_mut(tile_len).enumerate() {
-                let grid = &grids[t * cells..(t + 1) * cells];
-                job.shape.for_each_run(sub.origin, |from, to, n| {
-                    load_run(&grid[to..to + n], &mut tile[2 * from..2 * (from + n)]);
-                });
+            for first in (0..batch).step_by(group) {
+                let count = group.min(batch - first);
+                let tiles = &mut buffer[..tile_len * count];
+                for (k, tile) in tiles.chunks_exact_mut(tile_len).enumerate() {
+                    let t = first + k;
+                    let grid = as_reals(&grids[t * cells..(t + 1) * cells]);
+                    job.shape.for_each_run(sub.origin, |from, to, n| {
+                        tile[2 * from..2 * (from + n)].copy_from_slice(&grid[2 * to..2 * (to + n)]);
+                    });
+                }
+                interpolate_subproblem(job.shape.lanes, job, sub, first, tiles, values);
             }
-            interpolate_subproblem(job.shape.lanes, job, sub, tiles, values);
         })
     })
 }

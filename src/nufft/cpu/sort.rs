@@ -21,6 +21,11 @@
 //! end, bin 0 (≥ reach wide) does, and the last bin of an odd count is
 //! alone in its colour. So the tiles of one colour can be added to the
 //! grid in parallel without conflicts.
+//!
+//! # Order inside a bin
+//! Within its bin, points are ordered by cells of [`SUB_CELL`] cells per axis
+//! (z, then y, then x): consecutive points then share most of their kernel
+//! footprint, which stays in L1 while a 3D tile (~100 KB) does not.
 
 use super::super::NufftSpec;
 use crate::backend::cpu::real::Real;
@@ -36,6 +41,9 @@ fn target_width(spread_axes: usize) -> usize {
         _ => 16,
     }
 }
+
+/// The edge of the cells that order the points inside a bin.
+pub const SUB_CELL: usize = 4;
 
 /// Points per subproblem at most: heavier bins are split (their tiles are
 /// then added one at a time, under the bin's lock).
@@ -55,20 +63,28 @@ pub struct AxisBins {
 }
 
 impl AxisBins {
-    pub fn new(fine: usize, target: usize) -> AxisBins {
+    pub fn new(fine: usize, target: usize) -> Result<AxisBins> {
         let count = (fine / target).max(1);
-        let starts: Vec<usize> = (0..=count).map(|b| b * fine / count).collect();
-        let mut bin_of = vec![0u32; fine];
+        if count > u32::MAX as usize {
+            return Err(Error::invalid(format!(
+                "a fine grid of {fine} cells per axis is too large"
+            )));
+        }
+        let mut starts = try_vec(count + 1, 0usize, "NUFFT bin starts")?;
+        for (b, s) in starts.iter_mut().enumerate() {
+            *s = b * fine / count;
+        }
+        let mut bin_of = try_vec(fine, 0u32, "NUFFT bin of each cell")?;
         for b in 0..count {
             bin_of[starts[b]..starts[b + 1]].fill(b as u32);
         }
         let max_width = starts.windows(2).map(|s| s[1] - s[0]).max().unwrap_or(1);
-        AxisBins {
+        Ok(AxisBins {
             fine,
             starts,
             bin_of,
             max_width,
-        }
+        })
     }
 
     /// nb.
@@ -145,9 +161,18 @@ impl<T: Real> SortedPoints<T> {
     pub fn new(spec: &NufftSpec, points: &[f64], npoints: usize) -> Result<SortedPoints<T>> {
         let spread_axes = spec.fine.iter().filter(|&&f| f > 1).count();
         let target = target_width(spread_axes);
-        let axes = spec.fine.map(|f| AxisBins::new(f, target));
+        let axes = [
+            AxisBins::new(spec.fine[0], target)?,
+            AxisBins::new(spec.fine[1], target)?,
+            AxisBins::new(spec.fine[2], target)?,
+        ];
         let counts = axes.each_ref().map(|a| a.count());
         let bins = counts.iter().product::<usize>();
+        if bins > u32::MAX as usize {
+            return Err(Error::invalid(format!(
+                "{bins} bins of the fine grid are too many"
+            )));
+        }
         let w = spec.kernel.width;
         let d = spec.modes.ndims;
         // Bin and placement of every point, in the caller's order.
@@ -188,36 +213,75 @@ impl<T: Real> SortedPoints<T> {
         )?;
         let mut fill = offsets.clone();
         for (j, &b) in bin_of_point.iter().enumerate() {
-            let s = fill[b as usize];
+            order[fill[b as usize]] = j;
             fill[b as usize] += 1;
-            order[s] = j;
+        }
+        // Inside each bin: by sub-cell (module documentation).
+        let sub_counts = axes.each_ref().map(|a| a.max_width.div_ceil(SUB_CELL));
+        let sub_key = |p: &Placed<T>| -> usize {
+            let [x, y, z] = p.local.map(|v| v as usize / SUB_CELL);
+            x + sub_counts[0] * (y + sub_counts[1] * z)
+        };
+        let mut per_bin = Vec::new();
+        per_bin
+            .try_reserve_exact(bins)
+            .map_err(|_| Error::out_of_memory("could not allocate the NUFFT bin list"))?;
+        let mut rest = &mut order[..];
+        for b in 0..bins {
+            let (mine, tail) = rest.split_at_mut(offsets[b + 1] - offsets[b]);
+            per_bin.push(mine);
+            rest = tail;
+        }
+        per_bin
+            .into_par_iter()
+            .for_each(|slice| slice.sort_unstable_by_key(|&j| sub_key(&placed_in_order[j])));
+        order
+            .par_iter()
+            .zip(placed.par_iter_mut())
+            .for_each(|(&j, p)| *p = placed_in_order[j]);
+        for (s, &j) in order.iter().enumerate() {
             rank[j] = s;
-            placed[s] = placed_in_order[j];
         }
         drop(placed_in_order);
         drop(bin_of_point);
         // Subproblems and colours.
         let colors: usize = axes.iter().map(|a| a.color(0).1).product();
-        let mut by_color = vec![Vec::new(); colors];
-        let mut subproblems = Vec::new();
-        for b in 0..bins {
-            let (start, end) = (offsets[b], offsets[b + 1]);
-            if start == end {
-                continue;
-            }
+        let color_of = |b: usize| -> usize {
             let index = [
                 b % counts[0],
                 (b / counts[0]) % counts[1],
                 b / (counts[0] * counts[1]),
             ];
-            let color = (0..3).rev().fold(0, |acc, a| {
+            (0..3).rev().fold(0, |acc, a| {
                 let (c, n) = axes[a].color(index[a]);
                 acc * n + c
-            });
+            })
+        };
+        let parts_of = |b: usize| (offsets[b + 1] - offsets[b]).div_ceil(MAX_SUBPROBLEM);
+        let mut per_color = vec![0usize; colors];
+        for b in 0..bins {
+            per_color[color_of(b)] += parts_of(b);
+        }
+        let oom = |_| Error::out_of_memory("could not allocate the NUFFT subproblems");
+        let mut by_color = vec![Vec::new(); colors];
+        for (list, &n) in by_color.iter_mut().zip(&per_color) {
+            list.try_reserve_exact(n).map_err(oom)?;
+        }
+        let mut subproblems = Vec::new();
+        subproblems
+            .try_reserve_exact(per_color.iter().sum())
+            .map_err(oom)?;
+        for b in 0..bins {
+            let (start, end) = (offsets[b], offsets[b + 1]);
+            let parts = parts_of(b);
+            let index = [
+                b % counts[0],
+                (b / counts[0]) % counts[1],
+                b / (counts[0] * counts[1]),
+            ];
             let origin = [0, 1, 2].map(|a| axes[a].starts[index[a]]);
-            let parts = (end - start).div_ceil(MAX_SUBPROBLEM);
             for p in 0..parts {
-                by_color[color].push(subproblems.len());
+                by_color[color_of(b)].push(subproblems.len());
                 subproblems.push(Subproblem {
                     bin: b,
                     origin,
@@ -276,7 +340,7 @@ mod tests {
     fn same_colour_tiles_are_disjoint() {
         for fine in [1usize, 2, 16, 17, 20, 30, 32, 33, 48, 62, 64, 96, 100, 130] {
             for target in [16usize, 32] {
-                let axis = AxisBins::new(fine, target);
+                let axis = AxisBins::new(fine, target).unwrap();
                 let reach = 15.min(target - 1);
                 let count = axis.count();
                 for a in 0..count {

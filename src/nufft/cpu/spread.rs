@@ -15,7 +15,7 @@
 
 use super::horner::HornerKernel;
 use super::sort::{Placed, SortedPoints, Subproblem};
-use super::tile::{add_run, unit_weights, TileBuffers, TileShape};
+use super::tile::{add_run, transform_group, unit_weights, TileBuffers, TileShape};
 use crate::backend::cpu::real::Real;
 use crate::error::Result;
 use num_complex::Complex;
@@ -33,16 +33,18 @@ pub struct SpreadJob<'a, T> {
     pub batch: usize,
 }
 
-/// Spreads the points of `sub` into `tiles` (batch tiles, zeroed by the caller).
+/// Spreads the points of `sub` for transforms first.. into `tiles` (one
+/// tile per transform, zeroed by the caller).
 #[inline(always)]
 fn spread_points<T: Real, const L: usize, const FMA: bool>(
     job: &SpreadJob<'_, T>,
     sub: &Subproblem,
+    first: usize,
     tiles: &mut [T],
 ) {
     let shape = &job.shape;
     let [rows_y, rows_z] = shape.rows();
-    let (row, tile_len) = (shape.row(), shape.len());
+    let (row, tile_len) = (shape.row(), shape.values());
     let (ey, batch) = (shape.extent[1], job.batch);
     let weights = |axis: usize, z: T| -> [T; L] {
         if shape.spread[axis] {
@@ -57,8 +59,8 @@ fn spread_points<T: Real, const L: usize, const FMA: bool>(
         let kz = weights(2, p.z[2]);
         let [lx, ly, lz] = p.local.map(|v| v as usize);
         let base = row * (ly + ey * lz) + 2 * lx;
-        for (t, tile) in tiles.chunks_exact_mut(tile_len).enumerate().take(batch) {
-            let c = job.strengths[s * batch + t];
+        for (t, tile) in tiles.chunks_exact_mut(tile_len).enumerate() {
+            let c = job.strengths[s * batch + first + t];
             let mut ckx = [T::default(); L];
             for k in 0..L / 2 {
                 ckx[2 * k] = c.re * kx[2 * k];
@@ -82,6 +84,7 @@ fn spread_points<T: Real, const L: usize, const FMA: bool>(
 super::isa_kernel!(spread_subproblem => spread_points(
     job: &SpreadJob<'_, T>,
     sub: &Subproblem,
+    first: usize,
     tiles: &mut [T]
 ));
 
@@ -99,19 +102,22 @@ unsafe impl<T: Send> Send for SharedGrids<T> {}
 unsafe impl<T: Send> Sync for SharedGrids<T> {}
 
 impl<T: Real> SharedGrids<T> {
-    /// grids += the tiles of a bin with first cell `origin`.
+    /// grids first.. += the tiles of a bin with first cell `origin`.
     ///
     /// # Safety
     /// No other thread may access the cells of this bin's tile meanwhile.
-    unsafe fn add_tile(&self, shape: &TileShape, origin: [usize; 3], tiles: &[T], batch: usize) {
+    unsafe fn add_tile(&self, shape: &TileShape, origin: [usize; 3], first: usize, tiles: &[T]) {
         let cells: usize = shape.fine.iter().product();
-        debug_assert_eq!(self.len, batch * cells);
-        for (t, tile) in tiles.chunks_exact(shape.len()).enumerate().take(batch) {
+        for (k, tile) in tiles.chunks_exact(shape.values()).enumerate() {
+            let t = first + k;
+            debug_assert!((t + 1) * cells <= self.len);
             shape.for_each_run(origin, |from, to, n| {
                 // SAFETY: to + n ≤ cells (a run stays inside one grid row), so
-                // the slice lies inside grid t; exclusivity is the caller's.
-                let grid =
-                    unsafe { std::slice::from_raw_parts_mut(self.ptr.add(t * cells + to), n) };
+                // the run lies inside grid t, whose Complex<T> (#[repr(C)]) are
+                // 2 consecutive T each; exclusivity is the caller's.
+                let grid = unsafe {
+                    std::slice::from_raw_parts_mut(self.ptr.add(t * cells + to) as *mut T, 2 * n)
+                };
                 add_run(&tile[2 * from..2 * (from + n)], grid);
             });
         }
@@ -130,20 +136,23 @@ pub fn spread<T: Real>(
         ptr: grids.as_mut_ptr(),
         len: grids.len(),
     };
-    let tile_values = job.shape.len() * job.batch;
+    let group = transform_group::<T>(&job.shape, job.batch);
     for color in &sorted.by_color {
         color.par_iter().try_for_each(|&index| -> Result<()> {
             let sub = &sorted.subproblems[index];
             buffers.with(|buffer| {
-                let tiles = &mut buffer[..tile_values];
-                tiles.fill(T::default());
-                spread_subproblem(job.shape.lanes, job, sub, tiles);
-                let _guard = sub
-                    .shared
-                    .then(|| bin_locks[sub.bin].lock().unwrap_or_else(|e| e.into_inner()));
-                // SAFETY: within one colour the tiles of different bins are
-                // disjoint (super::sort), and subproblems sharing a bin hold its lock.
-                unsafe { shared.add_tile(&job.shape, sub.origin, tiles, job.batch) };
+                for first in (0..job.batch).step_by(group) {
+                    let count = group.min(job.batch - first);
+                    let tiles = &mut buffer[..job.shape.values() * count];
+                    tiles.fill(T::default());
+                    spread_subproblem(job.shape.lanes, job, sub, first, tiles);
+                    let _guard = sub
+                        .shared
+                        .then(|| bin_locks[sub.bin].lock().unwrap_or_else(|e| e.into_inner()));
+                    // SAFETY: within one colour the tiles of different bins are
+                    // disjoint (super::sort), and subproblems sharing a bin hold its lock.
+                    unsafe { shared.add_tile(&job.shape, sub.origin, first, tiles) };
+                }
             })
         })?;
     }

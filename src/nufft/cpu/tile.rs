@@ -61,7 +61,7 @@ impl TileShape {
     }
 
     /// T values of one tile.
-    pub fn len(&self) -> usize {
+    pub fn values(&self) -> usize {
         2 * self.extent.iter().product::<usize>()
     }
 
@@ -98,21 +98,30 @@ impl TileShape {
     }
 }
 
-/// grid[g..g + n] += tile cells t..t + n.
+/// Grid values += tile values (interleaved re, im on both sides).
 #[inline]
-pub fn add_run<T: Real>(tile: &[T], grid: &mut [Complex<T>]) {
-    for (g, v) in grid.iter_mut().zip(tile.chunks_exact(2)) {
-        *g = Complex::new(g.re + v[0], g.im + v[1]);
+pub fn add_run<T: Real>(tile: &[T], grid: &mut [T]) {
+    for (g, &v) in grid.iter_mut().zip(tile) {
+        *g = *g + v;
     }
 }
 
-/// tile cells ← grid values.
-#[inline]
-pub fn load_run<T: Real>(grid: &[Complex<T>], tile: &mut [T]) {
-    for (v, g) in tile.chunks_exact_mut(2).zip(grid) {
-        v[0] = g.re;
-        v[1] = g.im;
-    }
+/// The complex values of a grid as interleaved reals (re, im, re, im, …).
+pub fn as_reals<T>(values: &[Complex<T>]) -> &[T] {
+    // SAFETY: Complex<T> is #[repr(C)] { re: T, im: T }: n complex values
+    // are 2n consecutive T, with the alignment of T.
+    unsafe { std::slice::from_raw_parts(values.as_ptr() as *const T, 2 * values.len()) }
+}
+
+/// Bytes of tiles a task works on at once (a share of L2): transforms are
+/// spread or interpolated together, sharing each point's kernel weights,
+/// only as far as their tiles fit.
+pub const TILE_BUDGET: usize = 192 << 10;
+
+/// Transforms handled together per task (at least 1).
+pub fn transform_group<T>(shape: &TileShape, batch: usize) -> usize {
+    let bytes = shape.values() * std::mem::size_of::<T>();
+    (TILE_BUDGET / bytes.max(1)).clamp(1, batch.max(1))
 }
 
 /// The kernel weights of a point along an axis that is not spread: 1 at cell 0.
@@ -159,9 +168,9 @@ mod tests {
     #[test]
     fn runs_cover_the_tile_once_and_wrap() {
         let axes = [
-            AxisBins::new(20, 10),
-            AxisBins::new(9, 9),
-            AxisBins::new(1, 1),
+            AxisBins::new(20, 10).unwrap(),
+            AxisBins::new(9, 9).unwrap(),
+            AxisBins::new(1, 1).unwrap(),
         ];
         let shape = TileShape::new(&axes, 4, 8);
         assert_eq!(shape.extent, [13, 12, 1]);
