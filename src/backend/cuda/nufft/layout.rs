@@ -261,8 +261,9 @@ mod tests {
                 assert!(l.bins[a] <= l.fine[a]);
             }
         }
+        // The benchmark's 3D case keeps shared-memory tiles of useful size.
         let l = Layout::new(&spec(&[256, 256, 256], 1e-6, false)).unwrap();
-        assert_eq!((l.bins, l.width), ([16, 16, 8], 7));
+        assert!(l.tiles_fit && l.bins.iter().all(|&b| b >= 4), "{l:?}");
     }
 
     #[test]
