@@ -91,6 +91,53 @@ pub fn kernel_nufft_tolerance(precision: crate::op::Precision) -> (f64, bool) {
     }
 }
 
+/// The kernels' NUFFT (type 1 of `pairs` transforms, sign −1, modes
+/// `kernel_dims`, `samples` points) for a precision mode, σ by the cost model.
+pub fn kernel_nufft_spec(
+    kernel_dims: [usize; 3],
+    samples: usize,
+    pairs: usize,
+    precision: crate::op::Precision,
+) -> Result<crate::nufft::NufftSpec> {
+    use crate::nufft::{plan::choose_upsampling, Modes, NufftSpec, NufftType};
+    let (tolerance, double) = kernel_nufft_tolerance(precision);
+    let modes = Modes::new(3, &kernel_dims.map(|n| n as i64))?;
+    let transforms = i32::try_from(pairs)
+        .map_err(|_| crate::error::Error::invalid(format!("{pairs} Toeplitz kernel pairs")))?;
+    NufftSpec::new(
+        NufftType::One,
+        modes,
+        -1,
+        tolerance,
+        transforms,
+        double,
+        Some(choose_upsampling(&modes, samples, tolerance, double)),
+    )
+}
+
+/// The heap bytes [`TimeSegmentation::new`] uses besides its result: the
+/// offsets δ (N), the histogram, and the error probe's phases of ≤
+/// [`ERROR_VOXELS`] voxels and of the bins at [`ERROR_TIMES`] times.
+pub fn segmentation_work_bytes(omega: &[f64], times: &[f64]) -> usize {
+    let range = |v: &[f64]| {
+        v.iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+                (a.min(x), b.max(x))
+            })
+    };
+    let ((w_min, w_max), (t_min, t_max)) = (range(omega), range(times));
+    if w_max <= w_min {
+        return 0;
+    }
+    let bins = Histogram::bins(0.5 * (w_max - w_min), t_max - t_min);
+    let voxels = omega
+        .len()
+        .div_ceil(omega.len().div_ceil(ERROR_VOXELS).max(1));
+    let f64s = omega.len() + 2 * bins + 2 * ERROR_TIMES * voxels + voxels + ERROR_TIMES;
+    f64s.saturating_mul(8)
+        .saturating_add(ERROR_TIMES.saturating_mul(bins).saturating_mul(16))
+}
+
 /// What a backend needs to build the Toeplitz normal operator of a model.
 #[derive(Clone, Debug)]
 pub struct ToeplitzSpec {
@@ -314,11 +361,16 @@ struct Histogram {
 }
 
 impl Histogram {
+    /// The bin count for offsets in [−R/2, R/2] over `duration`.
+    fn bins(half_range: f64, duration: f64) -> usize {
+        let wanted = (2.0 * half_range * duration * 16.0 / TAU).ceil();
+        (wanted as usize).clamp(64, 4096)
+    }
+
     /// Bins of width ≤ π/(8·T) over [−R/2, R/2] (H oversampled 16× in δ
     /// relative to its bandwidth T = t_max − t_min), 64 to 4096 bins.
     fn new(delta: &[f64], half_range: f64, duration: f64) -> Histogram {
-        let wanted = (2.0 * half_range * duration * 16.0 / TAU).ceil();
-        let bins = (wanted as usize).clamp(64, 4096);
+        let bins = Self::bins(half_range, duration);
         let width = 2.0 * half_range / bins as f64;
         let mut counts = vec![0.0; bins];
         for &d in delta {

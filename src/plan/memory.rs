@@ -276,7 +276,7 @@ impl Plan {
             .unwrap_or_else(|e| e.into_inner())
             .is_some();
         let s = self.sizes();
-        let (phase, acc) = cpu_types(self.options.precision);
+        let (_, acc) = cpu_types(self.options.precision);
         let kernel_dims = s.dims.map(|d| if d > 1 { 2 * d } else { 1 });
         let kernel_points = kernel_dims.iter().fold(1usize, |a, &b| a.saturating_mul(b));
         let l = if self.model.off_resonance.is_none() {
@@ -304,16 +304,29 @@ impl Plan {
             Bytes::of(l.saturating_mul(m), C64) + Bytes::of(n, F64)
         } else {
             Bytes(0)
+        } + match &self.model.off_resonance {
+            Some(or) => {
+                Bytes(crate::model::toeplitz::segmentation_work_bytes(&or.omega, &or.times) as u64)
+            }
+            None => Bytes(0),
         };
         let operator = resident
             + segmentation
             + Bytes::of(l.saturating_mul(n), acc)
             + Bytes::of(pairs.saturating_mul(kernel_points), acc);
-        // The kernels' set-up: the offsets operator with its features, the
-        // weighted data (float64 and T) and the phase sum's partial sums.
-        let offsets = Bytes::of(3usize.saturating_mul(kernel_points + m), F64 + 2 * phase);
-        let data = Bytes::of(m.saturating_mul(pairs), C64 + acc);
-        let setup = offsets + data + phase_sum(kernel_points, m, pairs, acc, threads);
+        // The kernels' set-up: one type-1 NUFFT of the weighted data (M x
+        // pairs, float64) onto the modes (pairs x points, float64), its
+        // points (3 x M) and its plan and buffers.
+        let nufft = crate::model::toeplitz::kernel_nufft_spec(
+            kernel_dims,
+            m,
+            pairs,
+            self.options.precision,
+        )?;
+        let setup = Bytes::of(m.saturating_mul(pairs), C64)
+            + Bytes::of(pairs.saturating_mul(kernel_points), C64)
+            + Bytes::of(3usize.saturating_mul(m), F64)
+            + Bytes(crate::nufft::cpu::memory_bytes(&nufft, m, threads));
         Ok(operator + features.max(setup) + buffers)
     }
 

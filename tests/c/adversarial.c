@@ -73,6 +73,11 @@ struct ctx {
     horecon_options opts;
     horecon_cg_options cg;
     horecon_cg_info info;
+    int64_t ref[3];
+    horecon_espirit_options espirit;
+    horecon_b0_options b0;
+    horecon_delay_options delay;
+    horecon_approximation_info ainfo;
     char log[512]; /* the arguments drawn, for the failure report */
 };
 
@@ -359,6 +364,83 @@ static size_t CGSIZE(struct ctx *c)
 }
 static horecon_cg_info *INFO(struct ctx *c) { return pick(c, 4) == 0 ? NULL : &c->info; }
 
+/* Counts of the calibration functions (coils, points): small valid ones,
+ * or 0, -1, INT64_MIN (their arrays are not sized by a plan, so no huge
+ * count can be told from a short array). */
+static int64_t COUNT(struct ctx *c, int64_t hi)
+{
+    static const int64_t edge[] = {0, -1, INT64_MIN};
+    int64_t v = pick(c, 4) ? 1 + (int64_t)(next(c) % (uint64_t)hi) : edge[pick(c, 3)];
+    note(c, " %lld", (long long)v);
+    return v;
+}
+/* A reference grid (3 dims, <= 24^3 voxels), or edge values, or NULL. */
+static int64_t *REF(struct ctx *c)
+{
+    static const int64_t edge[] = {0, -1, 1, INT64_MIN};
+    int a;
+    if (pick(c, 10) == 0) { note(c, " ref=NULL"); return NULL; }
+    for (a = 0; a < 3; a++) {
+        c->ref[a] = pick(c, 5) ? 1 + (int64_t)(next(c) % 24) : edge[pick(c, 4)];
+        note(c, " %lld", (long long)c->ref[a]);
+    }
+    return c->ref;
+}
+/* A struct_size: the header's, or a wrong one. */
+static uint32_t struct_size(struct ctx *c, uint32_t size)
+{
+    static const uint32_t wrong[] = {0, 4, UINT32_MAX};
+    uint32_t v = pick(c, 3) ? size : wrong[pick(c, 3)];
+    if (v != size) note(c, " struct_size=%u", (unsigned)v);
+    return v;
+}
+static horecon_espirit_options *ESPIRIT(struct ctx *c)
+{
+    if (pick(c, 8) == 0) { note(c, " o=NULL"); return NULL; }
+    horecon_default_espirit_options(&c->espirit);
+    c->espirit.struct_size = struct_size(c, sizeof c->espirit);
+    if (pick(c, 2)) {
+        c->espirit.kernel = SMALL(c, 1, 7);
+        c->espirit.calibration = SMALL(c, 1, 24);
+        c->espirit.threshold = R(c);
+        c->espirit.crop = R(c);
+    }
+    return &c->espirit;
+}
+static horecon_b0_options *B0O(struct ctx *c)
+{
+    if (pick(c, 8) == 0) { note(c, " o=NULL"); return NULL; }
+    horecon_default_b0_options(&c->b0);
+    c->b0.struct_size = struct_size(c, sizeof c->b0);
+    if (pick(c, 2)) {
+        c->b0.max_iterations = SMALL(c, 0, 50);
+        c->b0.mask_threshold = R(c);
+        c->b0.smoothness = R(c);
+    }
+    return &c->b0;
+}
+static horecon_delay_options *DELAY(struct ctx *c)
+{
+    if (pick(c, 8) == 0) { note(c, " o=NULL"); return NULL; }
+    horecon_default_delay_options(&c->delay);
+    c->delay.struct_size = struct_size(c, sizeof c->delay);
+    if (pick(c, 2)) {
+        c->delay.iterations = SMALL(c, 1, 4);
+        c->delay.range = pick(c, 2) ? 20e-6 * uniform(c) : R(c);
+        c->delay.step = pick(c, 2) ? 5e-6 : R(c);
+        c->delay.tolerance = pick(c, 2) ? 1e-7 : R(c);
+        c->delay.lambda = R(c);
+        c->delay.groups = (uint32_t)(pick(c, 2) ? 0 : next(c) % 8);
+    }
+    return &c->delay;
+}
+static horecon_approximation_info *AINFO(struct ctx *c)
+{
+    if (pick(c, 6) == 0) { note(c, " info=NULL"); return NULL; }
+    c->ainfo.struct_size = struct_size(c, sizeof c->ainfo);
+    return &c->ainfo;
+}
+
 static horecon_fraction_fn CB(struct ctx *c)
 {
     int k = pick(c, 3);
@@ -423,7 +505,22 @@ static void *USER(struct ctx *c) { return pick(c, 2) ? NULL : (void *)c; }
     S(horecon_nufft_create, NUPP(c), SMALL(c, 1, 2), SMALL(c, 1, 3), MODES(c), I64(c), D(c), SMALL(c, -1, 1), TOL(c), SMALL(c, 1, 4), O(c)) \
     S(horecon_nufft_execute, NU(c), C(c), C(c))                                         \
     S(horecon_nufft_execute_c64, NU(c), Z(c), Z(c))                                     \
-    V(horecon_nufft_destroy, NU(c))
+    V(horecon_nufft_destroy, NU(c))                                                     \
+    S(horecon_set_approximation, P(c), R(c))                                            \
+    S(horecon_get_approximation_info, P(c), AINFO(c))                                   \
+    V(horecon_default_espirit_options, pick(c, 4) ? &c->espirit : NULL)                 \
+    V(horecon_default_b0_options, pick(c, 4) ? &c->b0 : NULL)                           \
+    V(horecon_default_delay_options, pick(c, 4) ? &c->delay : NULL)                     \
+    S(horecon_noise_covariance, C(c), COUNT(c, 512), COUNT(c, 8), C(c))                 \
+    S(horecon_whiten, C(c), COUNT(c, 8), COUNT(c, 512), C(c))                           \
+    S(horecon_sim_noise_covariance, COUNT(c, 8), R(c), R(c), SEED(c), C(c))             \
+    S(horecon_sim_correlated_noise, C(c), COUNT(c, 8), COUNT(c, 512), SEED(c), C(c))    \
+    S(horecon_cartesian_images, REF(c), D(c), D(c), COUNT(c, 4), C(c), C(c))            \
+    S(horecon_sim_reference, REF(c), D(c), D(c), COUNT(c, 512), D(c), C(c), COUNT(c, 4), C(c), D(c), SMALL(c, 1, 4), D(c), R(c), C(c)) \
+    S(horecon_espirit, P(c), REF(c), D(c), D(c), C(c), ESPIRIT(c), C(c), F(c))         \
+    S(horecon_walsh, P(c), REF(c), D(c), D(c), C(c), SMALL(c, 1, 7), C(c))             \
+    S(horecon_b0_map, P(c), REF(c), D(c), D(c), COUNT(c, 4), SMALL(c, 1, 4), D(c), C(c), B0O(c), D(c)) \
+    S(horecon_estimate_delay, P(c), C(c), D(c), D(c), DELAY(c), D(c), D(c), SMALL(c, 0, 64), D(c), D(c), I32P(c))
 
 /* Arguments are evaluated in an unspecified order, but deterministically
  * for one build: a seed replays a case. */

@@ -23,10 +23,9 @@ use super::kernel::{Accurate, Double, Fast, Mode};
 use super::real::Real;
 use super::{apply_widened, complex_zeros, space, Acc, CpuNormal, CpuOperator};
 use crate::error::Result;
-use crate::model::toeplitz::{kernel_nufft_tolerance, ToeplitzSpec};
+use crate::model::toeplitz::{kernel_nufft_spec, ToeplitzSpec};
 use crate::model::{Features, Sizes};
-use crate::nufft::plan::choose_upsampling;
-use crate::nufft::{Modes, Nufft, NufftSpec, NufftType};
+use crate::nufft::Nufft;
 use crate::op::{CgReport, EncodingOperator, Precision};
 use crate::options::{BackendKind, Options};
 use crate::progress::Progress;
@@ -132,18 +131,12 @@ where
             return Ok(n.clone());
         }
         let spec = &self.spec;
-        let (tolerance, double) = kernel_nufft_tolerance(self.precision);
-        let kd = spec.kernel_dims.map(|n| n as i64);
-        let modes = Modes::new(3, &kd)?;
         let m = spec.samples;
-        let nufft_spec = NufftSpec::new(
-            NufftType::One,
-            modes,
-            -1,
-            tolerance,
-            spec.kernel_pairs().len() as i32,
-            double,
-            Some(choose_upsampling(&modes, m, tolerance, double)),
+        let nufft_spec = kernel_nufft_spec(
+            spec.kernel_dims,
+            m,
+            spec.kernel_pairs().len(),
+            self.precision,
         )?;
         let mut points = crate::error::try_copy(&spec.cycles, "Toeplitz NUFFT points (M x 3)")?;
         points.iter_mut().for_each(|x| *x *= std::f64::consts::TAU);
@@ -179,10 +172,16 @@ where
         let pairs = spec.kernel_pairs().len();
         // The kernels, the NUFFT's modes and its data, before allocating any of it.
         let acc = std::mem::size_of::<Acc<Mo>>() as u64;
+        let nufft_spec = kernel_nufft_spec(spec.kernel_dims, spec.samples, pairs, self.precision)?;
         let setup_bytes = (points as u64)
             .saturating_mul(pairs as u64)
             .saturating_mul(acc + 16)
-            .saturating_add((spec.samples as u64).saturating_mul(pairs as u64 * 16));
+            .saturating_add((spec.samples as u64).saturating_mul(pairs as u64 * 16))
+            .saturating_add(crate::nufft::cpu::memory_bytes(
+                &nufft_spec,
+                spec.samples,
+                self.exact.pool.current_num_threads(),
+            ));
         crate::error::check_available(setup_bytes, "the Toeplitz kernels")?;
         let nufft = self.kernel_nufft()?;
         let mut data = spec.kernel_weights(weights)?;

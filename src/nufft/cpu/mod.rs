@@ -36,6 +36,25 @@ pub fn build(
     })
 }
 
+/// An upper estimate of the heap bytes a CPU plan of `spec` with `npoints`
+/// points holds (sorted points, bins, locks) plus one execution's buffers
+/// (a batch of fine grids and sorted values, per-thread tiles) on `threads`
+/// threads, or the fine grid that creation checks, whichever is larger.
+pub fn memory_bytes(spec: &NufftSpec, npoints: usize, threads: usize) -> u64 {
+    let real = if spec.double { 8u64 } else { 4 };
+    let complex = 2 * real;
+    let (m, fine) = (npoints as u64, spec.fine_total() as u64);
+    // Per point: its bin, two placements (3 reals, 3 cell indices), order and rank.
+    let plan = m.saturating_mul(4 + 2 * (3 * real + 12) + 16) + fine.saturating_mul(4 + 8);
+    let grid = fine.saturating_mul(complex);
+    let batch =
+        (executor::BATCH_BYTES as u64 / grid.max(1)).clamp(1, spec.transforms.max(1) as u64);
+    let execution = batch
+        .saturating_mul(grid.saturating_add(m.saturating_mul(complex)))
+        .saturating_add((2 * tile::TILE_BUDGET as u64).saturating_mul(threads.max(1) as u64));
+    plan.saturating_add(execution.max(grid))
+}
+
 /// Defines `$dispatch::<T>(lanes, args…)`, which runs the `#[inline(always)]`
 /// generic kernel `$kernel::<T, L, FMA>(args…)` for L = `lanes` ∈ {8, 16,
 /// 24, 32} compiled for the widest instruction set of this CPU
