@@ -8,6 +8,7 @@
 %     .setOffResonance, .setSensitivities, .setToeplitz, .setCartesian   (the model)
 %     .forward, .adjoint, .normal                                          (E, E^H, E^H E)
 %     .cg, .gridding, .fhd, .q, .qDims, .backend                           (reconstruction)
+%     .Approximation, .approximationInfo          (the fast path: tolerance and its state)
 %     .delete                                                              (delete(p) frees it)
 %     .mexHandle                                  (the handle horecon.calib.* hand to the MEX)
 %   version         - the library version, 'MAJOR.MINOR.PATCH'

@@ -16,7 +16,8 @@ end
 % directory on case-insensitive file systems) and its public methods
 names{end + 1} = 'horecon.Nufft';
 assert(~isempty(strfind(contents, 'Nufft ')), 'Contents.m does not list horecon.Nufft');
-nufftMethods = setdiff(methods('horecon.Nufft'), [private, {'Nufft'}]);
+inherited = methods('handle');    % MATLAB lists addlistener, eq, ... (Octave: delete)
+nufftMethods = setdiff(methods('horecon.Nufft'), [private, {'Nufft'}, inherited(:).']);
 for i = 1:numel(nufftMethods)
   names{end + 1} = ['horecon.Nufft.' nufftMethods{i}]; %#ok<AGROW>
   assert(~isempty(strfind(contents, ['.' nufftMethods{i}])) || ~isempty(strfind(contents, [nufftMethods{i} '('])), ...

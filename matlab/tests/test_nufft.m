@@ -22,7 +22,8 @@ end
 function check_accuracy()
 % {modes, npoints, transforms}: 1D/2D/3D, odd, even and singleton axes, 1 or 3 transforms
 shapes = {[9], 40, 1; [10], 33, 3; [1], 7, 2; [8 7], 60, 1; [6 1], 25, 2; [1 5], 30, 1; ...
-          [5 4 3], 70, 2; [4 1 5], 41, 1; [1 1 1], 9, 3; [3 6 1], 50, 1};
+          [5 4 3], 70, 2; [4 1 5], 41, 1; [1 1 1], 9, 3; [3 6 1], 50, 1; ...
+          [101], 3000, 1; [40 33], 2500, 2; [12 11 10], 2000, 2};   % more points than modes
 % {precision, tolerance}: single down to its floor, double
 tolerances = {'single', 1e-3; 'single', 1e-6; 'double', 1e-9};
 worst = zeros(1, size(tolerances, 1));
