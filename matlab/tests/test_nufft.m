@@ -146,6 +146,26 @@ c = random_input(1, [5 6], 25, 1);
 far = x + 2 * pi * round(4 * randn(size(x)));
 e = rel_error(horecon.nufft1(far, c, [5 6], 'Tolerance', 1e-9), direct_sum(1, [5 6], x, c, 1));
 assert(e <= 1e-8, 'points shifted by multiples of 2*pi: error %.3g', e);
+% backends: the CPU explicitly; CUDA against the same sums where a GPU is usable
+for backend = {'cpu', 'cuda'}
+  if strcmp(backend{1}, 'cuda') && horecon.cudaDeviceCount() == 0
+    err = expect_error('horecon:backendUnavailable', @() horecon.Nufft(1, [5 6], x, 'Backend', 'cuda'));
+    assert(~isempty(strfind(err.message, 'CUDA')), 'no GPU: %s', err.message);
+    fprintf('    CUDA: no device (horecon:backendUnavailable), skipped\n');
+    continue;
+  end
+  for type = 1:2
+    in = random_input(type, [5 6], 25, 2);
+    for precision = {'single', 'double'}
+      tol = 1e-6 * strcmp(precision{1}, 'single') + 1e-9 * strcmp(precision{1}, 'double');
+      nu = horecon.Nufft(type, [5 6], x, 'Transforms', 2, 'Tolerance', tol, 'Precision', precision{1}, ...
+                         'Backend', backend{1});
+      out = nu.execute(in);
+      e = rel_error(out, direct_sum(type, [5 6], x, in, 3 - 2 * type));
+      assert(e <= tol, '%s %s type %d: error %.3g', backend{1}, precision{1}, type, e);
+    end
+  end
+end
 % the plan keeps its settings
 nu = horecon.Nufft(2, [4 5], x, 'Tolerance', 1e-3, 'Precision', 'single', 'Transforms', 3);
 assert(nu.Type == 2 && isequal(nu.Modes, [4 5]) && nu.NumPoints == 25 && nu.NumTransforms == 3 && ...
