@@ -1351,6 +1351,311 @@ static void cmd_sim_correlated_noise(mxArray *plhs[], int nrhs, const mxArray *p
   plhs[0] = complex_output(n / l, l, v);
 }
 
+/* ------------------------------------------------- standalone NUFFT (issue 14)
+ *
+ * horecon.Nufft plans (horecon_nufft_*) have their own registry, so a Plan
+ * handle is not a NUFFT handle and the other way round. Every argument is
+ * checked here (class, realness, shape, finiteness) so that errors name the
+ * MATLAB argument; the library checks the rest (tolerance range, options). */
+
+typedef struct {
+  horecon_nufft *nufft;
+  int32_t type;        /* 1: nonuniform -> grid, 2: grid -> nonuniform */
+  int32_t ndims;
+  int64_t modes[3];
+  size_t npoints;
+  size_t ntransforms;
+  int is_double;       /* HORECON_PRECISION_DOUBLE: double data, horecon_nufft_execute_c64 */
+} nufft_entry;
+
+static nufft_entry *nufft_registry = NULL;
+static size_t nufft_len = 0, nufft_cap = 0;
+static int nufft_exit_hook_set = 0;
+
+static void nufft_destroy_all(void) {
+  size_t i;
+  for (i = 0; i < nufft_len; ++i) horecon_nufft_destroy(nufft_registry[i].nufft);
+  free(nufft_registry);
+  nufft_registry = NULL;
+  nufft_len = nufft_cap = 0;
+}
+
+/* mexAtExit keeps one function: this one clears both registries. */
+static void destroy_everything(void) {
+  destroy_all();
+  nufft_destroy_all();
+}
+
+static nufft_entry *nufft_arg(const mxArray *a) {
+  size_t i;
+  uint64_t handle;
+  if (!mxIsUint64(a) || mxIsComplex(a) || mxGetNumberOfElements(a) != 1)
+    fail("horecon:invalidArgument", "the NUFFT plan handle must be a uint64 scalar");
+  handle = *(const uint64_t *)mxGetData(a);
+  for (i = 0; i < nufft_len; ++i)
+    if ((uint64_t)(uintptr_t)nufft_registry[i].nufft == handle) return &nufft_registry[i];
+  fail("horecon:invalidArgument", "invalid or deleted NUFFT plan (its handle is not alive)");
+  return NULL;
+}
+
+/* Destroys the NUFFT plan of `handle`; an unknown handle is a no-op. */
+static void nufft_destroy_handle(uint64_t handle) {
+  size_t i;
+  for (i = 0; i < nufft_len; ++i) {
+    if ((uint64_t)(uintptr_t)nufft_registry[i].nufft == handle) {
+      horecon_nufft_destroy(nufft_registry[i].nufft);
+      nufft_registry[i] = nufft_registry[nufft_len - 1];
+      --nufft_len;
+      return;
+    }
+  }
+}
+
+static size_t nufft_grid_size(const nufft_entry *e) {
+  size_t n = 1;
+  int32_t a;
+  for (a = 0; a < e->ndims; ++a) n *= (size_t)e->modes[a];
+  return n;
+}
+
+/* modes: 1 to 3 positive integers (the library bounds the grid's size). */
+static int32_t nufft_modes(const mxArray *a, int64_t modes[3]) {
+  size_t i, n;
+  double *v;
+  check_numeric(a, "modes");
+  if (mxIsComplex(a)) fail("horecon:invalidArgument", "modes must be real");
+  n = mxGetNumberOfElements(a);
+  if (n < 1 || n > 3)
+    fail("horecon:invalidArgument", "modes must have 1 to 3 elements [n1 n2 n3], got %zu", n);
+  v = real_values(a, "modes");
+  for (i = 0; i < n; ++i) {
+    if (!(v[i] == floor(v[i])) || !(v[i] >= 1.0) || v[i] > 9.0e15)
+      fail("horecon:invalidArgument", "modes(%zu) must be a positive integer, got %g", i + 1, v[i]);
+    modes[i] = (int64_t)v[i];
+  }
+  return (int32_t)n;
+}
+
+/* "3x4x2": the size of a, for messages. */
+static void nufft_size_text(const mxArray *a, char *text, size_t capacity) {
+  size_t i, at = 0, nd = mxGetNumberOfDimensions(a);
+  const mwSize *d = mxGetDimensions(a);
+  text[0] = '\0';
+  for (i = 0; i < nd && at + 24 < capacity; ++i)
+    at += (size_t)snprintf(text + at, capacity - at, "%s%zu", i ? "x" : "", (size_t)d[i]);
+}
+
+/* points: npoints x ndims real, finite (radians); a vector for ndims = 1.
+ * Returns the values column by column (all x, then all y, ...). */
+static double *nufft_points(const mxArray *a, int32_t ndims, size_t *npoints) {
+  size_t i, n, rows, cols;
+  double *p;
+  check_numeric(a, "points");
+  if (mxIsComplex(a)) fail("horecon:invalidArgument", "points must be real (radians), got a complex array");
+  n = mxGetNumberOfElements(a);
+  rows = mxGetM(a);
+  cols = mxGetN(a);
+  if (ndims == 1 && mxGetNumberOfDimensions(a) == 2 && (rows == 1 || cols == 1 || n == 0)) {
+    rows = n;
+    cols = 1;
+  }
+  if (mxGetNumberOfDimensions(a) != 2 || cols != (size_t)ndims) {
+    char size[96];
+    nufft_size_text(a, size, sizeof size);
+    fail("horecon:sizeMismatch", "points is %s, expected npoints x %d (one column per entry of modes)", size, ndims);
+  }
+  p = real_values(a, "points");
+  for (i = 0; i < n; ++i)
+    if (!isfinite(p[i]))
+      fail("horecon:notFinite", "points(%zu, %zu) = %g is not finite", i % (rows ? rows : 1) + 1,
+           i / (rows ? rows : 1) + 1, p[i]);
+  *npoints = rows;
+  return p;
+}
+
+/* horecon_mex('nufftCreate', type, modes, points, sign, tolerance, ntransforms, precision,
+ *             backend, device, threads) -> handle.  precision: 0 single, 2 double. */
+static void cmd_nufft_create(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  horecon_options o;
+  horecon_nufft *nufft = NULL;
+  nufft_entry e;
+  int64_t type, sign, ntransforms, precision;
+  double *points;
+  memset(&e, 0, sizeof e);
+  need_args(nrhs, 11, "nufftCreate");
+  type = integer(prhs[1], "type");
+  if (type != 1 && type != 2) fail("horecon:invalidArgument", "type must be 1 or 2, got %lld", (long long)type);
+  e.ndims = nufft_modes(prhs[2], e.modes);
+  points = nufft_points(prhs[3], e.ndims, &e.npoints);
+  sign = integer(prhs[4], "Sign");
+  if (sign != 1 && sign != -1) fail("horecon:invalidArgument", "Sign must be +1 or -1, got %lld", (long long)sign);
+  ntransforms = integer32(prhs[6], "Transforms");
+  if (ntransforms < 1)
+    fail("horecon:invalidArgument", "Transforms must be a positive integer, got %lld", (long long)ntransforms);
+  precision = integer(prhs[7], "Precision");
+  if (precision != HORECON_PRECISION_ACCURATE && precision != HORECON_PRECISION_DOUBLE)
+    fail("horecon:invalidArgument", "Precision must be 'single' or 'double'");
+  horecon_default_options(&o);
+  o.precision = (int32_t)precision;
+  o.backend = integer32(prhs[8], "Backend");
+  o.device = integer32(prhs[9], "Device");
+  o.num_threads = integer32(prhs[10], "Threads");
+  if (o.device < 0) fail("horecon:invalidArgument", "Device must be >= 0 (0-based), got %d", (int)o.device);
+  if (o.num_threads < 0) fail("horecon:invalidArgument", "Threads must be >= 0 (0 = all), got %d", (int)o.num_threads);
+  check(horecon_nufft_create(&nufft, (int32_t)type, e.ndims, e.modes, (int64_t)e.npoints, points, (int32_t)sign,
+                             scalar(prhs[5], "Tolerance"), (int32_t)ntransforms, &o));
+  e.nufft = nufft;
+  e.type = (int32_t)type;
+  e.ntransforms = (size_t)ntransforms;
+  e.is_double = precision == HORECON_PRECISION_DOUBLE;
+  if (nufft_len == nufft_cap) {
+    size_t cap = nufft_cap ? 2 * nufft_cap : 16;
+    nufft_entry *grown = (nufft_entry *)realloc(nufft_registry, cap * sizeof(nufft_entry));
+    if (grown == NULL) {
+      horecon_nufft_destroy(nufft);
+      fail("horecon:outOfMemory", "could not grow the NUFFT plan registry");
+    }
+    nufft_registry = grown;
+    nufft_cap = cap;
+  }
+  nufft_registry[nufft_len++] = e;
+  if (!nufft_exit_hook_set) {
+    mexAtExit(destroy_everything);
+    nufft_exit_hook_set = exit_hook_set = 1;
+  }
+  plhs[0] = mxCreateNumericMatrix(1, 1, mxUINT64_CLASS, mxREAL);
+  *(uint64_t *)mxGetData(plhs[0]) = (uint64_t)(uintptr_t)nufft;
+}
+
+static void cmd_nufft_destroy(int nrhs, const mxArray *prhs[]) {
+  need_args(nrhs, 2, "nufftDestroy");
+  if (!mxIsUint64(prhs[1]) || mxIsComplex(prhs[1]) || mxGetNumberOfElements(prhs[1]) != 1)
+    fail("horecon:invalidArgument", "the NUFFT plan handle must be a uint64 scalar");
+  nufft_destroy_handle(*(const uint64_t *)mxGetData(prhs[1]));
+}
+
+/* The input of execute has the plan's shape: type 1 c is npoints x ntransforms, type 2
+ * f is modes(1) x ... x ntransforms (trailing singletons dropped, as MATLAB does); a
+ * vector may be a row or a column when the shape is a vector. */
+static void nufft_check_shape(const mxArray *a, const nufft_entry *e, const char *name) {
+  size_t expected[4], count = 1, got_nd = mxGetNumberOfDimensions(a), nd = 0, i, nonsingleton = 0;
+  const mwSize *got = mxGetDimensions(a);
+  char shape[160], have[96];
+  int ok = 1, at = 0;
+  if (e->type == 1) {
+    expected[nd++] = e->npoints;
+  } else {
+    for (i = 0; i < (size_t)e->ndims; ++i) expected[nd++] = (size_t)e->modes[i];
+  }
+  expected[nd++] = e->ntransforms;
+  for (i = 0; i < nd; ++i) {
+    count *= expected[i];
+    if (expected[i] != 1) ++nonsingleton;
+  }
+  for (i = 0; i < nd || i < got_nd; ++i) {
+    size_t want = i < nd ? expected[i] : 1, have = i < got_nd ? (size_t)got[i] : 1;
+    if (want != have) ok = 0;
+  }
+  if (!ok && nonsingleton <= 1 && got_nd == 2 && (got[0] == 1 || got[1] == 1) &&
+      mxGetNumberOfElements(a) == count)
+    ok = 1; /* a row or column vector for a vector-shaped input */
+  if (count == 0 && mxGetNumberOfElements(a) == 0) ok = 1;
+  if (ok) return;
+  for (i = 0; i < nd && at < (int)sizeof shape - 24; ++i)
+    at += snprintf(shape + at, sizeof shape - (size_t)at, "%s%zu", i ? "x" : "", expected[i]);
+  nufft_size_text(a, have, sizeof have);
+  fail("horecon:sizeMismatch", "%s is %s, expected %s (%s)", name, have, shape,
+       e->type == 1 ? "npoints x ntransforms" : "modes(1) x ... x ntransforms");
+}
+
+/* The first non-finite value of interleaved complex data of n values, as a MATLAB error. */
+static void nufft_check_finite(const void *values, int is_double, size_t n, const char *name) {
+  size_t i;
+  for (i = 0; i < 2 * n; ++i) {
+    double v = is_double ? ((const double *)values)[i] : (double)((const float *)values)[i];
+    if (!isfinite(v))
+      fail("horecon:notFinite", "%s(%zu) has a non-finite %s part (%g%s)", name, i / 2 + 1, i % 2 ? "imaginary" : "real",
+           v, is_double ? "" : " as single precision, the plan's");
+  }
+}
+
+/* Any double/single, real or complex array as interleaved double complex. */
+static horecon_c64 *complex64_values(const mxArray *a, const char *name) {
+  size_t i, n = mxGetNumberOfElements(a);
+  horecon_c64 *out;
+  check_numeric(a, name);
+  out = (horecon_c64 *)mxMalloc((n ? n : 1) * sizeof(horecon_c64));
+  if (!mxIsComplex(a)) {
+    for (i = 0; i < n; ++i) {
+      out[i].re = mxIsDouble(a) ? ((const double *)mxGetData(a))[i] : (double)((const float *)mxGetData(a))[i];
+      out[i].im = 0.0;
+    }
+    return out;
+  }
+#if MX_HAS_INTERLEAVED_COMPLEX
+  if (mxIsDouble(a)) {
+    const mxComplexDouble *c = mxGetComplexDoubles(a);
+    for (i = 0; i < n; ++i) { out[i].re = c[i].real; out[i].im = c[i].imag; }
+  } else {
+    const mxComplexSingle *c = mxGetComplexSingles(a);
+    for (i = 0; i < n; ++i) { out[i].re = c[i].real; out[i].im = c[i].imag; }
+  }
+#else
+  if (mxIsDouble(a)) {
+    const double *re = (const double *)mxGetData(a), *im = (const double *)mxGetImagData(a);
+    for (i = 0; i < n; ++i) { out[i].re = re[i]; out[i].im = im[i]; }
+  } else {
+    const float *re = (const float *)mxGetData(a), *im = (const float *)mxGetImagData(a);
+    for (i = 0; i < n; ++i) { out[i].re = re[i]; out[i].im = im[i]; }
+  }
+#endif
+  return out;
+}
+
+static mxArray *complex64_output(size_t n, const horecon_c64 *v) {
+  size_t i;
+  mxArray *out = mxCreateNumericMatrix(n, 1, mxDOUBLE_CLASS, mxCOMPLEX);
+#if MX_HAS_INTERLEAVED_COMPLEX
+  mxComplexDouble *c = mxGetComplexDoubles(out);
+  for (i = 0; i < n; ++i) { c[i].real = v[i].re; c[i].imag = v[i].im; }
+#else
+  double *re = (double *)mxGetData(out), *im = (double *)mxGetImagData(out);
+  for (i = 0; i < n; ++i) { re[i] = v[i].re; im[i] = v[i].im; }
+#endif
+  return out;
+}
+
+/* horecon_mex('nufftExecute', handle, in) -> out as a column (the class shapes it):
+ * type 1 in = c (npoints x ntransforms), out = f (prod(modes)*ntransforms);
+ * type 2 in = f, out = c. Double plans read and write double, single plans single. */
+static void cmd_nufft_execute(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
+  nufft_entry *e;
+  const char *name;
+  size_t nonuniform, grid, in_count, out_count;
+  need_args(nrhs, 3, "nufftExecute");
+  e = nufft_arg(prhs[1]);
+  name = e->type == 1 ? "c" : "f";
+  check_numeric(prhs[2], name);
+  nufft_check_shape(prhs[2], e, name);
+  nonuniform = e->npoints * e->ntransforms;
+  grid = nufft_grid_size(e) * e->ntransforms;
+  in_count = e->type == 1 ? nonuniform : grid;
+  out_count = e->type == 1 ? grid : nonuniform;
+  if (e->is_double) {
+    horecon_c64 *in = complex64_values(prhs[2], name);
+    horecon_c64 *out = (horecon_c64 *)mxMalloc((out_count ? out_count : 1) * sizeof(horecon_c64));
+    nufft_check_finite(in, 1, in_count, name);
+    check(e->type == 1 ? horecon_nufft_execute_c64(e->nufft, in, out) : horecon_nufft_execute_c64(e->nufft, out, in));
+    plhs[0] = complex64_output(out_count, out);
+  } else {
+    horecon_c32 *in = complex_values(prhs[2], name);
+    horecon_c32 *out = (horecon_c32 *)mxMalloc((out_count ? out_count : 1) * sizeof(horecon_c32));
+    nufft_check_finite(in, 0, in_count, name);
+    check(e->type == 1 ? horecon_nufft_execute(e->nufft, in, out) : horecon_nufft_execute(e->nufft, out, in));
+    plhs[0] = complex_output(out_count, 1, out);
+  }
+}
+
 void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   char *command;
   if (in_display) { /* from the display's MATLAB code (a timer, a GUI callback): a plan is in use */
@@ -1358,6 +1663,11 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
     if (nrhs == 2 && mxIsChar(prhs[0]) && mxGetString(prhs[0], name, sizeof name) == 0 && !strcmp(name, "destroy") &&
         mxIsUint64(prhs[1]) && mxGetNumberOfElements(prhs[1]) == 1 && pending_count < PENDING_DESTROYS) {
       pending_destroys[pending_count++] = *(const uint64_t *)mxGetData(prhs[1]); /* a deleted Plan: later */
+      return;
+    }
+    if (nrhs == 2 && mxIsChar(prhs[0]) && mxGetString(prhs[0], name, sizeof name) == 0 && !strcmp(name, "nufftDestroy") &&
+        mxIsUint64(prhs[1]) && mxGetNumberOfElements(prhs[1]) == 1) {
+      nufft_destroy_handle(*(const uint64_t *)mxGetData(prhs[1])); /* not in use: a Plan's call is running */
       return;
     }
     mexErrMsgIdAndTxt("horecon:busy", "horecon is busy with a long call (%s); call it again when that call has returned",
@@ -1435,6 +1745,10 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   else if (!strcmp(command, "simReference")) cmd_sim_reference(plhs, nrhs, prhs);
   else if (!strcmp(command, "simNoiseCovariance")) cmd_sim_noise_covariance(plhs, nrhs, prhs);
   else if (!strcmp(command, "simCorrelatedNoise")) cmd_sim_correlated_noise(plhs, nrhs, prhs);
+  else if (!strcmp(command, "nufftCreate")) cmd_nufft_create(plhs, nrhs, prhs);
+  else if (!strcmp(command, "nufftExecute")) cmd_nufft_execute(plhs, nrhs, prhs);
+  else if (!strcmp(command, "nufftDestroy")) cmd_nufft_destroy(nrhs, prhs);
+  else if (!strcmp(command, "liveNuffts")) plhs[0] = mxCreateDoubleScalar((double)nufft_len);
   else fail("horecon:invalidArgument", "unknown command '%s'", command);
   end_display(0);
 }

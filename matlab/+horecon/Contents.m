@@ -8,11 +8,19 @@
 %     .setOffResonance, .setSensitivities, .setToeplitz, .setCartesian   (the model)
 %     .forward, .adjoint, .normal                                          (E, E^H, E^H E)
 %     .cg, .gridding, .fhd, .q, .qDims, .backend                           (reconstruction)
+%     .Approximation, .approximationInfo          (the fast path: tolerance and its state)
 %     .delete                                                              (delete(p) frees it)
 %     .mexHandle                                  (the handle horecon.calib.* hand to the MEX)
 %   version         - the library version, 'MAJOR.MINOR.PATCH'
 %   progress        - how long calls show their progress (waitbar, text line, off); Ctrl-C cancels them
 %   cudaDeviceCount - usable CUDA devices (0 without a GPU)
+%
+% Non-uniform FFT (types 1 and 2, 1D/2D/3D, FINUFFT's conventions; help horecon.Nufft; issue 14)
+%   Nufft           - a NUFFT plan: nu = horecon.Nufft(type, modes, points, 'Sign', 'Tolerance',
+%                     'Transforms', 'Precision', 'Backend', ...); out = nu.execute(in); delete(nu)
+%   nufft           - one NUFFT in one call: out = horecon.nufft(type, modes, points, in, ...)
+%   nufft1          - type 1 (nonuniform -> grid): f = horecon.nufft1(points, c, modes, ...)
+%   nufft2          - type 2 (grid -> nonuniform): c = horecon.nufft2(points, f, ...)
 %
 % Simulation toolkit (help horecon.sim)
 %   sim.sheppLogan, sim.sheppLoganKspace, sim.sheppLoganBandLimited  - phantoms

@@ -1,6 +1,6 @@
 function test_help()
-%TEST_HELP  Every public function has help text: horecon.Plan and each of its public
-%   methods, every function of +horecon and +horecon/+sim, horecon_install and build_mex;
+%TEST_HELP  Every public function has help text: horecon.Plan and horecon.Nufft and each
+%   of their public methods, every function of +horecon and +horecon/+sim, horecon_install and build_mex;
 %   and +horecon/Contents.m names every one of them.
 here = fileparts(fileparts(mfilename('fullpath')));   % matlab/
 private = {'shape', 'parseOptions', 'code'};            % methods (Access = private)
@@ -11,6 +11,17 @@ for i = 1:numel(methodNames)
   names{end + 1} = ['horecon.Plan.' methodNames{i}]; %#ok<AGROW>
   assert(~isempty(strfind(contents, ['.' methodNames{i}])), ...
          'Contents.m does not list horecon.Plan.%s', methodNames{i});
+end
+% horecon.Nufft (+horecon/@Nufft: a folder, so Nufft.m and nufft.m never share one
+% directory on case-insensitive file systems) and its public methods
+names{end + 1} = 'horecon.Nufft';
+assert(~isempty(strfind(contents, 'Nufft ')), 'Contents.m does not list horecon.Nufft');
+inherited = methods('handle');    % MATLAB lists addlistener, eq, ... (Octave: delete)
+nufftMethods = setdiff(methods('horecon.Nufft'), [private, {'Nufft'}, inherited(:).']);
+for i = 1:numel(nufftMethods)
+  names{end + 1} = ['horecon.Nufft.' nufftMethods{i}]; %#ok<AGROW>
+  assert(~isempty(strfind(contents, ['.' nufftMethods{i}])) || ~isempty(strfind(contents, [nufftMethods{i} '('])), ...
+         'Contents.m does not list horecon.Nufft.%s', nufftMethods{i});
 end
 packages = {'+horecon', fullfile('+horecon', '+sim')};
 for p = 1:numel(packages)
