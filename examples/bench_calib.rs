@@ -101,6 +101,40 @@ fn delay(backend: BackendKind) {
         result.curve.len(),
         started.elapsed().as_secs_f64()
     );
+    // One evaluation's parts (the search's cost model): new coefficients and
+    // the operator's rebuild, 10 CG iterations, one forward; best of 3.
+    let mut work = case.plan(options);
+    let mut image = vec![Complex32::default(); case.voxels()];
+    let (mut build, mut cg, mut forward) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
+    for shift in [1e-6, 2e-6, 3e-6] {
+        let shifted: Vec<f64> = monitored
+            .chunks_exact(m)
+            .flat_map(|c| resample(c, &times, shift))
+            .collect();
+        let t = Instant::now();
+        work.set_solid_harmonics(case.terms as i32, &shifted)
+            .expect("coefficients");
+        work.operator().expect("operator");
+        build = build.min(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        image.fill(Complex32::default());
+        let cg_options = horecon::plan::CgOptions {
+            max_iterations: 10,
+            tolerance: 0.0,
+            ..Default::default()
+        };
+        work.cg(&data, &cg_options, &mut image).expect("cg");
+        cg = cg.min(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        work.forward(&image, &mut data.clone()).expect("forward");
+        forward = forward.min(t.elapsed().as_secs_f64());
+    }
+    println!(
+        "one evaluation: coefficients + operator {:.1} ms, 10 CG iterations {:.1} ms, forward {:.1} ms",
+        1e3 * build,
+        1e3 * cg,
+        1e3 * forward
+    );
 }
 
 fn main() {

@@ -11,7 +11,7 @@
 # memcheck (compute-sanitizer on NUFFT, Toeplitz and multi-part tests), nufft (horecon's CUDA
 # NUFFT and cuFINUFFT's cuperftest on the issue's cases, same call), toeplitz (256², 8 coils,
 # off-resonance, set-up + 50 CG, two processes: the second loads the NVRTC disk cache), calib
-# (delay and ESPIRiT on CUDA).
+# (delay and ESPIRiT on CUDA), calibcg (only the calibration test suites).
 set -u
 MODE=${1:-run}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -74,6 +74,9 @@ if [[ $STAGES == *tests* ]]; then
     t cg 60 ./cg_tests
   } > "$O/tests.log" 2>&1
   grep -E '^=== .*rc=|test result|FAILED|panicked' "$O/tests.log" > "$O/tests_summary.txt"
+fi
+if [[ $STAGES == *calibcg* ]]; then
+  { t calib_cg 60 ./calib_cg_tests --nocapture; t calib 60 ./calib_tests; } > "$O/calib_cg.log" 2>&1
 fi
 if [[ $STAGES == *memcheck* ]]; then
   {
