@@ -245,7 +245,7 @@ typedef struct horecon_delay_options {
   double range;
   // Spacing of the coarse grid, s (2e-6).
   double step;
-  // Width of the final bracket of the Brent refinement, s (0.05e-6).
+  // Width of the final golden-section bracket, s (0.05e-6).
   double tolerance;
   // Tikhonov λ of the short reconstructions (0).
   double lambda;
@@ -458,7 +458,7 @@ void horecon_default_delay_options(struct horecon_delay_options *o);
 // increase), a short reconstruction (o->iterations of CG from zero with the
 // plan's geometry, sensitivities and off-resonance) is made and its data
 // residual ‖Eρ − d‖ is the cost: a coarse grid over [−range, range], then
-// Brent refinement (parabolic and golden-section steps) to `tolerance`. `coefficients` has the shape of
+// golden-section refinement to `tolerance`. `coefficients` has the shape of
 // the plan's phase model (M×B of set_solid_harmonics, set_trajectory or
 // set_basis; NULL = the plan's own); `times` M sample times (s); `data` M×L.
 // Writes *delay, *residual (may be NULL) and, when given, the residual

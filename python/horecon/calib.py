@@ -198,7 +198,7 @@ def estimate_delay(plan, data, times, coefficients=None, range=20e-6, step=2e-6,
                    iterations=10, lambda_=0.0, groups=0):
     """Delay (s) between the coefficients (the shape of the plan's phase
     model, (M, B); None = the plan's own) and the data (M, L), by short
-    reconstructions over a coarse grid then Brent refinement (parabolic and golden-section steps).
+    reconstructions over a coarse grid then golden-section refinement.
     Returns (delay, residual, curve) with curve (K, 2) = (delay, residual) rows."""
     d = _c(data)
     t = np.ascontiguousarray(_numeric("times", times, np.float64).reshape(-1))

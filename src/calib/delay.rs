@@ -9,8 +9,7 @@
 //! plan's geometry, coils and off-resonance), and its data residual
 //! ‖Eρ − d‖ is the cost. The search evaluates a coarse grid over
 //! [−range, range] (`step` apart), then refines around the best point by
-//! Brent's method (parabolic steps through the best three points, golden
-//! sections where a parabola misleads) until the bracket is about `tolerance`. Only the
+//! golden-section search until the bracket is below `tolerance`. Only the
 //! coefficient columns of the selected orders (`groups`: bit o for order o
 //! of the solid harmonics: 1 = k0, 2 = linear, 4 = second, 8 = third) move;
 //! 0 selects all.
@@ -271,16 +270,32 @@ pub fn estimate_delay(
         .min_by(|a, b| a.1 .1.total_cmp(&b.1 .1))
         .map(|(i, _)| i)
         .unwrap_or(0);
-    // Brent's minimisation in the bracket around the best coarse point,
-    // started from the parabola through it and its two neighbours.
-    let at = |i: usize| curve[i.min(curve.len() - 1)];
-    let (lower, centre, upper) = (at(best.saturating_sub(1)), at(best), at(best + 1));
-    let refined = brent((lower, centre, upper), 0.25 * options.tolerance, &mut |x| {
-        let f = evaluate(x)?;
-        curve.push((x, f));
-        Ok(f)
-    });
-    refined?;
+    // Golden-section search in the bracket around the best coarse point.
+    let mut lo = curve[best.saturating_sub(1)].0;
+    let mut hi = curve[(best + 1).min(curve.len() - 1)].0;
+    let ratio = (5.0f64.sqrt() - 1.0) / 2.0;
+    let mut x1 = hi - ratio * (hi - lo);
+    let mut x2 = lo + ratio * (hi - lo);
+    let (mut f1, mut f2) = (evaluate(x1)?, evaluate(x2)?);
+    curve.push((x1, f1));
+    curve.push((x2, f2));
+    while hi - lo > options.tolerance {
+        if f1 <= f2 {
+            hi = x2;
+            x2 = x1;
+            f2 = f1;
+            x1 = hi - ratio * (hi - lo);
+            f1 = evaluate(x1)?;
+            curve.push((x1, f1));
+        } else {
+            lo = x1;
+            x1 = x2;
+            f1 = f2;
+            x2 = lo + ratio * (hi - lo);
+            f2 = evaluate(x2)?;
+            curve.push((x2, f2));
+        }
+    }
     curve.sort_by(|a, b| a.0.total_cmp(&b.0));
     let (delay, residual) = curve
         .iter()
@@ -294,111 +309,9 @@ pub fn estimate_delay(
     })
 }
 
-/// Brent's method (golden section with parabolic steps) for a minimum of `f`
-/// in the bracket (a, f(a)), (x, f(x)), (b, f(b)) with f(x) ≤ f(a), f(b):
-/// stops when the bracket around the best point is within 4·`tol`. Every
-/// evaluation goes through `f`; returns the best (x, f(x)).
-fn brent(
-    ((a, fa), (x, fx), (b, fb)): ((f64, f64), (f64, f64), (f64, f64)),
-    tol: f64,
-    f: &mut dyn FnMut(f64) -> Result<f64>,
-) -> Result<(f64, f64)> {
-    const GOLDEN: f64 = 0.381_966_011_250_105_2;
-    let (mut x, mut fx) = (x, fx);
-    let (mut w, mut fw, mut v, mut fv) = (a, fa, b, fb);
-    // e = the bracket: the first step may be the parabola through the three points.
-    let (mut d, mut e) = (0.0f64, b - a);
-    let (mut a, mut b) = (a.min(b), a.max(b));
-    for _ in 0..100 {
-        let m = 0.5 * (a + b);
-        if (x - m).abs() <= 2.0 * tol - 0.5 * (b - a) {
-            break;
-        }
-        let mut step = None;
-        if e.abs() > tol {
-            // The parabola through (x, fx), (w, fw), (v, fv).
-            let r = (x - w) * (fx - fv);
-            let q0 = (x - v) * (fx - fw);
-            let mut p = (x - v) * q0 - (x - w) * r;
-            let mut q = 2.0 * (q0 - r);
-            if q > 0.0 {
-                p = -p;
-            } else {
-                q = -q;
-            }
-            if p.abs() < (0.5 * q * e).abs() && p > q * (a - x) && p < q * (b - x) {
-                e = d;
-                let u = x + p / q;
-                d = if u - a < 2.0 * tol || b - u < 2.0 * tol {
-                    tol.copysign(m - x)
-                } else {
-                    p / q
-                };
-                step = Some(d);
-            }
-        }
-        let d_now = match step {
-            Some(d) => d,
-            None => {
-                e = if x >= m { a - x } else { b - x };
-                d = GOLDEN * e;
-                d
-            }
-        };
-        let u = if d_now.abs() >= tol {
-            x + d_now
-        } else {
-            x + tol.copysign(d_now)
-        };
-        let fu = f(u)?;
-        if fu <= fx {
-            if u >= x {
-                a = x;
-            } else {
-                b = x;
-            }
-            (v, fv, w, fw, x, fx) = (w, fw, x, fx, u, fu);
-        } else {
-            if u < x {
-                a = u;
-            } else {
-                b = u;
-            }
-            if fu <= fw || w == x {
-                (v, fv, w, fw) = (w, fw, u, fu);
-            } else if fu <= fv || v == x || v == w {
-                (v, fv) = (u, fu);
-            }
-        }
-    }
-    Ok((x, fx))
-}
-
 #[cfg(test)]
 mod tests {
     use super::resample;
-
-    #[test]
-    fn brent_finds_minima_with_few_evaluations() {
-        // Minima anywhere between the neighbours of the best coarse point (0).
-        for (centre, curvature) in [(0.3e-6, 1.0), (-0.95e-6, 5.0), (0.9e-6, 0.2), (0.0, 3.0)] {
-            let g =
-                |x: f64| curvature * ((x - centre) * 1e6).powi(2) + ((x - centre) * 1e6).powi(4);
-            let mut calls = 0;
-            let (x, _) = super::brent(
-                ((-2e-6, g(-2e-6)), (0.0, g(0.0)), (2e-6, g(2e-6))),
-                0.0125e-6,
-                &mut |x| {
-                    calls += 1;
-                    Ok(g(x))
-                },
-            )
-            .unwrap();
-            assert!((x - centre).abs() <= 0.05e-6, "{x} vs {centre}");
-            eprintln!("minimum at {centre:e}: {calls} evaluations");
-            assert!(calls <= 12, "{calls} evaluations");
-        }
-    }
 
     #[test]
     fn resampling_is_exact_for_cubics_and_restarts_per_readout() {
