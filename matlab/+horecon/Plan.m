@@ -59,7 +59,7 @@ classdef Plan < handle
         error('horecon:invalidArgument', 'usage: horecon.Plan([nx ny nz], ncoils, nsamples, ...)');
       end
       opts = struct('Backend', 'auto', 'Precision', 'accurate', 'Device', 0, 'Threads', 0);
-      opts = horecon.Plan.parseOptions(opts, varargin);
+      opts = horecon.internal.parseOptions(opts, varargin);
       backend = horecon.Plan.code(opts.Backend, {'auto', 'cpu', 'cuda'}, 'Backend');
       precision = horecon.Plan.code(opts.Precision, {'accurate', 'fast', 'double'}, 'Precision');
       if ~(isnumeric(dims) || islogical(dims)) || ~isreal(dims) || issparse(dims)
@@ -199,7 +199,7 @@ classdef Plan < handle
                     'SampleWeights', [], 'X0', [], 'Verbose', false, 'Reweightings', 5, ...
                     'Epsilon', 1e-3, 'Sigma', 1, 'FdWeights', [], 'Neighbours', 6, ...
                     'Preconditioner', 'none', 'DiscrepancyTau', 0, 'NoiseSigma', 1);
-      opts = horecon.Plan.parseOptions(opts, varargin);
+      opts = horecon.internal.parseOptions(opts, varargin);
       reg = horecon.Plan.code(opts.Regularizer, ...
         {'none', 'tikhonov', 'finitedifference', 'totalvariation', 'laplace'}, 'Regularizer');
       [x, info] = horecon_mex('cg', obj.Handle, d, opts.MaxIterations, opts.Tolerance, ...
@@ -290,21 +290,6 @@ classdef Plan < handle
   end
 
   methods (Static, Access = private)
-    function opts = parseOptions(opts, args)
-      if mod(numel(args), 2) ~= 0
-        error('horecon:invalidArgument', 'options must be name/value pairs');
-      end
-      names = fieldnames(opts);
-      for i = 1:2:numel(args)
-        match = find(strcmpi(names, args{i}));
-        if ~ischar(args{i}) || isempty(match)
-          error('horecon:invalidArgument', 'unknown option %s (known: %s)', ...
-                num2str(args{i}), strjoin(names.', ', '));
-        end
-        opts.(names{match}) = args{i + 1};
-      end
-    end
-
     function c = code(value, names, what)
       if isnumeric(value) && isscalar(value)
         c = double(value);

@@ -27,14 +27,7 @@ if [ "$MODE" = stage ]; then
   cd "$ROOT"
   mkdir -p "$DEST"
   cargo build --release --lib --example bench_multi_gpu
-  cargo test --release --no-run --message-format=json --test multi_gpu --test cuda 2>/dev/null | python3 -c '
-import sys, json
-for line in sys.stdin:
-    try: m = json.loads(line)
-    except ValueError: continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and "test" in m["target"]["kind"]:
-        print(m["target"]["name"], m["executable"])
-' | while read -r name exe; do strip -o "$DEST/${name}_tests" "$exe"; done
+  bash scripts/gpu/strip_tests.sh "$DEST" --test multi_gpu --test cuda
   strip -o "$DEST/bench_multi_gpu" target/release/examples/bench_multi_gpu
   strip -o "$DEST/libhorecon.so" target/release/libhorecon.so
   rm -rf "$DEST/wheels"

@@ -13,14 +13,7 @@ for b in bench_toeplitz bench_kim bench_fast_path; do
   if [ -f "examples/$b.rs" ]; then FFT_BENCHES="$FFT_BENCHES $b"; cargo build --release --example "$b"; fi
 done
 mkdir -p "$DEST"
-cargo test --release --no-run --message-format=json 2>/dev/null | python3 -c '
-import sys, json
-for line in sys.stdin:
-    try: m = json.loads(line)
-    except ValueError: continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and "test" in m["target"]["kind"]:
-        print(m["target"]["name"], m["executable"])
-' | while read -r name exe; do strip -o "$DEST/${name}_tests" "$exe"; done
+bash scripts/gpu/strip_tests.sh "$DEST"
 strip -o "$DEST/bench_cuda" target/release/examples/bench_cuda
 strip -o "$DEST/demo" target/release/examples/demo
 for b in $FFT_BENCHES; do strip -o "$DEST/$b" "target/release/examples/$b"; done

@@ -2,7 +2,7 @@
 # One device call that verifies this checkout on one GPU (the session's
 # check of every CUDA path, figures for BENCHMARKS.md):
 #
-#   here:   scripts/gpu/verify.sh stage      builds, strips into .devcarry/verify (git-ignored):
+#   here:   scripts/gpu/verify.sh stage [FINUFFT POET CPM]   builds, strips into .devcarry/verify (git-ignored):
 #                                            the CUDA-relevant test executables, the benchmarks,
 #                                            this script and the cuFINUFFT source bundle
 #   there:  bash .devcarry/verify/verify.sh run [STAGES]   (repository root; logs into $OUT)
@@ -23,19 +23,16 @@ if [ "$MODE" = stage ]; then
   benches="bench_cuda_nufft bench_toeplitz bench_calib"
   for b in $benches; do cargo build --release --example "$b"; done
   tests="cuda cuda_fft cuda_nufft toeplitz nufft gridding calib_cg calib multi_gpu operators cg"
-  cargo test --release --no-run --message-format=json $(printf -- '--test %s ' $tests) 2>/dev/null | python3 -c '
-import sys, json
-for line in sys.stdin:
-    try: m = json.loads(line)
-    except ValueError: continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and "test" in m["target"]["kind"]:
-        print(m["target"]["name"], m["executable"])
-' | while read -r name exe; do strip -o "$DEST/${name}_tests" "$exe"; done
+  bash scripts/gpu/strip_tests.sh "$DEST" $(printf -- '--test %s ' $tests)
   for b in $benches; do strip -o "$DEST/$b" "target/release/examples/$b"; done
   # the carry's limit is 64 MiB: the executables travel as one xz archive
   (cd "$DEST" && tar -cJf bin.tar.xz ./*_tests bench_* && rm -f ./*_tests bench_*)
   cp scripts/gpu/verify.sh "$DEST/"
-  if [ ! -d "$DEST/cufinufft" ]; then cp -r "$ROOT/.devcarry/nufft-cuda/cufinufft" "$DEST/"; fi
+  # cuFINUFFT's sources (../shared/bench/peers/cufinufft/README.md): the bundle made from the three
+  # fetched repositories given after "stage" (finufft, poet, CPM) when it is not there yet
+  if [ ! -d "$DEST/cufinufft" ]; then
+    bash "$ROOT/../shared/bench/peers/cufinufft/make_bundle.sh" "${2:?stage FINUFFT POET CPM: the fetched git dirs}" "${3:?}" "${4:?}" "$DEST/cufinufft"
+  fi
   du -sh "$DEST"
   exit 0
 fi

@@ -59,7 +59,7 @@ classdef Nufft < handle
       end
       opts = struct('Sign', [], 'Tolerance', 1e-6, 'Transforms', 1, 'Precision', 'double', ...
                     'Backend', 'auto', 'Device', 0, 'Threads', 0);
-      opts = horecon.Nufft.parseOptions(opts, varargin);
+      opts = horecon.internal.parseOptions(opts, varargin);
       precision = horecon.Nufft.code(opts.Precision, {'single', 'double'}, [0 2], 'Precision');
       backend = horecon.Nufft.code(opts.Backend, {'auto', 'cpu', 'cuda'}, [0 1 2], 'Backend');
       sign = opts.Sign;
@@ -109,24 +109,6 @@ classdef Nufft < handle
   end
 
   methods (Static, Access = private)
-    function opts = parseOptions(opts, args)
-      if mod(numel(args), 2) ~= 0
-        error('horecon:invalidArgument', 'options must be name/value pairs');
-      end
-      names = fieldnames(opts);
-      for i = 1:2:numel(args)
-        match = [];
-        if ischar(args{i})
-          match = find(strcmpi(names, args{i}));
-        end
-        if isempty(match)
-          error('horecon:invalidArgument', 'unknown option %s (known: %s)', ...
-                num2str(args{i}), strjoin(names.', ', '));
-        end
-        opts.(names{match}) = args{i + 1};
-      end
-    end
-
     function c = code(value, names, codes, what)
       match = [];
       if ischar(value)
