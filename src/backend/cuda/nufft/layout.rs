@@ -22,13 +22,20 @@ pub(crate) const SM_THREADS: usize = 256;
 /// Points per subproblem at most (one block each).
 pub(crate) const MAX_SUBPROBLEM: usize = 1024;
 
+/// Bytes of shared memory the output-driven kernel stages a batch of points
+/// in (kernel values, strength and footprint start per point).
+pub(crate) const BATCH_BUDGET: usize = 8 * 1024;
+
 /// Spreading or interpolation by subproblems in shared-memory tiles, or one
 /// thread per sorted point straight on the fine grid (cuFINUFFT's "SM" and
-/// "GM-sort").
+/// "GM-sort"); for spreading also tiles filled output-driven (the block's
+/// threads share out each staged point's footprint by cells,
+/// kernels/nufft_spread_out.cu; cuFINUFFT's method 3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
     Tiles,
     Points,
+    Output,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -142,6 +149,19 @@ impl Layout {
         self.tile_cells() * self.complex_bytes
     }
 
+    /// Points the output-driven kernel stages at a time (its SPREAD_BATCH):
+    /// as many as [`BATCH_BUDGET`] holds at d·w kernel values, a complex
+    /// strength and an int each, a multiple of 32 in 32..=256
+    /// (`HORECON_CUDA_NUFFT_BATCH` overrides it, within the same range and
+    /// 40 KiB: the kernel's arrays are static, at most 48 KiB).
+    pub fn spread_batch(&self) -> usize {
+        let real = self.complex_bytes / 2;
+        let per_point = self.dim * self.width * real + self.complex_bytes + 4;
+        let batch = crate::backend::cuda::memory::knob("HORECON_CUDA_NUFFT_BATCH")
+            .map_or(BATCH_BUDGET / per_point, |b| b.min(40 * 1024 / per_point));
+        (batch / 32 * 32).clamp(32, 256)
+    }
+
     /// The method for `points` points of which `busy_bins` bins hold some,
     /// spreading (type 1) or interpolating: tiles when they fit and the
     /// footprints a tile serves (w^d cells per point) outweigh the tile's own
@@ -150,7 +170,8 @@ impl Layout {
     /// (H100, 2026-11-24: at 128 points per 16³ bin and w = 4, points 3.0 ms
     /// vs tiles 3.8 ms (96³ × 16 type 2), tiles 6.1 vs points 6.5 ms (type 1);
     /// at 152 points per 16²×8 bin and w = 7, tiles 7.8 vs 8.3 ms (256³ type 2)),
-    /// else points. `HORECON_CUDA_NUFFT_METHOD` = 1 (points) or 2 (tiles)
+    /// else points. `HORECON_CUDA_NUFFT_METHOD` = 1 (points), 2 (tiles) or
+    /// 3 (output-driven tiles for spreading, tiles for interpolation)
     /// overrides it (tiles only where they fit).
     pub fn method(&self, points: usize, busy_bins: usize, spreading: bool) -> Method {
         if !self.tiles_fit {
@@ -159,6 +180,8 @@ impl Layout {
         match crate::backend::cuda::memory::setting("HORECON_CUDA_NUFFT_METHOD") {
             Some(1) => return Method::Points,
             Some(2) => return Method::Tiles,
+            Some(3) if spreading => return Method::Output,
+            Some(3) => return Method::Tiles,
             _ => {}
         }
         let footprint = self.width.pow(self.dim as u32);
@@ -274,6 +297,25 @@ mod tests {
         let l = Layout::new(&spec(&[256, 256, 256], 1e-6, false)).unwrap();
         assert_eq!(l.method(10_000_000, 65536, false), Method::Tiles);
         assert_eq!(l.method(1000, 1000, true), Method::Points);
+    }
+
+    #[test]
+    fn spread_batches_fit_their_budget() {
+        for (sizes, tol, double) in [
+            (vec![256i64, 256, 256], 1e-6, false),
+            (vec![96, 96, 96], 1e-3, false),
+            (vec![512, 512], 1e-4, false),
+            (vec![32, 32, 32], 1e-12, true),
+            (vec![1000], 1e-12, true),
+            (vec![5], 1e-1, false),
+        ] {
+            let l = Layout::new(&spec(&sizes, tol, double)).unwrap();
+            let b = l.spread_batch();
+            assert!(b % 32 == 0 && (32..=256).contains(&b), "{sizes:?}: {b}");
+            let real = l.complex_bytes / 2;
+            let bytes = b * (l.dim * l.width * real + l.complex_bytes + 4);
+            assert!(bytes <= BATCH_BUDGET || b == 32, "{sizes:?}: {bytes}");
+        }
     }
 
     #[test]
