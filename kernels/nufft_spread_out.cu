@@ -1,7 +1,7 @@
 // Output-driven spreading (type 1) into shared-memory tiles, after
 // nufft_common.cu; its own NVRTC module (compiled only for plans that use
 // it). Defines beyond the common ones: SPREAD_BATCH (points whose kernel
-// values are staged at a time) and SM_THREADS.
+// values are staged at a time), FLUSH_PAIRS and SM_THREADS.
 //
 // One block per (subproblem, transform), as nufft_spread_sm: the bin's
 // padded tile (bin + w cells per axis) lives in shared memory, here as two
@@ -27,6 +27,11 @@
 
 #ifndef SPREAD_BATCH
 #define SPREAD_BATCH 64
+#endif
+// FLUSH_PAIRS (float only, n_f,0 even): the tile goes to the fine grid in
+// 16-byte atomics of two cells.
+#ifndef FLUSH_PAIRS
+#define FLUSH_PAIRS 0
 #endif
 
 // Threads per point (ROW_CELLS) and the cells each adds along the last
@@ -112,10 +117,37 @@ extern "C" __global__ void __launch_bounds__(SM_THREADS)
     }
     __syncthreads();
     complex_t* ft = fine + t * g.fine_total;
+#if FLUSH_PAIRS
+    // Float: two neighbouring cells along x whose first fine index is even
+    // go as one 16-byte atomic (n_f,0 is even, so such a pair is aligned and
+    // never wraps); a row's odd cell at either end goes alone.
+    const int lead = origin[0] & 1;
+    const int slots = (n0 + lead + 1) / 2;
+    const int rows = total / n0;
+    const complex_t zero = make_float2(0.f, 0.f);
+    for (int item = threadIdx.x; item < slots * rows; item += blockDim.x) {
+        const int row = item / slots;
+        const int c0 = 2 * (item - row * slots) - lead;
+        const int cell = row * n0 + c0;
+        const bool has0 = c0 >= 0, has1 = c0 + 1 < n0;
+        const complex_t a = has0 ? make_float2(re[cell], im[cell]) : zero;
+        const complex_t b = has1 ? make_float2(re[cell + 1], im[cell + 1]) : zero;
+        const bool nz0 = a.x != 0.f || a.y != 0.f, nz1 = b.x != 0.f || b.y != 0.f;
+        if (has0 && has1) {
+            if (nz0 || nz1)
+                atomicAdd((float4*)&ft[tile_to_fine(g, origin, cell)], make_float4(a.x, a.y, b.x, b.y));
+        } else if (has0) {
+            if (nz0) add_complex_global(&ft[tile_to_fine(g, origin, cell)], a);
+        } else if (nz1) {
+            add_complex_global(&ft[tile_to_fine(g, origin, cell + 1)], b);
+        }
+    }
+#else
     for (int cell = threadIdx.x; cell < total; cell += blockDim.x) {
         complex_t v;
         v.x = re[cell];
         v.y = im[cell];
         if (v.x != (real)0 || v.y != (real)0) add_complex_global(&ft[tile_to_fine(g, origin, cell)], v);
     }
+#endif
 }

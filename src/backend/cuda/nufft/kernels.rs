@@ -111,6 +111,7 @@ pub fn spread_output(device: &Device, layout: &Layout, double: bool) -> Result<C
         ("WIDTH", layout.width as i64),
         ("SM_THREADS", SM_THREADS as i64),
         ("SPREAD_BATCH", layout.spread_batch() as i64),
+        ("FLUSH_PAIRS", i64::from(layout.flush_pairs(double))),
     ];
     let f = device.function("nufft_spread_out", SPREAD_OUT, &defines, "nufft_spread_out")?;
     let limit = shared_limit(device)?;

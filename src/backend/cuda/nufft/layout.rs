@@ -24,7 +24,7 @@ pub(crate) const MAX_SUBPROBLEM: usize = 1024;
 
 /// Bytes of shared memory the output-driven kernel stages a batch of points
 /// in (kernel values, strength and footprint start per point).
-pub(crate) const BATCH_BUDGET: usize = 8 * 1024;
+pub(crate) const BATCH_BUDGET: usize = 10 * 1024;
 
 /// Spreading or interpolation by subproblems in shared-memory tiles, or one
 /// thread per sorted point straight on the fine grid (cuFINUFFT's "SM" and
@@ -151,15 +151,33 @@ impl Layout {
 
     /// Points the output-driven kernel stages at a time (its SPREAD_BATCH):
     /// as many as [`BATCH_BUDGET`] holds at d·w kernel values, a complex
-    /// strength and an int each, a multiple of 32 in 32..=256
-    /// (`HORECON_CUDA_NUFFT_BATCH` overrides it, within the same range and
-    /// 40 KiB: the kernel's arrays are static, at most 48 KiB).
+    /// strength and an int each, and at most 16 footprint rows (w^(d−1)
+    /// cells, w in 1D) per thread of a block, a multiple of 32 in 32..=256
+    /// (H100, 2026-11-24: a3d 64 → 14.4 ms, 32 → 15.9, 128 → 17.6; b96 96 →
+    /// 5.57 ms, 128 → 5.35). `HORECON_CUDA_NUFFT_BATCH` overrides it, within
+    /// the same range and 40 KiB (the kernel's arrays are static, ≤ 48 KiB).
     pub fn spread_batch(&self) -> usize {
         let real = self.complex_bytes / 2;
         let per_point = self.dim * self.width * real + self.complex_bytes + 4;
-        let batch = crate::backend::cuda::memory::knob("HORECON_CUDA_NUFFT_BATCH")
-            .map_or(BATCH_BUDGET / per_point, |b| b.min(40 * 1024 / per_point));
+        let rows = if self.dim == 1 {
+            self.width
+        } else {
+            self.width.pow(self.dim as u32 - 1)
+        };
+        let batch = crate::backend::cuda::memory::knob("HORECON_CUDA_NUFFT_BATCH").map_or(
+            (BATCH_BUDGET / per_point).min(16 * SM_THREADS / rows),
+            |b| b.min(40 * 1024 / per_point),
+        );
         (batch / 32 * 32).clamp(32, 256)
+    }
+
+    /// Whether the output-driven kernel adds its tile to the fine grid two
+    /// cells per (16-byte) atomic: float arithmetic and an even first fine
+    /// axis; `HORECON_CUDA_NUFFT_PAIRS=0` turns it off.
+    pub fn flush_pairs(&self, double: bool) -> bool {
+        !double
+            && self.fine[0] % 2 == 0
+            && crate::backend::cuda::memory::setting("HORECON_CUDA_NUFFT_PAIRS") != Some(0)
     }
 
     /// The method for `points` points of which `busy_bins` bins hold some,
@@ -170,7 +188,10 @@ impl Layout {
     /// (H100, 2026-11-24: at 128 points per 16³ bin and w = 4, points 3.0 ms
     /// vs tiles 3.8 ms (96³ × 16 type 2), tiles 6.1 vs points 6.5 ms (type 1);
     /// at 152 points per 16²×8 bin and w = 7, tiles 7.8 vs 8.3 ms (256³ type 2)),
-    /// else points. `HORECON_CUDA_NUFFT_METHOD` = 1 (points), 2 (tiles) or
+    /// else points. Spreading by tiles is output-driven (H100, 2026-11-24, type 1
+    /// against the shared-atomic tiles: 256³/10⁷ points 14.4 vs 76.9 ms, 96³ × 16
+    /// 5.57 vs 10.2, 200²×144 × 16 40.3 vs 70.2, 512² × 8 0.47 vs 0.69).
+    /// `HORECON_CUDA_NUFFT_METHOD` = 1 (points), 2 (tiles) or
     /// 3 (output-driven tiles for spreading, tiles for interpolation)
     /// overrides it (tiles only where they fit).
     pub fn method(&self, points: usize, busy_bins: usize, spreading: bool) -> Method {
@@ -191,7 +212,11 @@ impl Layout {
                 .saturating_mul(self.tile_cells())
                 .saturating_mul(margin)
         {
-            Method::Tiles
+            if spreading {
+                Method::Output
+            } else {
+                Method::Tiles
+            }
         } else {
             Method::Points
         }
@@ -292,7 +317,7 @@ mod tests {
     #[test]
     fn methods_follow_the_measured_crossovers() {
         let l = Layout::new(&spec(&[96, 96, 96], 1e-3, false)).unwrap();
-        assert_eq!(l.method(221_184, 1728, true), Method::Tiles);
+        assert_eq!(l.method(221_184, 1728, true), Method::Output);
         assert_eq!(l.method(221_184, 1728, false), Method::Points);
         let l = Layout::new(&spec(&[256, 256, 256], 1e-6, false)).unwrap();
         assert_eq!(l.method(10_000_000, 65536, false), Method::Tiles);
