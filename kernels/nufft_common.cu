@@ -106,3 +106,17 @@ __device__ __forceinline__ complex_t cmul_real(complex_t v, real k) {
     r.y = v.y * k;
     return r;
 }
+
+__device__ __forceinline__ void add_complex(complex_t* target, complex_t v) {
+    atomicAdd(&target->x, v.x);
+    atomicAdd(&target->y, v.y);
+}
+
+// The same into global memory: one vector atomic for float2 on sm_90 and later.
+__device__ __forceinline__ void add_complex_global(complex_t* target, complex_t v) {
+#if !DOUBLE && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    atomicAdd(target, v);
+#else
+    add_complex(target, v);
+#endif
+}

@@ -67,20 +67,6 @@ __device__ __forceinline__ void point_kernel(const Geometry& g, const int* __res
     }
 }
 
-__device__ __forceinline__ void add_complex(complex_t* target, complex_t v) {
-    atomicAdd(&target->x, v.x);
-    atomicAdd(&target->y, v.y);
-}
-
-// The same into global memory: one vector atomic for float2 on sm_90 and later.
-__device__ __forceinline__ void add_complex_global(complex_t* target, complex_t v) {
-#if !DOUBLE && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    atomicAdd(target, v);
-#else
-    add_complex(target, v);
-#endif
-}
-
 extern "C" __global__ void __launch_bounds__(SM_THREADS)
     nufft_spread_sm(Geometry g, const int* __restrict__ sub_bin, const int* __restrict__ sub_first,
                     const int* __restrict__ sub_count, const int* __restrict__ perm, const int* __restrict__ start,

@@ -221,7 +221,8 @@ fn types_1_and_2_match_float64_direct_sums() {
     );
 }
 
-/// Both methods (tiles, points) on larger, denser problems (the knob forces one).
+/// Every method (points, tiles, output-driven tiles for type 1) on larger,
+/// denser problems (the knob forces one).
 #[test]
 fn both_spreading_methods_match_direct_sums() {
     let test = "both_spreading_methods_match_direct_sums";
@@ -231,7 +232,7 @@ fn both_spreading_methods_match_direct_sums() {
     }
     let mut rng = Rng::fresh(test);
     let mut failures = Vec::new();
-    for method in ["1", "2"] {
+    for method in ["1", "2", "3"] {
         std::env::set_var("HORECON_CUDA_NUFFT_METHOD", method);
         for (sizes, m, double, tol) in [
             (&[300i64][..], 3000, false, 1e-6),
@@ -265,6 +266,89 @@ fn both_spreading_methods_match_direct_sums() {
     assert!(
         failures.is_empty(),
         "errors above the tolerance: {failures:#?}"
+    );
+}
+
+/// Output-driven spreading (type 1, forced by HORECON_CUDA_NUFFT_METHOD=3)
+/// for `cases` (sizes, points: 0 for a random count up to 700), float32 and
+/// float64, three transforms, sparse and clustered points (a clustered bin
+/// holds more than one subproblem and several staged batches): error ≤
+/// tolerance against float64 direct sums, and within the tolerance of tile
+/// spreading (method 2) on the same input. Failures are returned.
+fn output_driven_cases(rng: &mut Rng, cases: &[(&[i64], usize)]) -> Vec<String> {
+    let mut failures = Vec::new();
+    for (case, &(sizes, dense)) in cases.iter().enumerate() {
+        for (double, tol) in [(false, 1e-3), (false, 1e-6), (true, 1e-9), (true, 1e-12)] {
+            let m = if dense > 0 { dense } else { rng.int(1, 700) };
+            let clustered = case % 2 == 1;
+            let x = points(rng, sizes.len(), m, clustered);
+            let t = 3;
+            let sign = if rng.uniform() < 0.5 { 1 } else { -1 };
+            let s = spec(NufftType::One, sizes, sign, tol, t as i32, double);
+            let input = random_input(rng, t * m, double);
+            std::env::set_var("HORECON_CUDA_NUFFT_METHOD", "3");
+            let how = CudaNufft::new(&s, &x, m, 0).expect("plan").describe();
+            let (out, reference) = run_and_reference(&s, &x, m, &input);
+            std::env::set_var("HORECON_CUDA_NUFFT_METHOD", "2");
+            let (tiles, _) = run_and_reference(&s, &x, m, &input);
+            std::env::remove_var("HORECON_CUDA_NUFFT_METHOD");
+            let (e, d) = (rel(&out, &reference), rel(&out, &tiles));
+            eprintln!(
+                "{sizes:?} M={m}{} x{t} sign {sign:+} tol {tol:e}: error {e:.2e}, vs tiles {d:.2e} ({how})",
+                if clustered { " clustered" } else { "" }
+            );
+            if e > tol || d > tol {
+                failures.push(format!(
+                    "{sizes:?} M={m} tol {tol:e} double {double}: error {e:e}, vs tiles {d:e}"
+                ));
+            }
+            // Single-precision tiles fit everywhere here: the method ran.
+            if !double && !how.starts_with("Output") {
+                failures.push(format!("{sizes:?} tol {tol:e}: ran {how}"));
+            }
+        }
+    }
+    failures
+}
+
+/// Output-driven spreading on odd, even and singleton sizes in 1D/2D/3D.
+#[test]
+fn output_driven_spreading_small_sizes() {
+    let test = "output_driven_spreading_small_sizes";
+    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    if !gpu(test) {
+        return;
+    }
+    let mut rng = Rng::fresh(test);
+    let cases: Vec<(&[i64], usize)> = SIZES.iter().map(|s| (*s, 0)).collect();
+    let failures = output_driven_cases(&mut rng, &cases);
+    assert!(
+        failures.is_empty(),
+        "output-driven spreading: {failures:#?}"
+    );
+}
+
+/// Output-driven spreading on denser and clustered problems (several bins,
+/// subproblems and staged batches; odd and singleton axes).
+#[test]
+fn output_driven_spreading_dense_and_clustered() {
+    let test = "output_driven_spreading_dense_and_clustered";
+    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    if !gpu(test) {
+        return;
+    }
+    let mut rng = Rng::fresh(test);
+    let cases: [(&[i64], usize); 5] = [
+        (&[300], 3000),
+        (&[40, 33], 4000),
+        (&[20, 18, 17], 3000),
+        (&[16, 1, 16], 2500),
+        (&[27, 32, 21], 3000),
+    ];
+    let failures = output_driven_cases(&mut rng, &cases);
+    assert!(
+        failures.is_empty(),
+        "output-driven spreading: {failures:#?}"
     );
 }
 

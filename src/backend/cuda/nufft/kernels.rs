@@ -19,6 +19,11 @@ const SOURCE: &str = concat!(
     include_str!("../../../../kernels/nufft_deconv.cu")
 );
 const TOEPLITZ: &str = include_str!("../../../../kernels/nufft_toeplitz.cu");
+const SPREAD_OUT: &str = concat!(
+    include_str!("../../../../kernels/nufft_common.cu"),
+    "\n",
+    include_str!("../../../../kernels/nufft_spread_out.cu")
+);
 
 /// Threads per block of the one-thread-per-item kernels.
 pub(crate) const THREADS: u32 = 256;
@@ -94,6 +99,32 @@ impl Kernels {
         }
         Ok(kernels)
     }
+}
+
+/// The output-driven spreading kernel (kernels/nufft_spread_out.cu, its own
+/// module: compiled only for plans that use it), with the tile kernels'
+/// dynamic shared memory reserved; its batch arrays are static.
+pub fn spread_output(device: &Device, layout: &Layout, double: bool) -> Result<CudaFunction> {
+    let defines = [
+        ("DOUBLE", i64::from(double)),
+        ("DIM", layout.dim as i64),
+        ("WIDTH", layout.width as i64),
+        ("SM_THREADS", SM_THREADS as i64),
+        ("SPREAD_BATCH", layout.spread_batch() as i64),
+        ("FLUSH_PAIRS", i64::from(layout.flush_pairs(double))),
+    ];
+    let f = device.function("nufft_spread_out", SPREAD_OUT, &defines, "nufft_spread_out")?;
+    let limit = shared_limit(device)?;
+    // SAFETY: a loaded function; the size is the device's own opt-in limit or less.
+    unsafe {
+        result::function::set_function_attribute(
+            f.cu_function(),
+            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            limit as i32,
+        )
+    }
+    .map_err(|e| driver_error("reserving shared memory for the NUFFT tiles", e))?;
+    Ok(f)
 }
 
 /// Dynamic shared memory a tile kernel may use on `device`: [`SHARED_BUDGET`]

@@ -22,13 +22,20 @@ pub(crate) const SM_THREADS: usize = 256;
 /// Points per subproblem at most (one block each).
 pub(crate) const MAX_SUBPROBLEM: usize = 1024;
 
+/// Bytes of shared memory the output-driven kernel stages a batch of points
+/// in (kernel values, strength and footprint start per point).
+pub(crate) const BATCH_BUDGET: usize = 10 * 1024;
+
 /// Spreading or interpolation by subproblems in shared-memory tiles, or one
 /// thread per sorted point straight on the fine grid (cuFINUFFT's "SM" and
-/// "GM-sort").
+/// "GM-sort"); for spreading also tiles filled output-driven (the block's
+/// threads share out each staged point's footprint by cells,
+/// kernels/nufft_spread_out.cu; cuFINUFFT's method 3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
     Tiles,
     Points,
+    Output,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -142,6 +149,37 @@ impl Layout {
         self.tile_cells() * self.complex_bytes
     }
 
+    /// Points the output-driven kernel stages at a time (its SPREAD_BATCH):
+    /// as many as [`BATCH_BUDGET`] holds at d·w kernel values, a complex
+    /// strength and an int each, and at most 16 footprint rows (w^(d−1)
+    /// cells, w in 1D) per thread of a block, a multiple of 32 in 32..=256
+    /// (H100, 2026-11-24: a3d 64 → 14.4 ms, 32 → 15.9, 128 → 17.6; b96 96 →
+    /// 5.57 ms, 128 → 5.35). `HORECON_CUDA_NUFFT_BATCH` overrides it, within
+    /// the same range and 40 KiB (the kernel's arrays are static, ≤ 48 KiB).
+    pub fn spread_batch(&self) -> usize {
+        let real = self.complex_bytes / 2;
+        let per_point = self.dim * self.width * real + self.complex_bytes + 4;
+        let rows = if self.dim == 1 {
+            self.width
+        } else {
+            self.width.pow(self.dim as u32 - 1)
+        };
+        let batch = crate::backend::cuda::memory::knob("HORECON_CUDA_NUFFT_BATCH").map_or(
+            (BATCH_BUDGET / per_point).min(16 * SM_THREADS / rows),
+            |b| b.min(40 * 1024 / per_point),
+        );
+        (batch / 32 * 32).clamp(32, 256)
+    }
+
+    /// Whether the output-driven kernel adds its tile to the fine grid two
+    /// cells per (16-byte) atomic: float arithmetic and an even first fine
+    /// axis; `HORECON_CUDA_NUFFT_PAIRS=0` turns it off.
+    pub fn flush_pairs(&self, double: bool) -> bool {
+        !double
+            && self.fine[0] % 2 == 0
+            && crate::backend::cuda::memory::setting("HORECON_CUDA_NUFFT_PAIRS") != Some(0)
+    }
+
     /// The method for `points` points of which `busy_bins` bins hold some,
     /// spreading (type 1) or interpolating: tiles when they fit and the
     /// footprints a tile serves (w^d cells per point) outweigh the tile's own
@@ -150,7 +188,11 @@ impl Layout {
     /// (H100, 2026-11-24: at 128 points per 16³ bin and w = 4, points 3.0 ms
     /// vs tiles 3.8 ms (96³ × 16 type 2), tiles 6.1 vs points 6.5 ms (type 1);
     /// at 152 points per 16²×8 bin and w = 7, tiles 7.8 vs 8.3 ms (256³ type 2)),
-    /// else points. `HORECON_CUDA_NUFFT_METHOD` = 1 (points) or 2 (tiles)
+    /// else points. Spreading by tiles is output-driven (H100, 2026-11-24, type 1
+    /// against the shared-atomic tiles: 256³/10⁷ points 14.4 vs 76.9 ms, 96³ × 16
+    /// 5.57 vs 10.2, 200²×144 × 16 40.3 vs 70.2, 512² × 8 0.47 vs 0.69).
+    /// `HORECON_CUDA_NUFFT_METHOD` = 1 (points), 2 (tiles) or
+    /// 3 (output-driven tiles for spreading, tiles for interpolation)
     /// overrides it (tiles only where they fit).
     pub fn method(&self, points: usize, busy_bins: usize, spreading: bool) -> Method {
         if !self.tiles_fit {
@@ -159,6 +201,8 @@ impl Layout {
         match crate::backend::cuda::memory::setting("HORECON_CUDA_NUFFT_METHOD") {
             Some(1) => return Method::Points,
             Some(2) => return Method::Tiles,
+            Some(3) if spreading => return Method::Output,
+            Some(3) => return Method::Tiles,
             _ => {}
         }
         let footprint = self.width.pow(self.dim as u32);
@@ -168,7 +212,11 @@ impl Layout {
                 .saturating_mul(self.tile_cells())
                 .saturating_mul(margin)
         {
-            Method::Tiles
+            if spreading {
+                Method::Output
+            } else {
+                Method::Tiles
+            }
         } else {
             Method::Points
         }
@@ -269,11 +317,30 @@ mod tests {
     #[test]
     fn methods_follow_the_measured_crossovers() {
         let l = Layout::new(&spec(&[96, 96, 96], 1e-3, false)).unwrap();
-        assert_eq!(l.method(221_184, 1728, true), Method::Tiles);
+        assert_eq!(l.method(221_184, 1728, true), Method::Output);
         assert_eq!(l.method(221_184, 1728, false), Method::Points);
         let l = Layout::new(&spec(&[256, 256, 256], 1e-6, false)).unwrap();
         assert_eq!(l.method(10_000_000, 65536, false), Method::Tiles);
         assert_eq!(l.method(1000, 1000, true), Method::Points);
+    }
+
+    #[test]
+    fn spread_batches_fit_their_budget() {
+        for (sizes, tol, double) in [
+            (vec![256i64, 256, 256], 1e-6, false),
+            (vec![96, 96, 96], 1e-3, false),
+            (vec![512, 512], 1e-4, false),
+            (vec![32, 32, 32], 1e-12, true),
+            (vec![1000], 1e-12, true),
+            (vec![5], 1e-1, false),
+        ] {
+            let l = Layout::new(&spec(&sizes, tol, double)).unwrap();
+            let b = l.spread_batch();
+            assert!(b % 32 == 0 && (32..=256).contains(&b), "{sizes:?}: {b}");
+            let real = l.complex_bytes / 2;
+            let bytes = b * (l.dim * l.width * real + l.complex_bytes + 4);
+            assert!(bytes <= BATCH_BUDGET || b == 32, "{sizes:?}: {bytes}");
+        }
     }
 
     #[test]

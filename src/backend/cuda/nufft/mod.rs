@@ -15,8 +15,9 @@
 //! the modes and divide by ψ̂; type 2 = the modes divided by ψ̂ into the
 //! zeroed fine grid, FFT, interpolate. Spreading and interpolation run by
 //! tiles (one block per subproblem, the bin's padded tile in shared memory)
-//! or by points (one thread per sorted point on the fine grid), as
-//! [`layout::Layout::method`] chooses.
+//! or by points (one thread per sorted point on the fine grid); spreading
+//! also by output-driven tiles (the block shares out each staged point's
+//! footprint by cells), as [`layout::Layout::method`] chooses.
 //!
 //! [`CudaNufft::execute_device`] is the device-level interface (device
 //! buffers in and out, any stream, no host round trip); the host
@@ -85,6 +86,8 @@ pub struct CudaNufft {
     spec: NufftSpec,
     layout: Layout,
     kernels: Kernels,
+    /// The output-driven spreading kernel, for [`Method::Output`] only.
+    spread_output: Option<cudarc::driver::CudaFunction>,
     points: usize,
     method: Method,
     geometry: Geometry,
@@ -233,6 +236,11 @@ impl CudaNufft {
         )?;
         geometry.subproblems = sorted.subproblems as i32;
         let method = layout.method(npoints, sorted.busy_bins, spec.kind == NufftType::One);
+        let spread_output = if method == Method::Output {
+            Some(kernels::spread_output(&device, &layout, double)?)
+        } else {
+            None
+        };
 
         let per_transform = layout.fine_total() * layout.complex_bytes;
         let (free, _) = device.memory()?;
@@ -257,6 +265,7 @@ impl CudaNufft {
             spec: spec.clone(),
             layout,
             kernels,
+            spread_output,
             points: npoints,
             method,
             geometry,
@@ -397,6 +406,27 @@ impl CudaNufft {
                 } else {
                     &self.kernels.interp_tiles
                 },
+                (s.subproblems as u32, b as u32),
+                self.tile_threads,
+                self.layout.shared_bytes(),
+                stream,
+                &[
+                    Arg::Geometry(g),
+                    Arg::Ptr(s.sub_bin.ptr),
+                    Arg::Ptr(s.sub_first.ptr),
+                    Arg::Ptr(s.sub_count.ptr),
+                    Arg::Ptr(s.perm.ptr),
+                    Arg::Ptr(s.start.ptr),
+                    Arg::Ptr(s.offset.ptr),
+                    Arg::Ptr(source),
+                    Arg::Ptr(target),
+                ],
+            ),
+            Method::Output => launch(
+                self.spread_output
+                    .as_ref()
+                    .filter(|_| spread)
+                    .ok_or_else(|| Error::internal("NUFFT output-driven kernel missing"))?,
                 (s.subproblems as u32, b as u32),
                 self.tile_threads,
                 self.layout.shared_bytes(),
