@@ -13,6 +13,9 @@
 //!   HORECON_BENCH_CG=N                     also N CG iterations, fast and
 //!       (when HORECON_BENCH_EXACT=full) exact, set-up included (the fast
 //!       one also on the prepared plan)
+//!   HORECON_BENCH_CHECK=16                 samples and voxels checked against float64
+//!       direct sums (0: none)
+//!   HORECON_BENCH_VERBOSITY=2             the plans' verbosity (2: set-up times)
 //!   HORECON_BENCH_REPS=3                   fast E, Eᴴ, EᴴE: the best of so many
 //!       calls; exact (full): one warm-up call, then one timed
 //! On a CUDA plan everything runs through the plan's backend; the lines
@@ -92,6 +95,7 @@ fn main() {
     let cg_iterations: usize = env("HORECON_BENCH_CG", 0);
     let options = Options {
         backend,
+        verbosity: env("HORECON_BENCH_VERBOSITY", 0),
         ..Options::default()
     };
     for name in &cases {
@@ -140,8 +144,9 @@ fn main() {
             sample: features.sample,
             terms: features.terms,
         };
-        let rows: Vec<usize> = (0..16).map(|i| (i * 7919 + 13) % m).collect();
-        let voxels: Vec<usize> = (0..16).map(|i| (i * 104729 + 7) % n).collect();
+        let checks: usize = env("HORECON_BENCH_CHECK", 16);
+        let rows: Vec<usize> = (0..checks).map(|i| (i * 7919 + 13) % m).collect();
+        let voxels: Vec<usize> = (0..checks).map(|i| (i * 104729 + 7) % n).collect();
         let want_rows: Vec<Complex64> = rows
             .iter()
             .flat_map(|&j| reference.forward_at(&image, j))

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Builds here and stages what the GPU run of the device-resident fast path
-# (issue 17) needs into .devcarry/fast (git-ignored): the stripped cuda_fast
+# (issue 17) needs into .devcarry/fast (git-ignored; the device tool carries
+# only the session's checkout: copy the folder into /work/main/.devcarry/fast): the stripped cuda_fast
 # and fast_path test executables, bench_fast_path and scripts/gpu/fast_run.sh.
 # Then: run with carry [".devcarry/fast"] and command `bash .devcarry/fast/run.sh`.
 set -eu
@@ -9,7 +10,7 @@ DEST="$ROOT/.devcarry/fast"
 cd "$ROOT"
 cargo build --release --example bench_fast_path
 mkdir -p "$DEST"
-cargo test --release --no-run --test cuda_fast --test fast_path --message-format=json 2>/dev/null | python3 -c '
+cargo test --release --no-run --test cuda_fast --test fast_path --test cuda_nufft --message-format=json 2>/dev/null | python3 -c '
 import sys, json
 for line in sys.stdin:
     try: m = json.loads(line)

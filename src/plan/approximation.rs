@@ -114,6 +114,7 @@ impl Plan {
     fn build_fast_path(&self) -> Result<FastPath> {
         let features = self.model.features()?;
         let tolerance = self.approximation;
+        let started = std::time::Instant::now();
         let separation = match Separation::new(&self.model, &features, EXPANSION_SHARE * tolerance)
         {
             Ok(s) => s,
@@ -149,7 +150,9 @@ impl Plan {
                 self.pool.clone(),
             )?))
         };
+        let separated = started.elapsed().as_secs_f64();
         let operator = build(self.model.sensitivities.as_deref(), self.sizes())?;
+        let built = started.elapsed().as_secs_f64();
         // The certificate on a few coils (the expansion is the same for all).
         let estimated_error =
             match certificate::coil_subset(self.model.sensitivities.as_deref(), self.sizes())? {
@@ -177,6 +180,16 @@ impl Plan {
                     )?
                 }
             };
+        if self.options.verbosity >= 2 {
+            eprintln!(
+                "horecon: fast path set-up: expansion (K = {}) {separated:.3} s, operator {:.3} s, \
+                 certificate {:.3} s; {}",
+                separation.rank,
+                built - separated,
+                started.elapsed().as_secs_f64() - built,
+                operator.backend_name()
+            );
+        }
         Ok(FastPath {
             operator: Some(operator),
             info: ApproximationInfo {

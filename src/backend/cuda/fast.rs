@@ -16,10 +16,12 @@
 //! Coils are chunked so that the K·B grids and non-uniform vectors take at
 //! most a third of the free device memory (`HORECON_CUDA_FAST_COILS` caps B:
 //! a test hook); every allocation failure is `OutOfMemory`.
+//! `HORECON_CUDA_FAST_DOUBLE=1` runs the NUFFTs in float64 in every
+//! precision mode (a benchmark knob).
 
 use super::context::{device, unavailable};
 use super::launch::{launch_over, Args};
-use super::memory::{knob, DeviceBuffer, Stream};
+use super::memory::{knob, setting, DeviceBuffer, Stream};
 use super::nufft::CudaNufft;
 use super::operator::check_index_range;
 use super::space::{solve_on, DeviceNormal};
@@ -127,6 +129,9 @@ impl CudaFast {
                 "the CUDA fast path handles at most 2^31 - 1 lattice points ({g})"
             )));
         }
+        // HORECON_CUDA_FAST_DOUBLE=1: float64 NUFFTs (which may take σ = 1.25
+        // where float32 may not), for the benchmark's comparison.
+        let double = double || setting("HORECON_CUDA_FAST_DOUBLE") == Some(1);
         let complex_bytes = if double { 16 } else { 8 };
         let per_coil = k
             .checked_mul(g + m)
@@ -209,10 +214,19 @@ impl CudaFast {
             start += count;
         }
         let name = format!(
-            "cuda:{ordinal} (fast path on the device, K = {k}, NUFFT tolerance {tolerance:.1e}, \
-             {} chunk(s) of {chunk} coil(s))",
+            "cuda:{ordinal} (fast path on the device, K = {k}, NUFFT tolerance {tolerance:.1e} \
+             sigma {} {}, {} chunk(s) of {chunk} coil(s))",
+            full.forward.spec().kernel.upsampling.factor(),
+            if double { "float64" } else { "float32" },
             chunks.len()
         );
+        if setting("HORECON_CUDA_FAST_VERBOSE") == Some(1) {
+            eprintln!(
+                "horecon: {name}: E by {}; EH by {}",
+                full.forward.describe(),
+                full.adjoint.describe()
+            );
+        }
         let work = Work::new(&device, sizes)?;
         Ok(CudaFast {
             core: CudaCore::new(device, sizes, precision)?,

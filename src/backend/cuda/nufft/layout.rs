@@ -208,6 +208,88 @@ pub fn subproblems(counts: &[i32], max_points: usize) -> (Vec<i32>, Vec<[i32; 3]
     (starts, list)
 }
 
+/// Colours of the `nbins` bins of one axis such that two bins of one colour
+/// have disjoint tiles (bin + w cells from bin start − ⌊w/2⌋, modulo the
+/// periodic n_f): greedy over the bins; `None` when a tile would wrap onto
+/// itself (bin + w > n_f).
+fn axis_colours(fine: usize, bin: usize, nbins: usize, width: usize) -> Option<Vec<usize>> {
+    let tile = bin + width;
+    if tile > fine {
+        return None;
+    }
+    let (fine, tile, pad) = (fine as i64, tile as i64, (width / 2) as i64);
+    let start = |i: usize| i as i64 * bin as i64 - pad;
+    let overlap = |i: usize, j: usize| {
+        [-fine, 0, fine].iter().any(|&k| {
+            let (a, c) = (start(i), start(j) + k);
+            a < c + tile && c < a + tile
+        })
+    };
+    let mut colours: Vec<usize> = Vec::with_capacity(nbins);
+    for i in 0..nbins {
+        let taken: Vec<usize> = (0..i)
+            .filter(|&j| overlap(i, j))
+            .map(|j| colours[j])
+            .collect();
+        colours.push((0..).find(|c| !taken.contains(c)).unwrap_or(0));
+    }
+    Some(colours)
+}
+
+/// The subproblems of `list` ([`subproblems`]) reordered into launches whose
+/// tiles are pairwise disjoint, so spreading may add its tiles to the fine
+/// grid without atomics: classes of bins with one colour per axis
+/// ([`axis_colours`]), and within a class one subproblem per bin at a time.
+/// Returns the reordered list and the launches as (first, count); `None`
+/// when a tile wraps onto itself.
+#[allow(clippy::type_complexity)]
+pub fn disjoint_launches(
+    layout: &Layout,
+    list: &[[i32; 3]],
+) -> Option<(Vec<[i32; 3]>, Vec<(usize, usize)>)> {
+    let mut colours = Vec::with_capacity(3);
+    let mut counts = [1usize; 3];
+    for (a, count) in counts.iter_mut().enumerate() {
+        let c = if a < layout.dim {
+            axis_colours(
+                layout.fine[a],
+                layout.bins[a],
+                layout.nbins[a],
+                layout.width,
+            )?
+        } else {
+            vec![0]
+        };
+        *count = c.iter().max().map_or(1, |m| m + 1);
+        colours.push(c);
+    }
+    let class = |bin: usize| {
+        let i0 = bin % layout.nbins[0];
+        let i1 = (bin / layout.nbins[0]) % layout.nbins[1];
+        let i2 = bin / (layout.nbins[0] * layout.nbins[1]);
+        colours[0][i0] + counts[0] * (colours[1][i1] + counts[1] * colours[2][i2])
+    };
+    let mut keyed: Vec<((usize, usize), [i32; 3])> = Vec::with_capacity(list.len());
+    let mut round = 0;
+    for (i, e) in list.iter().enumerate() {
+        round = if i > 0 && list[i - 1][0] == e[0] {
+            round + 1
+        } else {
+            0
+        };
+        keyed.push(((class(e[0].max(0) as usize), round), *e));
+    }
+    keyed.sort_by_key(|(k, _)| *k);
+    let mut launches: Vec<(usize, usize)> = Vec::new();
+    for (i, (k, _)) in keyed.iter().enumerate() {
+        match launches.last_mut() {
+            Some((_, count)) if i > 0 && keyed[i - 1].0 == *k => *count += 1,
+            _ => launches.push((i, 1)),
+        }
+    }
+    Some((keyed.into_iter().map(|(_, e)| e).collect(), launches))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -291,5 +373,71 @@ mod tests {
         }
         assert_eq!(covered, 3079);
         assert_eq!(list.len(), 1 + 2 + 1 + 2);
+    }
+
+    #[test]
+    fn disjoint_launches_never_overlap_tiles() {
+        // Odd and even bin counts, a short last bin, 1D to 3D.
+        let mut checked = 0;
+        for (sizes, tol) in [
+            (vec![96i64, 96, 96], 2.5e-4),
+            (vec![45, 37, 23], 1e-3),
+            (vec![200, 150], 1e-6),
+            (vec![1000], 1e-3),
+            (vec![7, 9, 11], 1e-3),
+        ] {
+            let layout = Layout::new(&spec(&sizes, tol, false)).unwrap();
+            let counts: Vec<i32> = (0..layout.bins_total())
+                .map(|b| (b % 5) as i32 * 700)
+                .collect();
+            let (_, list) = subproblems(&counts, MAX_SUBPROBLEM);
+            let Some((order, launches)) = disjoint_launches(&layout, &list) else {
+                // Only when a tile wraps onto itself.
+                assert!((0..layout.dim).any(|a| layout.bins[a] + layout.width > layout.fine[a]));
+                continue;
+            };
+            let mut sorted = order.clone();
+            sorted.sort();
+            let mut original = list.clone();
+            original.sort();
+            assert_eq!(sorted, original, "{sizes:?}: a permutation");
+            checked += 1;
+            let covered: usize = launches.iter().map(|l| l.1).sum();
+            assert_eq!(covered, list.len());
+            for &(first, count) in &launches {
+                let mut cells = std::collections::HashSet::new();
+                for e in &order[first..first + count] {
+                    let mut rest = e[0] as usize;
+                    let mut ranges = Vec::new();
+                    for a in 0..3 {
+                        let (nb, b, f) = (layout.nbins[a], layout.bins[a], layout.fine[a]);
+                        let i = rest % nb;
+                        rest /= nb;
+                        let (start, len) = if a < layout.dim {
+                            ((i * b) as i64 - (layout.width / 2) as i64, b + layout.width)
+                        } else {
+                            (0, 1)
+                        };
+                        ranges.push((0..len).map(move |d| (start + d as i64).rem_euclid(f as i64)));
+                    }
+                    let (r0, r1, r2): (Vec<i64>, Vec<i64>, Vec<i64>) = (
+                        ranges[0].clone().collect(),
+                        ranges[1].clone().collect(),
+                        ranges[2].clone().collect(),
+                    );
+                    for z in &r2 {
+                        for y in &r1 {
+                            for x in &r0 {
+                                assert!(
+                                    cells.insert((*x, *y, *z)),
+                                    "{sizes:?}: tiles of one launch overlap at {x},{y},{z}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked >= 3, "only {checked} layouts checked");
     }
 }
