@@ -81,17 +81,10 @@ __device__ __forceinline__ void add_complex_global(complex_t* target, complex_t 
 #endif
 }
 
-// One subproblem's spreading into its tile, then the tile added to the fine
-// grid: by global atomics, or (OWNED) by plain read-modify-write where the
-// launch's tiles are disjoint (src/backend/cuda/nufft/mod.rs launches the
-// subproblems in classes of bins whose tiles never overlap, one subproblem
-// of a bin per launch).
-template <bool OWNED>
-__device__ __forceinline__ void spread_sm(const Geometry& g, const int* __restrict__ sub_bin,
-                                          const int* __restrict__ sub_first, const int* __restrict__ sub_count,
-                                          const int* __restrict__ perm, const int* __restrict__ start,
-                                          const real* __restrict__ offset, const complex_t* __restrict__ c,
-                                          complex_t* __restrict__ fine) {
+extern "C" __global__ void __launch_bounds__(SM_THREADS)
+    nufft_spread_sm(Geometry g, const int* __restrict__ sub_bin, const int* __restrict__ sub_first,
+                    const int* __restrict__ sub_count, const int* __restrict__ perm, const int* __restrict__ start,
+                    const real* __restrict__ offset, const complex_t* __restrict__ c, complex_t* __restrict__ fine) {
     DYNAMIC_SHARED(complex_t, tile);
     const int sp = blockIdx.x;
     const long long t = blockIdx.y;
@@ -120,34 +113,8 @@ __device__ __forceinline__ void spread_sm(const Geometry& g, const int* __restri
     complex_t* ft = fine + t * g.fine_total;
     for (int cell = threadIdx.x; cell < total; cell += blockDim.x) {
         const complex_t v = tile[cell];
-        if (v.x != (real)0 || v.y != (real)0) {
-            complex_t* target = &ft[tile_to_fine(g, origin, cell)];
-            if (OWNED) {
-                complex_t old = *target;
-                old.x += v.x;
-                old.y += v.y;
-                *target = old;
-            } else {
-                add_complex_global(target, v);
-            }
-        }
+        if (v.x != (real)0 || v.y != (real)0) add_complex_global(&ft[tile_to_fine(g, origin, cell)], v);
     }
-}
-
-extern "C" __global__ void __launch_bounds__(SM_THREADS)
-    nufft_spread_sm(Geometry g, const int* __restrict__ sub_bin, const int* __restrict__ sub_first,
-                    const int* __restrict__ sub_count, const int* __restrict__ perm, const int* __restrict__ start,
-                    const real* __restrict__ offset, const complex_t* __restrict__ c, complex_t* __restrict__ fine) {
-    spread_sm<false>(g, sub_bin, sub_first, sub_count, perm, start, offset, c, fine);
-}
-
-// The same for one class of disjoint tiles (sub_* point at the class's first subproblem).
-extern "C" __global__ void __launch_bounds__(SM_THREADS)
-    nufft_spread_sm_owned(Geometry g, const int* __restrict__ sub_bin, const int* __restrict__ sub_first,
-                          const int* __restrict__ sub_count, const int* __restrict__ perm,
-                          const int* __restrict__ start, const real* __restrict__ offset,
-                          const complex_t* __restrict__ c, complex_t* __restrict__ fine) {
-    spread_sm<true>(g, sub_bin, sub_first, sub_count, perm, start, offset, c, fine);
 }
 
 extern "C" __global__ void __launch_bounds__(SM_THREADS)

@@ -16,8 +16,8 @@
 //! Coils are chunked so that the K·B grids and non-uniform vectors take at
 //! most a third of the free device memory (`HORECON_CUDA_FAST_COILS` caps B:
 //! a test hook); every allocation failure is `OutOfMemory`.
-//! `HORECON_CUDA_FAST_DOUBLE=1` runs the NUFFTs in float64 in every
-//! precision mode (a benchmark knob).
+//! `HORECON_CUDA_FAST_VERBOSE=1` prints the NUFFT pair's layout when the
+//! operator is built (a benchmark knob).
 
 use super::context::{device, unavailable};
 use super::launch::{launch_over, Args};
@@ -129,9 +129,6 @@ impl CudaFast {
                 "the CUDA fast path handles at most 2^31 - 1 lattice points ({g})"
             )));
         }
-        // HORECON_CUDA_FAST_DOUBLE=1: float64 NUFFTs (which may take σ = 1.25
-        // where float32 may not), for the benchmark's comparison.
-        let double = double || setting("HORECON_CUDA_FAST_DOUBLE") == Some(1);
         let complex_bytes = if double { 16 } else { 8 };
         let per_coil = k
             .checked_mul(g + m)

@@ -50,8 +50,6 @@ pub struct Kernels {
     pub bin_count: CudaFunction,
     pub bin_scatter: CudaFunction,
     pub spread_tiles: CudaFunction,
-    /// Spreading for one class of disjoint tiles (no global atomics).
-    pub spread_tiles_owned: CudaFunction,
     pub interp_tiles: CudaFunction,
     pub spread_points: CudaFunction,
     pub interp_points: CudaFunction,
@@ -72,7 +70,6 @@ impl Kernels {
             bin_count: f("nufft_bin_count")?,
             bin_scatter: f("nufft_bin_scatter")?,
             spread_tiles: f("nufft_spread_sm")?,
-            spread_tiles_owned: f("nufft_spread_sm_owned")?,
             interp_tiles: f("nufft_interp_sm")?,
             spread_points: f("nufft_spread_gm")?,
             interp_points: f("nufft_interp_gm")?,
@@ -83,11 +80,7 @@ impl Kernels {
             // The same for every plan of the module (a smaller value set by one
             // plan would fail another's launch).
             let limit = shared_limit(device)?;
-            for k in [
-                &kernels.spread_tiles,
-                &kernels.spread_tiles_owned,
-                &kernels.interp_tiles,
-            ] {
+            for k in [&kernels.spread_tiles, &kernels.interp_tiles] {
                 // SAFETY: a loaded function; the size is the device's own opt-in limit or less.
                 unsafe {
                     result::function::set_function_attribute(

@@ -64,9 +64,6 @@ struct Sorted {
     subproblems: usize,
     /// Bins holding at least one point.
     busy_bins: usize,
-    /// Launches (first subproblem, count) of pairwise disjoint tiles for
-    /// spreading without global atomics; empty = one launch with atomics.
-    disjoint: Vec<(usize, usize)>,
 }
 
 /// The per-call state: fine grids for a chunk of transforms and the cuFFT
@@ -231,12 +228,8 @@ impl CudaNufft {
             geometry.nbins[a] = layout.nbins[a] as i32;
             geometry.bins[a] = layout.bins[a] as i32;
         }
-        // HORECON_CUDA_NUFFT_OWNED=1: type 1 adds its tiles to the fine grid
-        // in launches of disjoint tiles, without atomics.
-        let owned = spec.kind == NufftType::One
-            && super::memory::setting("HORECON_CUDA_NUFFT_OWNED") == Some(1);
         let sorted = sort(
-            &device, &layout, &kernels, geometry, points, npoints, double, owned, s,
+            &device, &layout, &kernels, geometry, points, npoints, double, s,
         )?;
         geometry.subproblems = sorted.subproblems as i32;
         let method = layout.method(npoints, sorted.busy_bins, spec.kind == NufftType::One);
@@ -294,13 +287,8 @@ impl CudaNufft {
     /// How it spreads/interpolates, its bins and chunk (for benchmarks and logs).
     pub fn describe(&self) -> String {
         format!(
-            "{:?}{}, dim {}, w {}, fine {:?}, bins {:?} ({} busy, {} subproblems), {} transforms per chunk, {}",
+            "{:?}, dim {}, w {}, fine {:?}, bins {:?} ({} busy, {} subproblems), {} transforms per chunk, {}",
             self.method,
-            if self.sorted.disjoint.is_empty() {
-                String::new()
-            } else {
-                format!(" ({} launches of disjoint tiles)", self.sorted.disjoint.len())
-            },
             self.layout.dim,
             self.layout.width,
             &self.layout.fine[..self.layout.dim],
@@ -403,30 +391,6 @@ impl CudaNufft {
         let s = &self.sorted;
         let (source, target) = if spread { (c, fine) } else { (fine, c) };
         match self.method {
-            Method::Tiles if spread && !s.disjoint.is_empty() => {
-                for &(first, count) in &s.disjoint {
-                    let at = |p: u64| p + (first * std::mem::size_of::<i32>()) as u64;
-                    launch(
-                        &self.kernels.spread_tiles_owned,
-                        (count as u32, b as u32),
-                        self.tile_threads,
-                        self.layout.shared_bytes(),
-                        stream,
-                        &[
-                            Arg::Geometry(g),
-                            Arg::Ptr(at(s.sub_bin.ptr)),
-                            Arg::Ptr(at(s.sub_first.ptr)),
-                            Arg::Ptr(at(s.sub_count.ptr)),
-                            Arg::Ptr(s.perm.ptr),
-                            Arg::Ptr(s.start.ptr),
-                            Arg::Ptr(s.offset.ptr),
-                            Arg::Ptr(source),
-                            Arg::Ptr(target),
-                        ],
-                    )?;
-                }
-                Ok(())
-            }
             Method::Tiles => launch(
                 if spread {
                     &self.kernels.spread_tiles
@@ -622,7 +586,6 @@ fn sort(
     points: &[f64],
     npoints: usize,
     double: bool,
-    owned: bool,
     s: Stream,
 ) -> Result<Sorted> {
     let m = npoints;
@@ -654,14 +617,7 @@ fn sort(
     )?;
     let mut host_counts = try_vec(layout.bins_total(), 0i32, "NUFFT bin counts (host copy)")?;
     counts.download(&mut host_counts, s)?;
-    let (starts, mut list) = layout::subproblems(&host_counts, MAX_SUBPROBLEM);
-    let mut disjoint = Vec::new();
-    if owned {
-        if let Some((order, launches)) = layout::disjoint_launches(layout, &list) {
-            list = order;
-            disjoint = launches;
-        }
-    }
+    let (starts, list) = layout::subproblems(&host_counts, MAX_SUBPROBLEM);
     let bin_start = DeviceBuffer::from_host(device, &starts, "NUFFT bin starts")?;
     let real_bytes = if double { 8 } else { 4 };
     let perm = DeviceBuffer::new::<i32>(device, m, "NUFFT sorted order (M)")?;
@@ -698,7 +654,6 @@ fn sort(
         sub_count: DeviceBuffer::from_host(device, &column(2), "NUFFT subproblems")?,
         subproblems: list.len(),
         busy_bins: host_counts.iter().filter(|&&c| c > 0).count(),
-        disjoint,
     };
     // The temporaries are freed on return: wait for the scatter first.
     sync(s, "sorting the NUFFT points")?;
