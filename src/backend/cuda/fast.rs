@@ -276,11 +276,6 @@ impl CudaFast {
         self.rank
     }
 
-    /// Coils per chunk (all coils when they fit at once).
-    pub fn coil_chunk(&self) -> usize {
-        self.chunk
-    }
-
     /// The NUFFTs' layout (for benchmarks and logs).
     pub fn describe(&self) -> String {
         self.chunks
@@ -422,28 +417,6 @@ impl CudaFast {
     fn lock(&self) -> Result<WorkGuard<'_>> {
         let key = self as *const CudaFast as usize;
         WorkGuard::lock(&self.work, key, &self.core.device, self.core.sizes)
-    }
-
-    /// Seconds of the fastest of `reps` device-resident applications of E
-    /// (`forward`) or Eᴴ, no host transfers (for benchmarks).
-    pub fn time_resident(&self, forward: bool, reps: usize) -> Result<f64> {
-        let w = self.lock()?;
-        let s = Stream(w.stream.cu_stream());
-        w.image.zero(s)?;
-        w.data.zero(s)?;
-        let mut best = f64::INFINITY;
-        for _ in 0..reps.max(1) {
-            s.synchronize("timing")?;
-            let t = std::time::Instant::now();
-            if forward {
-                self.forward_dev(&w.image, &w.data, None, s)?;
-            } else {
-                self.adjoint_with(&w.data, &w.image_out, s)?;
-            }
-            s.synchronize("timing")?;
-            best = best.min(t.elapsed().as_secs_f64());
-        }
-        Ok(best)
     }
 }
 
