@@ -11,7 +11,13 @@
 //!   HORECON_BENCH_EXACT=full|estimate|none (default estimate: the exact E and
 //!       Eᴴ timed on 1/16 of the samples and scaled by 16; exact EᴴE = E + Eᴴ)
 //!   HORECON_BENCH_CG=N                     also N CG iterations, fast and
-//!       (when HORECON_BENCH_EXACT=full) exact, set-up included
+//!       (when HORECON_BENCH_EXACT=full) exact, set-up included (the fast
+//!       one also on the prepared plan)
+//!   HORECON_BENCH_CHECK=16                 samples and voxels checked against float64
+//!       direct sums (0: none)
+//!   HORECON_BENCH_VERBOSITY=2             the plans' verbosity (2: set-up times)
+//!   HORECON_BENCH_REPS=3                   fast E, Eᴴ, EᴴE: the best of so many
+//!       calls; exact (full): one warm-up call, then one timed
 //! On a CUDA plan everything runs through the plan's backend; the lines
 //! printed say where (`backend`).
 
@@ -89,6 +95,7 @@ fn main() {
     let cg_iterations: usize = env("HORECON_BENCH_CG", 0);
     let options = Options {
         backend,
+        verbosity: env("HORECON_BENCH_VERBOSITY", 0),
         ..Options::default()
     };
     for name in &cases {
@@ -105,12 +112,25 @@ fn main() {
         let mut info = None;
         let setup = seconds(|| info = Some(fast.approximation_info().expect("prepare")));
         let info = info.unwrap_or_default();
+        // The best of `reps` calls (the first included), host transfers included.
+        let reps: usize = env("HORECON_BENCH_REPS", 3);
+        let best = |mut f: Box<dyn FnMut() + '_>| -> f64 {
+            (0..reps.max(1))
+                .map(|_| seconds(&mut f))
+                .fold(f64::INFINITY, f64::min)
+        };
         let mut y = vec![Complex32::default(); m * l];
-        let forward = seconds(|| fast.forward(&image, &mut y).expect("fast forward"));
+        let forward = best(Box::new(|| {
+            fast.forward(&image, &mut y).expect("fast forward")
+        }));
         let mut x = vec![Complex32::default(); n];
-        let adjoint = seconds(|| fast.adjoint(&data, &mut x).expect("fast adjoint"));
+        let adjoint = best(Box::new(|| {
+            fast.adjoint(&data, &mut x).expect("fast adjoint")
+        }));
         let mut z = vec![Complex32::default(); n];
-        let normal = seconds(|| fast.normal(&image, &mut z).expect("fast normal"));
+        let normal = best(Box::new(|| {
+            fast.normal(&image, &mut z).expect("fast normal")
+        }));
         let backend_name = fast
             .operator()
             .map(|o| o.backend_name())
@@ -124,8 +144,9 @@ fn main() {
             sample: features.sample,
             terms: features.terms,
         };
-        let rows: Vec<usize> = (0..16).map(|i| (i * 7919 + 13) % m).collect();
-        let voxels: Vec<usize> = (0..16).map(|i| (i * 104729 + 7) % n).collect();
+        let checks: usize = env("HORECON_BENCH_CHECK", 16);
+        let rows: Vec<usize> = (0..checks).map(|i| (i * 7919 + 13) % m).collect();
+        let voxels: Vec<usize> = (0..checks).map(|i| (i * 104729 + 7) % n).collect();
         let want_rows: Vec<Complex64> = rows
             .iter()
             .flat_map(|&j| reference.forward_at(&image, j))
@@ -161,9 +182,12 @@ fn main() {
         let exact = case.plan(options);
         let (exact_forward, exact_adjoint) = match exact_mode.as_str() {
             "full" => {
+                // One warm-up call each (kernel compilation), then timed.
                 let mut d = vec![Complex32::default(); m * l];
+                exact.forward(&image, &mut d).expect("exact forward");
                 let f = seconds(|| exact.forward(&image, &mut d).expect("exact forward"));
                 let mut o = vec![Complex32::default(); n];
+                exact.adjoint(&data, &mut o).expect("exact adjoint");
                 let a = seconds(|| exact.adjoint(&data, &mut o).expect("exact adjoint"));
                 (f, a)
             }
@@ -202,7 +226,14 @@ fn main() {
                     .expect("set_approximation");
                 plan.cg(&y, &cg, &mut solution).expect("fast cg");
             });
-            println!("{name}: fast CG {cg_iterations} iterations, set-up included: {fresh:.3} s");
+            let mut again = vec![Complex32::default(); n];
+            let prepared = seconds(|| {
+                fast.cg(&y, &cg, &mut again).expect("fast cg");
+            });
+            println!(
+                "{name}: fast CG {cg_iterations} iterations, set-up included: {fresh:.3} s; \
+                 on the prepared plan: {prepared:.3} s"
+            );
             if exact_mode == "full" {
                 let mut reference_solution = vec![Complex32::default(); n];
                 let t = seconds(|| {

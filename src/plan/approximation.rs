@@ -5,12 +5,21 @@
 //! the exact path, with the reason kept for [`Plan::approximation_info`].
 
 use super::Plan;
+use crate::backend::cuda::fast::CudaFast;
 use crate::backend::fast::{certificate, nufft_tolerance, FastOperator};
 use crate::error::{Error, Result, Status};
 use crate::model::separation::Separation;
 use crate::model::Features;
 use crate::op::EncodingOperator;
+use crate::plan::BackendKind;
 use std::sync::Arc;
+
+/// Whether CUDA plans run the fast path device-resident ([`CudaFast`]):
+/// yes unless `HORECON_CUDA_FAST_DEVICE=0` (then the CPU-side products with
+/// the NUFFTs through the CUDA executor's host interface, the earlier path).
+fn device_resident() -> bool {
+    crate::backend::cuda::memory::setting("HORECON_CUDA_FAST_DEVICE") != Some(0)
+}
 
 /// The smallest tolerance accepted (float32 data and NUFFTs).
 pub const MIN_APPROXIMATION: f64 = 1e-5;
@@ -105,24 +114,45 @@ impl Plan {
     fn build_fast_path(&self) -> Result<FastPath> {
         let features = self.model.features()?;
         let tolerance = self.approximation;
+        let started = std::time::Instant::now();
         let separation = match Separation::new(&self.model, &features, EXPANSION_SHARE * tolerance)
         {
             Ok(s) => s,
             Err(e) if e.status == Status::InvalidArgument => return Ok(inactive(e.message)),
             Err(e) => return Err(e),
         };
-        let build = |sensitivities: Option<&[num_complex::Complex32]>, sizes| {
-            FastOperator::new(
+        let build = |sensitivities: Option<&[num_complex::Complex32]>,
+                     sizes|
+         -> Result<Arc<dyn EncodingOperator>> {
+            let nufft = nufft_tolerance(tolerance, self.options.precision);
+            let device = usize::try_from(self.options.device).map_err(|_| {
+                Error::invalid(format!("device must be >= 0, got {}", self.options.device))
+            })?;
+            if self.backend == BackendKind::Cuda && device_resident() {
+                match CudaFast::new(
+                    &separation,
+                    sensitivities,
+                    sizes,
+                    nufft,
+                    self.options.precision,
+                    device,
+                ) {
+                    Err(e) if e.status == Status::BackendUnavailable => {}
+                    built => return Ok(Arc::new(built?)),
+                }
+            }
+            Ok(Arc::new(FastOperator::new(
                 &separation,
                 sensitivities,
                 sizes,
-                nufft_tolerance(tolerance, self.options.precision),
-                (self.backend, self.options.device as usize),
+                nufft,
+                (self.backend, device),
                 self.pool.clone(),
-            )
+            )?))
         };
-        let operator: Arc<dyn EncodingOperator> =
-            Arc::new(build(self.model.sensitivities.as_deref(), self.sizes())?);
+        let separated = started.elapsed().as_secs_f64();
+        let operator = build(self.model.sensitivities.as_deref(), self.sizes())?;
+        let built = started.elapsed().as_secs_f64();
         // The certificate on a few coils (the expansion is the same for all).
         let estimated_error =
             match certificate::coil_subset(self.model.sensitivities.as_deref(), self.sizes())? {
@@ -141,7 +171,7 @@ impl Plan {
                         ..features
                     };
                     certificate::estimate(
-                        &probe,
+                        probe.as_ref(),
                         &probe_features,
                         subset.sizes,
                         self.backend,
@@ -150,6 +180,16 @@ impl Plan {
                     )?
                 }
             };
+        if self.options.verbosity >= 2 {
+            eprintln!(
+                "horecon: fast path set-up: expansion (K = {}) {separated:.3} s, operator {:.3} s, \
+                 certificate {:.3} s; {}",
+                separation.rank,
+                built - separated,
+                started.elapsed().as_secs_f64() - built,
+                operator.backend_name()
+            );
+        }
         Ok(FastPath {
             operator: Some(operator),
             info: ApproximationInfo {

@@ -25,6 +25,7 @@
 
 pub mod cartesian;
 pub mod context;
+pub mod fast;
 mod fd;
 pub mod fft;
 mod launch;

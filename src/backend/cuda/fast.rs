@@ -1,0 +1,478 @@
+//! The fast path on one GPU, device-resident (issue 17; FAST-PATH.md §3):
+//! the separated operator of [`crate::model::separation`]
+//!
+//! $$E\rho = \sum_l \tilde a_l \odot \mathrm{NUFFT}_2^{+}(b_l \odot S_c \odot \rho),\qquad
+//!   E^H d = \sum_c \bar S_c \odot \sum_l \bar b_l \odot \mathrm{NUFFT}_1^{-}(\bar{\tilde a}_l \odot d_c)$$
+//!
+//! with ã_l, b_l, S_c, the lattice index and the NUFFT plans (points sorted
+//! once) uploaded when the operator is built. Per chunk of B coils: one
+//! kernel forms the K·B grids b_l·S_c·ρ in the NUFFT's mode layout
+//! (kernels/fast.cu `fast_grids`), one batched type-2
+//! [`CudaNufft::execute_device`], one kernel sums Σ_l ã_l·y_{l,c} (times the
+//! sample weights, `fast_collect`); Eᴴ is its exact adjoint (`fast_spread_data`,
+//! type 1, `fast_gather`). EᴴWE = Eᴴ(W·E x) on the device and CG runs on the
+//! device ([`super::space`]), so only CG's data go up and its image comes down.
+//!
+//! Coils are chunked so that the K·B grids and non-uniform vectors take at
+//! most a third of the free device memory (`HORECON_CUDA_FAST_COILS` caps B:
+//! a test hook); every allocation failure is `OutOfMemory`.
+//! `HORECON_CUDA_FAST_VERBOSE=1` prints the NUFFT pair's layout when the
+//! operator is built (a benchmark knob).
+
+use super::context::{device, unavailable};
+use super::launch::{launch_over, Args};
+use super::memory::{knob, setting, DeviceBuffer, Stream};
+use super::nufft::CudaNufft;
+use super::operator::check_index_range;
+use super::space::{solve_on, DeviceNormal};
+use super::vectors::{upload_sensitivities, CudaCore};
+use super::work::{take, Work, WorkGuard};
+use crate::error::{try_collect, Error, Result};
+use crate::model::separation::Separation;
+use crate::model::Sizes;
+use crate::nufft::plan::choose_upsampling;
+use crate::nufft::{Modes, NufftSpec, NufftType};
+use crate::op::{CgReport, EncodingOperator, Precision};
+use crate::solver::CgProblem;
+use cudarc::driver::CudaFunction;
+use num_complex::{Complex32, Complex64};
+use std::sync::{Arc, Mutex};
+
+const SOURCE: &str = include_str!("../../../kernels/fast.cu");
+
+/// The kernels of kernels/fast.cu in one arithmetic.
+struct Kernels {
+    grids: CudaFunction,
+    collect: CudaFunction,
+    spread_data: CudaFunction,
+    gather: CudaFunction,
+}
+
+/// The NUFFT pair of a chunk of `coils` coils (K·coils transforms).
+struct Transforms {
+    coils: usize,
+    forward: CudaNufft,
+    adjoint: CudaNufft,
+}
+
+/// The K·B grids and K·B non-uniform vectors of one call.
+struct Buffers {
+    grids: DeviceBuffer,
+    samples: DeviceBuffer,
+}
+
+/// The separated E, Eᴴ and EᴴWE on one GPU, everything on the device.
+pub struct CudaFast {
+    core: CudaCore,
+    kernels: Kernels,
+    rank: usize,
+    grid_points: usize,
+    /// Bytes per complex value of the NUFFT's arithmetic (8 or 16).
+    complex_bytes: usize,
+    /// Grid index per voxel (N int), `None` = the voxel index.
+    index: Option<DeviceBuffer>,
+    /// ã_l(t_j), K×M REAL2.
+    temporal: DeviceBuffer,
+    /// b_l(r_n), K×N REAL2.
+    spatial: DeviceBuffer,
+    sensitivities: Option<DeviceBuffer>,
+    /// Coils per full chunk.
+    chunk: usize,
+    /// The full chunks' pair, and the last, smaller chunk's when L is not a multiple.
+    chunks: Vec<Arc<Transforms>>,
+    buffers: Mutex<Option<Buffers>>,
+    work: Mutex<Work>,
+    name: String,
+}
+
+/// `values` as interleaved REAL2 (float64 pairs when `double`) on `device`.
+fn upload_complex(
+    device: &Arc<super::context::Device>,
+    values: &[Complex64],
+    double: bool,
+    what: &str,
+) -> Result<DeviceBuffer> {
+    if double {
+        let raw = try_collect(values.iter().map(|c| [c.re, c.im]), what)?;
+        DeviceBuffer::from_host(device, &raw, what)
+    } else {
+        let raw = try_collect(values.iter().map(|c| [c.re as f32, c.im as f32]), what)?;
+        DeviceBuffer::from_host(device, &raw, what)
+    }
+}
+
+impl CudaFast {
+    /// The operator of `separation` on device `ordinal` with NUFFTs of
+    /// relative tolerance `tolerance` (float64 arithmetic when `double`);
+    /// CG's vector kernels in `precision`. `BackendUnavailable` without a
+    /// GPU, NVRTC or cuFFT.
+    pub fn new(
+        separation: &Separation,
+        sensitivities: Option<&[Complex32]>,
+        sizes: Sizes,
+        (tolerance, double): (f64, bool),
+        precision: Precision,
+        ordinal: usize,
+    ) -> Result<CudaFast> {
+        check_index_range(sizes)?;
+        let device = device(ordinal).map_err(unavailable)?;
+        super::fft::available().map_err(unavailable)?;
+        let lattice = &separation.lattice;
+        let ndims = separation.ndims;
+        let sizes_i64: Vec<i64> = lattice.modes[..ndims].iter().map(|&m| m as i64).collect();
+        let modes = Modes::new(ndims as i32, &sizes_i64)?;
+        let k = separation.rank;
+        let (m, coils) = (sizes.samples, sizes.coils);
+        let g = lattice.grid_points();
+        if g > i32::MAX as usize {
+            return Err(Error::invalid(format!(
+                "the CUDA fast path handles at most 2^31 - 1 lattice points ({g})"
+            )));
+        }
+        let complex_bytes = if double { 16 } else { 8 };
+        let per_coil = k
+            .checked_mul(g + m)
+            .and_then(|v| v.checked_mul(complex_bytes))
+            .ok_or_else(|| Error::out_of_memory("fast-path buffers: size overflows"))?;
+        let (free, _) = device.memory()?;
+        let mut chunk = ((free / 3) / per_coil.max(1)).clamp(1, coils);
+        if let Some(cap) = knob("HORECON_CUDA_FAST_COILS") {
+            chunk = chunk.min(cap);
+        }
+        // Balanced chunks: as many as needed, as equal as possible.
+        chunk = coils.div_ceil(coils.div_ceil(chunk));
+
+        let source =
+            |name: &str| device.function("fast", SOURCE, &[("DOUBLE", i64::from(double))], name);
+        let kernels = Kernels {
+            grids: source("fast_grids")?,
+            collect: source("fast_collect")?,
+            spread_data: source("fast_spread_data")?,
+            gather: source("fast_gather")?,
+        };
+        let index = match &lattice.index {
+            Some(idx) => {
+                let raw = try_collect(idx.iter().map(|&i| i as i32), "lattice index (N)")?;
+                Some(DeviceBuffer::from_host(&device, &raw, "lattice index (N)")?)
+            }
+            None => None,
+        };
+        let temporal = upload_complex(
+            &device,
+            &separation.temporal,
+            double,
+            "expansion a_l(t) (K x M)",
+        )?;
+        let spatial = upload_complex(
+            &device,
+            &separation.spatial,
+            double,
+            "expansion b_l(r) (K x N)",
+        )?;
+        let sensitivities = upload_sensitivities(&device, sensitivities)?;
+        let buffers = Self::make_buffers(&device, k, g, m, chunk, complex_bytes)?;
+
+        let upsampling = choose_upsampling(&modes, m, tolerance, double);
+        let make = |count: usize| -> Result<Arc<Transforms>> {
+            let transforms = i32::try_from(k * count)
+                .map_err(|_| Error::invalid("too many NUFFT transforms"))?;
+            let spec = |kind, sign| {
+                NufftSpec::new(
+                    kind,
+                    modes,
+                    sign,
+                    tolerance,
+                    transforms,
+                    double,
+                    Some(upsampling),
+                )
+            };
+            Ok(Arc::new(Transforms {
+                coils: count,
+                forward: CudaNufft::new(&spec(NufftType::Two, 1)?, &separation.points, m, ordinal)?,
+                adjoint: CudaNufft::new(
+                    &spec(NufftType::One, -1)?,
+                    &separation.points,
+                    m,
+                    ordinal,
+                )?,
+            }))
+        };
+        let full = make(chunk)?;
+        let mut chunks = Vec::new();
+        let mut start = 0;
+        while start < coils {
+            let count = chunk.min(coils - start);
+            chunks.push(if count == chunk {
+                full.clone()
+            } else {
+                make(count)?
+            });
+            start += count;
+        }
+        let name = format!(
+            "cuda:{ordinal} (fast path on the device, K = {k}, NUFFT tolerance {tolerance:.1e} \
+             sigma {} {}, {} chunk(s) of {chunk} coil(s))",
+            full.forward.spec().kernel.upsampling.factor(),
+            if double { "float64" } else { "float32" },
+            chunks.len()
+        );
+        if setting("HORECON_CUDA_FAST_VERBOSE") == Some(1) {
+            eprintln!(
+                "horecon: {name}: E by {}; EH by {}",
+                full.forward.describe(),
+                full.adjoint.describe()
+            );
+        }
+        let work = Work::new(&device, sizes)?;
+        Ok(CudaFast {
+            core: CudaCore::new(device, sizes, precision)?,
+            kernels,
+            rank: k,
+            grid_points: g,
+            complex_bytes,
+            index,
+            temporal,
+            spatial,
+            sensitivities,
+            chunk,
+            chunks,
+            buffers: Mutex::new(Some(buffers)),
+            work: Mutex::new(work),
+            name,
+        })
+    }
+
+    fn make_buffers(
+        device: &Arc<super::context::Device>,
+        k: usize,
+        g: usize,
+        m: usize,
+        chunk: usize,
+        complex_bytes: usize,
+    ) -> Result<Buffers> {
+        let bytes = |count: usize, what: &str| {
+            k.checked_mul(chunk)
+                .and_then(|t| t.checked_mul(count))
+                .and_then(|v| v.checked_mul(complex_bytes))
+                .ok_or_else(|| Error::out_of_memory(format!("{what}: size overflows")))
+        };
+        Ok(Buffers {
+            grids: DeviceBuffer::new::<u8>(
+                device,
+                bytes(g, "fast-path grids")?,
+                &format!("fast-path grids (K x {chunk} coils x {g} modes)"),
+            )?,
+            samples: DeviceBuffer::new::<u8>(
+                device,
+                bytes(m, "fast-path samples")?,
+                &format!("fast-path samples (K x {chunk} coils x {m})"),
+            )?,
+        })
+    }
+
+    /// K.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// The NUFFTs' layout (for benchmarks and logs).
+    pub fn describe(&self) -> String {
+        self.chunks
+            .first()
+            .map_or_else(String::new, |t| t.forward.describe())
+    }
+
+    fn ptr(buffer: &Option<DeviceBuffer>) -> u64 {
+        buffer.as_ref().map_or(0, |b| b.ptr)
+    }
+
+    fn buffers(&self) -> Result<impl std::ops::Deref<Target = Buffers> + '_> {
+        take(&self.buffers, || {
+            Self::make_buffers(
+                &self.core.device,
+                self.rank,
+                self.grid_points,
+                self.core.sizes.samples,
+                self.chunk,
+                self.complex_bytes,
+            )
+        })
+    }
+
+    /// Cancellation point after chunk `done` of several.
+    fn checkpoint(&self, done: usize, s: Stream) -> Result<()> {
+        let total = self.chunks.len();
+        if total > 1 {
+            super::checkpoint(s, done as f64 / total as f64)?;
+        }
+        Ok(())
+    }
+
+    /// out (M×L double2) = W·E x for device x (N double2); `weights` M float64.
+    fn forward_dev(
+        &self,
+        x: &DeviceBuffer,
+        out: &DeviceBuffer,
+        weights: Option<&DeviceBuffer>,
+        s: Stream,
+    ) -> Result<()> {
+        let Sizes {
+            voxels: n,
+            samples: m,
+            ..
+        } = self.core.sizes;
+        let buf = self.buffers()?;
+        let mut c0 = 0;
+        for (i, t) in self.chunks.iter().enumerate() {
+            if self.index.is_some() {
+                buf.grids.zero(s)?;
+            }
+            launch_over(
+                &self.kernels.grids,
+                n * t.coils,
+                s,
+                Args::default()
+                    .ptr(x.ptr)
+                    .ptr(Self::ptr(&self.sensitivities))
+                    .ptr(self.spatial.ptr)
+                    .ptr(Self::ptr(&self.index))
+                    .int(n as i64)
+                    .int(self.grid_points as i64)
+                    .i32(self.rank as i32)
+                    .i32(c0 as i32)
+                    .i32(t.coils as i32)
+                    .ptr(buf.grids.ptr),
+            )?;
+            t.forward
+                .execute_device(buf.samples.ptr, buf.grids.ptr, s)?;
+            launch_over(
+                &self.kernels.collect,
+                m * t.coils,
+                s,
+                Args::default()
+                    .ptr(buf.samples.ptr)
+                    .ptr(self.temporal.ptr)
+                    .ptr(weights.map_or(0, |w| w.ptr))
+                    .int(m as i64)
+                    .i32(self.rank as i32)
+                    .i32(c0 as i32)
+                    .i32(t.coils as i32)
+                    .ptr(out.ptr),
+            )?;
+            c0 += t.coils;
+            self.checkpoint(i + 1, s)?;
+        }
+        Ok(())
+    }
+
+    /// out (N double2) = Eᴴ d for device d (M×L double2).
+    fn adjoint_with(&self, d: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
+        let Sizes {
+            voxels: n,
+            samples: m,
+            ..
+        } = self.core.sizes;
+        let buf = self.buffers()?;
+        let mut c0 = 0;
+        for (i, t) in self.chunks.iter().enumerate() {
+            launch_over(
+                &self.kernels.spread_data,
+                m * t.coils,
+                s,
+                Args::default()
+                    .ptr(d.ptr)
+                    .ptr(self.temporal.ptr)
+                    .int(m as i64)
+                    .i32(self.rank as i32)
+                    .i32(c0 as i32)
+                    .i32(t.coils as i32)
+                    .ptr(buf.samples.ptr),
+            )?;
+            t.adjoint
+                .execute_device(buf.samples.ptr, buf.grids.ptr, s)?;
+            launch_over(
+                &self.kernels.gather,
+                n,
+                s,
+                Args::default()
+                    .ptr(buf.grids.ptr)
+                    .ptr(Self::ptr(&self.sensitivities))
+                    .ptr(self.spatial.ptr)
+                    .ptr(Self::ptr(&self.index))
+                    .int(n as i64)
+                    .int(self.grid_points as i64)
+                    .i32(self.rank as i32)
+                    .i32(c0 as i32)
+                    .i32(t.coils as i32)
+                    .i32(i32::from(c0 > 0))
+                    .ptr(out.ptr),
+            )?;
+            c0 += t.coils;
+            self.checkpoint(i + 1, s)?;
+        }
+        Ok(())
+    }
+
+    fn lock(&self) -> Result<WorkGuard<'_>> {
+        let key = self as *const CudaFast as usize;
+        WorkGuard::lock(&self.work, key, &self.core.device, self.core.sizes)
+    }
+}
+
+impl DeviceNormal for CudaFast {
+    fn adjoint_dev(&self, d: &DeviceBuffer, out: &DeviceBuffer, stream: Stream) -> Result<()> {
+        self.adjoint_with(d, out, stream)
+    }
+
+    fn normal_dev(
+        &self,
+        x: &DeviceBuffer,
+        y: &DeviceBuffer,
+        weights: Option<&DeviceBuffer>,
+        scratch: &DeviceBuffer,
+        stream: Stream,
+    ) -> Result<()> {
+        self.forward_dev(x, scratch, weights, stream)?;
+        self.adjoint_with(scratch, y, stream)
+    }
+}
+
+/// Host calls: one upload, the device work, one download; CG on the device.
+impl EncodingOperator for CudaFast {
+    fn forward(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
+        let w = self.lock()?;
+        let run = |s| self.forward_dev(&w.image, &w.data, None, s);
+        self.core.call(&w, image, &w.image, run, &w.data, data)
+    }
+
+    fn adjoint(&self, data: &[Complex32], image: &mut [Complex32]) -> Result<()> {
+        let w = self.lock()?;
+        let run = |s| self.adjoint_with(&w.data, &w.image_out, s);
+        self.core.call(&w, data, &w.data, run, &w.image_out, image)
+    }
+
+    fn normal(
+        &self,
+        image: &[Complex32],
+        out: &mut [Complex32],
+        weights: Option<&[f32]>,
+    ) -> Result<()> {
+        let w = self.lock()?;
+        let run = |s| {
+            let weights = w.stage_weights(weights, s)?;
+            self.normal_dev(&w.image, &w.image_out, weights.device(), &w.data, s)?;
+            Ok(weights)
+        };
+        self.core.call(&w, image, &w.image, run, &w.image_out, out)
+    }
+
+    fn solve(&self, problem: &CgProblem<'_>, image: &mut [Complex32]) -> Result<CgReport> {
+        let w = self.lock()?;
+        solve_on(&self.core, self, &w, problem, image)
+    }
+
+    fn backend_name(&self) -> String {
+        self.name.clone()
+    }
+}

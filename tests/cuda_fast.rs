@@ -1,0 +1,341 @@
+//! The fast path on the GPU, device-resident (issue 17 §3, `backend::cuda::fast`):
+//! the CUDA plan's fast E, Eᴴ, EᴴE and EᴴWE against the CPU plan's fast
+//! operators (the same expansion: they differ by the NUFFTs' errors only)
+//! and against float64 direct sums of the exact model (within the
+//! approximation tolerance); 2D and 3D, odd and singleton sizes, masked
+//! voxels of an oblique lattice in random order, several coils, float32 and
+//! float64; chunked coils ≡ unchunked (forced by `HORECON_CUDA_FAST_COILS`);
+//! adjointness; CG on the device against the CPU fast CG. Fresh random
+//! inputs, seed printed (HORECON_TEST_SEED replays). Without a GPU every
+//! test prints one "skipped" line.
+
+mod common;
+
+use common::{inner, normal_f64, rel_error, to_c64, Problem, Rng};
+use horecon::model::harmonics::ORDER;
+use horecon::{BackendKind, CgOptions, Complex32, Options, Precision, Regularizer};
+use std::f64::consts::{PI, TAU};
+use std::sync::Mutex;
+
+/// Serialises the tests: some set the operator's environment knobs.
+static ENV: Mutex<()> = Mutex::new(());
+
+const FOV: f64 = 0.22;
+
+fn gpu(test: &str) -> bool {
+    if let Err(reason) = horecon::backend::cuda::context::probe() {
+        eprintln!("{test}: skipped: no CUDA device ({reason})");
+        return false;
+    }
+    if let Err(reason) = horecon::backend::cuda::fft::available() {
+        eprintln!("{test}: skipped: {reason}");
+        return false;
+    }
+    true
+}
+
+/// A smooth eddy-current-like coefficient curve over M samples.
+fn curve(rng: &mut Rng, m: usize, amplitude: f64) -> Vec<f64> {
+    let rate = rng.range(0.1, 0.6);
+    let wiggle = rng.range(0.0, 0.3);
+    let a = amplitude * rng.range(0.5, 1.0) * if rng.uniform() < 0.5 { -1.0 } else { 1.0 };
+    (0..m)
+        .map(|j| {
+            let tau = j as f64 / m as f64;
+            a * ((1.0 - (-tau / rate).exp()) + wiggle * (TAU * 2.0 * tau).sin())
+        })
+        .collect()
+}
+
+/// A random higher-order problem (16 solid harmonics, off-resonance, coils)
+/// on the lattice of `dims` (oblique when `masked`, then ~70 % of its voxels
+/// kept in random order).
+fn problem(rng: &mut Rng, dims: [usize; 3], coils: usize, samples: usize, masked: bool) -> Problem {
+    let step: [f64; 3] = std::array::from_fn(|a| FOV / dims[a].max(8) as f64);
+    let axes: Vec<[f64; 3]> = (0..3)
+        .map(|a| {
+            std::array::from_fn(|c| {
+                if c == a {
+                    step[a]
+                } else if masked {
+                    step[a] * rng.range(-0.3, 0.3)
+                } else {
+                    0.0
+                }
+            })
+        })
+        .collect();
+    let mut points: Vec<[f64; 3]> = Vec::new();
+    for iz in 0..dims[2] {
+        for iy in 0..dims[1] {
+            for ix in 0..dims[0] {
+                let i = [ix, iy, iz];
+                points.push(std::array::from_fn(|c| {
+                    (0..3)
+                        .map(|a| (i[a] as f64 - (dims[a] / 2) as f64) * axes[a][c])
+                        .sum::<f64>()
+                        + 0.004 * (c as f64 - 1.0)
+                }));
+            }
+        }
+    }
+    let mut dims = dims;
+    if masked {
+        points.retain(|_| rng.uniform() < 0.7);
+        for i in (1..points.len()).rev() {
+            let j = rng.int(0, i);
+            points.swap(i, j);
+        }
+        dims = [points.len(), 1, 1];
+    }
+    let n = points.len();
+    let m = samples;
+    let positions: Vec<f64> = (0..3)
+        .flat_map(|c| points.iter().map(move |p| p[c]))
+        .collect();
+    let kmax = PI / (FOV / 8.0_f64.max(dims.iter().copied().max().unwrap_or(1) as f64));
+    let sweep = dims[2] > 1 || masked;
+    let linear = |axis: usize, j: usize| {
+        let tau = j as f64 / m as f64;
+        match axis {
+            0 => kmax * tau * (TAU * 4.0 * tau).cos(),
+            1 => kmax * tau * (TAU * 4.0 * tau).sin(),
+            _ if sweep => kmax * (2.0 * ((tau * 3.0) % 1.0) - 1.0) * 0.5,
+            _ => 0.0,
+        }
+    };
+    let terms = 16;
+    let mut coefficients = vec![0.0; terms * m];
+    for b in 0..terms {
+        let column = match ORDER[b] {
+            0 => curve(rng, m, 2.0),
+            1 => {
+                let eddy = curve(rng, m, 5.0);
+                (0..m).map(|j| linear(b - 1, j) + eddy[j]).collect()
+            }
+            2 => curve(rng, m, 300.0),
+            _ => curve(rng, m, 3000.0),
+        };
+        coefficients[b * m..(b + 1) * m].copy_from_slice(&column);
+    }
+    let times: Vec<f64> = (0..m).map(|j| 0.03 * j as f64 / m as f64).collect();
+    let omega = points
+        .iter()
+        .map(|p| {
+            let r2 = (p[0] - 0.02).powi(2) + (p[1] + 0.01).powi(2) + p[2].powi(2);
+            TAU * 60.0 * ((-r2 / (2.0 * 0.05f64.powi(2))).exp() - 0.3)
+        })
+        .collect();
+    let sensitivities = (coils > 1).then(|| rng.complex(n * coils));
+    Problem {
+        dims,
+        coils,
+        samples: m,
+        positions,
+        terms,
+        user_basis: None,
+        coefficients,
+        off_resonance: Some((omega, times)),
+        sensitivities,
+    }
+}
+
+fn fast_plan(p: &Problem, backend: BackendKind, precision: Precision, tol: f64) -> horecon::Plan {
+    let mut plan = p.plan_with(Options {
+        backend,
+        precision,
+        ..Options::default()
+    });
+    plan.set_approximation(tol).expect("set_approximation");
+    plan
+}
+
+/// E x, Eᴴ d, EᴴE x and EᴴWE x of `plan`.
+fn apply_all(
+    plan: &horecon::Plan,
+    x: &[Complex32],
+    d: &[Complex32],
+    w: &[f32],
+) -> [Vec<Complex32>; 4] {
+    let mut y = vec![Complex32::default(); d.len()];
+    plan.forward(x, &mut y).unwrap();
+    let mut z = vec![Complex32::default(); x.len()];
+    plan.adjoint(d, &mut z).unwrap();
+    let mut e = vec![Complex32::default(); x.len()];
+    plan.normal(x, &mut e).unwrap();
+    let mut ew = vec![Complex32::default(); x.len()];
+    plan.operator()
+        .unwrap()
+        .normal(x, &mut ew, Some(w))
+        .unwrap();
+    [y, z, e, ew]
+}
+
+#[test]
+fn the_device_fast_path_equals_the_cpu_one_and_meets_the_tolerance() {
+    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let test = "the_device_fast_path_equals_the_cpu_one";
+    if !gpu(test) {
+        return;
+    }
+    let mut rng = Rng::fresh(test);
+    // (dims, coils, masked, precision, tolerance)
+    let cases = [
+        ([17, 15, 1], 3, false, Precision::Accurate, 1e-3),
+        ([9, 7, 5], 2, false, Precision::Accurate, 1e-3),
+        ([9, 8, 6], 4, true, Precision::Accurate, 1e-2),
+        ([5, 1, 3], 1, false, Precision::Accurate, 1e-3),
+        ([11, 9, 3], 3, false, Precision::Double, 1e-4),
+    ];
+    for (dims, coils, masked, precision, tol) in cases {
+        let samples = rng.int(300, 700);
+        let p = problem(&mut rng, dims, coils, samples, masked);
+        let cpu = fast_plan(&p, BackendKind::Cpu, precision, tol);
+        let gpu = fast_plan(&p, BackendKind::Cuda, precision, tol);
+        let info = gpu.approximation_info().unwrap();
+        assert!(info.active, "{dims:?}: inactive: {}", info.reason);
+        let name = gpu.operator().unwrap().backend_name();
+        assert!(name.contains("on the device"), "{name}");
+        assert_eq!(info.rank, cpu.approximation_info().unwrap().rank);
+        let (n, m, l) = (p.voxels(), p.samples, p.coils);
+        let x = rng.complex(n);
+        let d = rng.complex(m * l);
+        let w: Vec<f32> = (0..m).map(|_| rng.range(0.0, 2.0) as f32).collect();
+        let on_gpu = apply_all(&gpu, &x, &d, &w);
+        let on_cpu = apply_all(&cpu, &x, &d, &w);
+        let exact = [
+            p.forward_f64(&x),
+            p.adjoint_f64(&d),
+            normal_f64(&p, &x, None),
+            normal_f64(&p, &x, Some(&w)),
+        ];
+        for (i, what) in ["E", "EH", "EHE", "EHWE"].iter().enumerate() {
+            let vs_cpu = rel_error(&on_gpu[i], &to_c64(&on_cpu[i]));
+            let vs_exact = rel_error(&on_gpu[i], &exact[i]);
+            eprintln!(
+                "{dims:?} L {l} M {m} masked {masked} {precision:?} tol {tol:.0e} K {}: \
+                 {what} vs CPU fast {vs_cpu:.2e}, vs exact {vs_exact:.2e}",
+                info.rank
+            );
+            // Both carry NUFFT errors of at most a quarter of the tolerance each.
+            assert!(vs_cpu <= tol / 2.0, "{dims:?} {what}: vs CPU {vs_cpu:.3e}");
+            assert!(vs_exact <= tol, "{dims:?} {what}: vs exact {vs_exact:.3e}");
+        }
+    }
+}
+
+#[test]
+fn chunked_coils_equal_unchunked_and_the_host_path_switch_works() {
+    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let test = "chunked_coils_equal_unchunked";
+    if !gpu(test) {
+        return;
+    }
+    let mut rng = Rng::fresh(test);
+    for masked in [false, true] {
+        let p = problem(&mut rng, [10, 9, 4], 5, 400, masked);
+        let whole = fast_plan(&p, BackendKind::Cuda, Precision::Accurate, 1e-3);
+        let x = rng.complex(p.voxels());
+        let d = rng.complex(p.samples * p.coils);
+        let w: Vec<f32> = (0..p.samples).map(|_| rng.range(0.0, 2.0) as f32).collect();
+        let reference = apply_all(&whole, &x, &d, &w);
+        assert!(whole
+            .operator()
+            .unwrap()
+            .backend_name()
+            .contains("1 chunk(s) of 5 coil(s)"));
+        // 5 coils by at most 2: chunks of 2, 2 and 1 (a second NUFFT pair).
+        std::env::set_var("HORECON_CUDA_FAST_COILS", "2");
+        let chunked = fast_plan(&p, BackendKind::Cuda, Precision::Accurate, 1e-3);
+        let got = apply_all(&chunked, &x, &d, &w);
+        std::env::remove_var("HORECON_CUDA_FAST_COILS");
+        let name = chunked.operator().unwrap().backend_name();
+        assert!(name.contains("3 chunk(s) of 2 coil(s)"), "{name}");
+        // The earlier path (CPU-side products, NUFFTs through the host interface).
+        std::env::set_var("HORECON_CUDA_FAST_DEVICE", "0");
+        let host = fast_plan(&p, BackendKind::Cuda, Precision::Accurate, 1e-3);
+        let via_host = apply_all(&host, &x, &d, &w);
+        std::env::remove_var("HORECON_CUDA_FAST_DEVICE");
+        let host_name = host.operator().unwrap().backend_name();
+        assert!(!host_name.contains("on the device"), "{host_name}");
+        for (i, what) in ["E", "EH", "EHE", "EHWE"].iter().enumerate() {
+            let chunks = rel_error(&got[i], &to_c64(&reference[i]));
+            let paths = rel_error(&via_host[i], &to_c64(&reference[i]));
+            eprintln!("masked {masked} {what}: chunked vs whole {chunks:.2e}, host path vs device {paths:.2e}");
+            // The same transforms in other batches: float32 rounding only.
+            assert!(
+                chunks <= 1e-5,
+                "masked {masked} {what}: chunked {chunks:.3e}"
+            );
+            assert!(
+                paths <= 1e-5,
+                "masked {masked} {what}: host path {paths:.3e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_device_pair_is_adjoint() {
+    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let test = "the_device_pair_is_adjoint";
+    if !gpu(test) {
+        return;
+    }
+    let mut rng = Rng::fresh(test);
+    for (dims, masked) in [([11, 9, 3], false), ([8, 7, 6], true), ([1, 6, 1], false)] {
+        let p = problem(&mut rng, dims, 3, 400, masked);
+        let plan = fast_plan(&p, BackendKind::Cuda, Precision::Accurate, 1e-3);
+        let x = rng.complex(p.voxels());
+        let d = rng.complex(p.samples * p.coils);
+        let mut ex = vec![Complex32::default(); d.len()];
+        plan.forward(&x, &mut ex).unwrap();
+        let mut ehd = vec![Complex32::default(); x.len()];
+        plan.adjoint(&d, &mut ehd).unwrap();
+        let (a, b) = (inner(&ex, &d), inner(&x, &ehd));
+        let scale = (a.norm() + b.norm()) / 2.0;
+        eprintln!("{dims:?} masked {masked}: <Ex,d> {a:.6e} <x,EHd> {b:.6e}");
+        // float32 rounding of sums over M·L terms; a wrong adjoint is off by O(1).
+        assert!(
+            (a - b).norm() <= 1e-4 * scale,
+            "{dims:?}: <Ex,d> {a} vs <x,EHd> {b}"
+        );
+    }
+}
+
+#[test]
+fn cg_on_the_device_matches_the_cpu_fast_cg() {
+    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let test = "cg_on_the_device_matches_the_cpu_fast_cg";
+    if !gpu(test) {
+        return;
+    }
+    let mut rng = Rng::fresh(test);
+    let p = problem(&mut rng, [13, 12, 3], 4, 800, false);
+    let truth = rng.complex(p.voxels());
+    let data: Vec<Complex32> = p
+        .forward_f64(&truth)
+        .iter()
+        .map(|c| Complex32::new(c.re as f32, c.im as f32))
+        .collect();
+    let w: Vec<f32> = (0..p.samples).map(|_| rng.range(0.5, 1.5) as f32).collect();
+    let options = CgOptions {
+        max_iterations: 40,
+        tolerance: 1e-7,
+        regularizer: Regularizer::Tikhonov,
+        lambda: 0.1 * (p.samples * p.coils) as f64,
+        sample_weights: Some(&w),
+        ..CgOptions::default()
+    };
+    let mut on_cpu = vec![Complex32::default(); p.voxels()];
+    fast_plan(&p, BackendKind::Cpu, Precision::Accurate, 1e-3)
+        .cg(&data, &options, &mut on_cpu)
+        .unwrap();
+    let mut on_gpu = vec![Complex32::default(); p.voxels()];
+    fast_plan(&p, BackendKind::Cuda, Precision::Accurate, 1e-3)
+        .cg(&data, &options, &mut on_gpu)
+        .unwrap();
+    let e = rel_error(&on_gpu, &to_c64(&on_cpu));
+    eprintln!("CG fast on the GPU vs on the CPU: {e:.2e}");
+    assert!(e <= 1e-3, "CG images differ by {e:.3e}");
+}
