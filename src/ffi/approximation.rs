@@ -34,7 +34,7 @@ pub struct horecon_approximation_info {
 /// E ρ = Σ_l a_l(t)·NUFFT(b_l·S_c·ρ), and Eᴴ is its exact adjoint, so CG
 /// solves a consistent system. K is the smallest rank whose expansion error
 /// is within 0.45·tolerance on the operator (not on the factors); the NUFFTs
-/// get tolerance/4. The relative RMS error of E x and Eᴴ d against the exact
+/// get tolerance/2. The relative RMS error of E x and Eᴴ d against the exact
 /// operator is then ≤ tolerance for typical images and data, and is measured
 /// when the plan is next prepared (horecon_get_approximation_info). A phase
 /// linear in position (a trajectory, k0 allowed) gives K = 1: a plain NUFFT.
