@@ -6,46 +6,13 @@
 //
 // Layouts: images (CG vectors) and data are double2 (N, and M x L with coil
 // c at c*M); a_l is K x M and b_l K x N in REAL2 (float2, or double2 when
-// -D DOUBLE=1: the NUFFT's arithmetic). A chunk of B coils starting at c0
+// -D MODE=2: the NUFFT's arithmetic). A chunk of B coils starting at c0
 // has K*B transforms, transform t = ci*K + l: grids t*G (G lattice modes,
 // voxel n at idx[n], idx == NULL meaning n) and non-uniform vectors t*M.
 // Sensitivities are float2 N x L, NULL meaning S = 1. Products are formed in
 // float64 and rounded once.
 
-#if DOUBLE
-typedef double REAL;
-typedef double2 REAL2;
-#else
-typedef float REAL;
-typedef float2 REAL2;
-#endif
-
-#define GRID_STRIDE(i, n) \
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long long)blockDim.x * gridDim.x)
-
-__device__ __forceinline__ double2 cmul(double2 a, double2 b) {
-    return make_double2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
-}
-
-// conj(a) * b
-__device__ __forceinline__ double2 cmulc(double2 a, double2 b) {
-    return make_double2(a.x * b.x + a.y * b.y, a.x * b.y - a.y * b.x);
-}
-
-__device__ __forceinline__ double2 wide(REAL2 v) { return make_double2((double)v.x, (double)v.y); }
-
-__device__ __forceinline__ REAL2 narrow(double2 v) {
-    REAL2 r;
-    r.x = (REAL)v.x;
-    r.y = (REAL)v.y;
-    return r;
-}
-
-__device__ __forceinline__ double2 coil(const float2* __restrict__ sens, int c, long long N, long long n) {
-    if (!sens) return make_double2(1.0, 0.0);
-    const float2 s = sens[(long long)c * N + n];
-    return make_double2(s.x, s.y);
-}
+// (REAL2 by -D MODE, GRID_STRIDE, cmul, cmulc, widen2, narrow2, coil: complex.cu, prepended.)
 
 // grid[(ci*K + l)*G + idx(n)] = b_l(n) * S_{c0+ci}(n) * x(n), ci < B, l < K.
 // Grid points of no voxel (masked lattices) are left as they are (zeroed by the caller).
@@ -57,7 +24,7 @@ extern "C" __global__ void fast_grids(const double2* __restrict__ x, const float
         const double2 sx = cmul(coil(sens, c0 + (int)ci, N, n), x[n]);
         const long long p = idx ? (long long)idx[n] : n;
         for (int l = 0; l < K; ++l) {
-            grid[(ci * K + l) * G + p] = narrow(cmul(wide(b[(long long)l * N + n]), sx));
+            grid[(ci * K + l) * G + p] = narrow2(cmul(widen2(b[(long long)l * N + n]), sx));
         }
     }
 }
@@ -70,7 +37,7 @@ extern "C" __global__ void fast_collect(const REAL2* __restrict__ y, const REAL2
         const long long ci = q / M, j = q - ci * M;
         double2 s = make_double2(0.0, 0.0);
         for (int l = 0; l < K; ++l) {
-            const double2 v = cmul(wide(a[(long long)l * M + j]), wide(y[(ci * K + l) * M + j]));
+            const double2 v = cmul(widen2(a[(long long)l * M + j]), widen2(y[(ci * K + l) * M + j]));
             s.x += v.x;
             s.y += v.y;
         }
@@ -86,7 +53,7 @@ extern "C" __global__ void fast_spread_data(const double2* __restrict__ d, const
         const long long ci = q / M, j = q - ci * M;
         const double2 dv = d[(c0 + ci) * M + j];
         for (int l = 0; l < K; ++l) {
-            y[(ci * K + l) * M + j] = narrow(cmulc(wide(a[(long long)l * M + j]), dv));
+            y[(ci * K + l) * M + j] = narrow2(cmulc(widen2(a[(long long)l * M + j]), dv));
         }
     }
 }
@@ -103,7 +70,7 @@ extern "C" __global__ void fast_gather(const REAL2* __restrict__ grid, const flo
         for (int ci = 0; ci < B; ++ci) {
             double2 s = make_double2(0.0, 0.0);
             for (int l = 0; l < K; ++l) {
-                const double2 v = cmulc(wide(b[(long long)l * N + n]), wide(grid[((long long)ci * K + l) * G + p]));
+                const double2 v = cmulc(widen2(b[(long long)l * N + n]), widen2(grid[((long long)ci * K + l) * G + p]));
                 s.x += v.x;
                 s.y += v.y;
             }

@@ -1,8 +1,7 @@
 // The O(N) kernels around cuFFT of the FFT-based operators (Toeplitz normal
-// operator and Cartesian mode). NVRTC compiles them appended to util.cu as one
-// module (src/backend/cuda/operator.rs, UTIL): the typedefs and GRID_STRIDE
-// below repeat util.cu's exactly (a legal redefinition) so the file also
-// compiles alone (scripts/gpu/fft_ops_host/run.sh). Images (CG vectors) and data are double2 on
+// operator and Cartesian mode). NVRTC compiles them appended to complex.cu and
+// util.cu as one module (src/backend/cuda/vectors.rs, UTIL);
+// scripts/gpu/fft_ops_host/run.sh compiles complex.cu + this file for the host. Images (CG vectors) and data are double2 on
 // the device in every mode; the FFT grids are REAL2 (float2 in accurate and
 // fast modes, double2 in double mode: -D MODE as in util.cu). Products are
 // formed in float64 and rounded once into the grid.
@@ -11,40 +10,7 @@
 // of B grids holds grid b at offset b*G. Sensitivities are float2 N x L (coil
 // c at offset c*N), NULL meaning S = 1; coils c >= L of a batch are zero.
 
-#if MODE == 2
-typedef double REAL;
-typedef double2 REAL2;
-#else
-typedef float REAL;
-typedef float2 REAL2;
-#endif
-
-#define GRID_STRIDE(i, n) \
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long long)blockDim.x * gridDim.x)
-
-__device__ __forceinline__ double2 cmul(double2 a, double2 b) {
-    return make_double2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
-}
-
-// conj(a) * b
-__device__ __forceinline__ double2 cmulc(double2 a, double2 b) {
-    return make_double2(a.x * b.x + a.y * b.y, a.x * b.y - a.y * b.x);
-}
-
-__device__ __forceinline__ double2 widen2(REAL2 v) { return make_double2((double)v.x, (double)v.y); }
-
-__device__ __forceinline__ REAL2 narrow2(double2 v) {
-    REAL2 r;
-    r.x = (REAL)v.x;
-    r.y = (REAL)v.y;
-    return r;
-}
-
-__device__ __forceinline__ double2 coil(const float2* __restrict__ sens, int c, long long N, long long n) {
-    if (!sens) return make_double2(1.0, 0.0);
-    const float2 s = sens[(long long)c * N + n];
-    return make_double2(s.x, s.y);
-}
+// (REAL2, GRID_STRIDE, cmul, cmulc, widen2, narrow2, coil: complex.cu, prepended.)
 
 // ---------------------------------------------------------------- Toeplitz
 

@@ -2,16 +2,7 @@
 // out, and CG's vector operations. Vectors (images, data) are double2 on the
 // device in every mode; REAL (-D MODE) is the phase-sum kernel's type.
 
-#if MODE == 2
-typedef double REAL;
-typedef double2 REAL2;
-#else
-typedef float REAL;
-typedef float2 REAL2;
-#endif
-
-#define GRID_STRIDE(i, n) \
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long long)blockDim.x * gridDim.x)
+// (REAL, REAL2 and GRID_STRIDE: complex.cu, prepended.)
 
 // w[l][n] = S_{l0+l}(n) * x(n) (zero rows for padded coils); S == NULL means S = 1.
 extern "C" __global__ void prep_forward(const double2* __restrict__ x, const float2* __restrict__ sens,

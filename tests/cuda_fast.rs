@@ -11,16 +11,12 @@
 
 mod common;
 
-use common::{inner, normal_f64, rel_error, to_c64, Problem, Rng};
-use horecon::model::harmonics::ORDER;
+use common::{higher_order_problem, inner, normal_f64, rel_error, to_c64, Kind, Problem, Rng};
 use horecon::{BackendKind, CgOptions, Complex32, Options, Precision, Regularizer};
-use std::f64::consts::{PI, TAU};
 use std::sync::Mutex;
 
 /// Serialises the tests: some set the operator's environment knobs.
 static ENV: Mutex<()> = Mutex::new(());
-
-const FOV: f64 = 0.22;
 
 fn gpu(test: &str) -> bool {
     if let Err(reason) = horecon::backend::cuda::context::probe() {
@@ -34,110 +30,12 @@ fn gpu(test: &str) -> bool {
     true
 }
 
-/// A smooth eddy-current-like coefficient curve over M samples.
-fn curve(rng: &mut Rng, m: usize, amplitude: f64) -> Vec<f64> {
-    let rate = rng.range(0.1, 0.6);
-    let wiggle = rng.range(0.0, 0.3);
-    let a = amplitude * rng.range(0.5, 1.0) * if rng.uniform() < 0.5 { -1.0 } else { 1.0 };
-    (0..m)
-        .map(|j| {
-            let tau = j as f64 / m as f64;
-            a * ((1.0 - (-tau / rate).exp()) + wiggle * (TAU * 2.0 * tau).sin())
-        })
-        .collect()
-}
-
-/// A random higher-order problem (16 solid harmonics, off-resonance, coils)
-/// on the lattice of `dims` (oblique when `masked`, then ~70 % of its voxels
-/// kept in random order).
+/// A random higher-order problem (common::higher_order): 16 solid harmonics
+/// with off-resonance on the grid of `dims`, or 9 on a masked oblique lattice
+/// (about 70 % of its voxels, in random order).
 fn problem(rng: &mut Rng, dims: [usize; 3], coils: usize, samples: usize, masked: bool) -> Problem {
-    let step: [f64; 3] = std::array::from_fn(|a| FOV / dims[a].max(8) as f64);
-    let axes: Vec<[f64; 3]> = (0..3)
-        .map(|a| {
-            std::array::from_fn(|c| {
-                if c == a {
-                    step[a]
-                } else if masked {
-                    step[a] * rng.range(-0.3, 0.3)
-                } else {
-                    0.0
-                }
-            })
-        })
-        .collect();
-    let mut points: Vec<[f64; 3]> = Vec::new();
-    for iz in 0..dims[2] {
-        for iy in 0..dims[1] {
-            for ix in 0..dims[0] {
-                let i = [ix, iy, iz];
-                points.push(std::array::from_fn(|c| {
-                    (0..3)
-                        .map(|a| (i[a] as f64 - (dims[a] / 2) as f64) * axes[a][c])
-                        .sum::<f64>()
-                        + 0.004 * (c as f64 - 1.0)
-                }));
-            }
-        }
-    }
-    let mut dims = dims;
-    if masked {
-        points.retain(|_| rng.uniform() < 0.7);
-        for i in (1..points.len()).rev() {
-            let j = rng.int(0, i);
-            points.swap(i, j);
-        }
-        dims = [points.len(), 1, 1];
-    }
-    let n = points.len();
-    let m = samples;
-    let positions: Vec<f64> = (0..3)
-        .flat_map(|c| points.iter().map(move |p| p[c]))
-        .collect();
-    let kmax = PI / (FOV / 8.0_f64.max(dims.iter().copied().max().unwrap_or(1) as f64));
-    let sweep = dims[2] > 1 || masked;
-    let linear = |axis: usize, j: usize| {
-        let tau = j as f64 / m as f64;
-        match axis {
-            0 => kmax * tau * (TAU * 4.0 * tau).cos(),
-            1 => kmax * tau * (TAU * 4.0 * tau).sin(),
-            _ if sweep => kmax * (2.0 * ((tau * 3.0) % 1.0) - 1.0) * 0.5,
-            _ => 0.0,
-        }
-    };
-    let terms = 16;
-    let mut coefficients = vec![0.0; terms * m];
-    for b in 0..terms {
-        let column = match ORDER[b] {
-            0 => curve(rng, m, 2.0),
-            1 => {
-                let eddy = curve(rng, m, 5.0);
-                (0..m).map(|j| linear(b - 1, j) + eddy[j]).collect()
-            }
-            2 => curve(rng, m, 300.0),
-            _ => curve(rng, m, 3000.0),
-        };
-        coefficients[b * m..(b + 1) * m].copy_from_slice(&column);
-    }
-    let times: Vec<f64> = (0..m).map(|j| 0.03 * j as f64 / m as f64).collect();
-    let omega = points
-        .iter()
-        .map(|p| {
-            let r2 = (p[0] - 0.02).powi(2) + (p[1] + 0.01).powi(2) + p[2].powi(2);
-            TAU * 60.0 * ((-r2 / (2.0 * 0.05f64.powi(2))).exp() - 0.3)
-        })
-        .collect();
-    let sensitivities = (coils > 1).then(|| rng.complex(n * coils));
-    Problem {
-        dims,
-        coils,
-        samples: m,
-        positions,
-        terms,
-        user_basis: None,
-        coefficients,
-        off_resonance: Some((omega, times)),
-        sensitivities,
-    }
+    let kind = if masked { Kind::Masked } else { Kind::Grid };
+    higher_order_problem(rng, kind, dims, coils, samples)
 }
 
 fn fast_plan(p: &Problem, backend: BackendKind, precision: Precision, tol: f64) -> horecon::Plan {

@@ -7,8 +7,11 @@ use horecon::{Complex32, Options, Plan, Precision};
 use num_complex::Complex64;
 
 mod grid_problems;
+mod higher_order;
 #[allow(unused_imports)] // not every test crate uses them
 pub use grid_problems::*;
+#[allow(unused_imports)]
+pub use higher_order::*;
 
 /// A small deterministic generator (SplitMix64), so the tests need no crate.
 pub struct Rng(u64);

@@ -13,7 +13,7 @@ ROOT=$(cd "$HERE/../../.." && pwd)
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 for m in 0 2; do
-  { echo '#include "shim.h"'; cat "$ROOT/kernels/fft_ops.cu"; } > "$W/k$m.cpp"
+  { echo '#include "shim.h"'; cat "$ROOT/kernels/complex.cu" "$ROOT/kernels/fft_ops.cu"; } > "$W/k$m.cpp"
   g++ -O1 -shared -fPIC -DMODE=$m -Wall -I"$HERE" -o "$W/libk$m.so" "$W/k$m.cpp"
 done
 cd "$W" && python3 "$HERE/emu.py" "${1:-1}"

@@ -27,18 +27,23 @@ use super::operator::check_index_range;
 use super::space::{solve_on, DeviceNormal};
 use super::vectors::{upload_sensitivities, CudaCore};
 use super::work::{take, Work, WorkGuard};
+use crate::backend::fast::{coil_chunks, pair_specs};
 use crate::error::{try_collect, Error, Result};
 use crate::model::separation::Separation;
 use crate::model::Sizes;
 use crate::nufft::plan::choose_upsampling;
-use crate::nufft::{Modes, NufftSpec, NufftType};
+use crate::nufft::{Modes, NufftSpec};
 use crate::op::{CgReport, EncodingOperator, Precision};
 use crate::solver::CgProblem;
 use cudarc::driver::CudaFunction;
 use num_complex::{Complex32, Complex64};
 use std::sync::{Arc, Mutex};
 
-const SOURCE: &str = include_str!("../../../kernels/fast.cu");
+const SOURCE: &str = concat!(
+    include_str!("../../../kernels/complex.cu"),
+    "\n",
+    include_str!("../../../kernels/fast.cu")
+);
 
 /// The kernels of kernels/fast.cu in one arithmetic.
 struct Kernels {
@@ -143,7 +148,7 @@ impl CudaFast {
         chunk = coils.div_ceil(coils.div_ceil(chunk));
 
         let source =
-            |name: &str| device.function("fast", SOURCE, &[("DOUBLE", i64::from(double))], name);
+            |name: &str| device.function("fast", SOURCE, &[("MODE", 2 * i64::from(double))], name);
         let kernels = Kernels {
             grids: source("fast_grids")?,
             collect: source("fast_collect")?,
@@ -174,42 +179,15 @@ impl CudaFast {
 
         let upsampling = choose_upsampling(&modes, m, tolerance, double);
         let make = |count: usize| -> Result<Arc<Transforms>> {
-            let transforms = i32::try_from(k * count)
-                .map_err(|_| Error::invalid("too many NUFFT transforms"))?;
-            let spec = |kind, sign| {
-                NufftSpec::new(
-                    kind,
-                    modes,
-                    sign,
-                    tolerance,
-                    transforms,
-                    double,
-                    Some(upsampling),
-                )
-            };
+            let [forward, adjoint] = pair_specs(modes, (tolerance, double), upsampling, k * count)?;
+            let build = |spec: &NufftSpec| CudaNufft::new(spec, &separation.points, m, ordinal);
             Ok(Arc::new(Transforms {
                 coils: count,
-                forward: CudaNufft::new(&spec(NufftType::Two, 1)?, &separation.points, m, ordinal)?,
-                adjoint: CudaNufft::new(
-                    &spec(NufftType::One, -1)?,
-                    &separation.points,
-                    m,
-                    ordinal,
-                )?,
+                forward: build(&forward)?,
+                adjoint: build(&adjoint)?,
             }))
         };
-        let full = make(chunk)?;
-        let mut chunks = Vec::new();
-        let mut start = 0;
-        while start < coils {
-            let count = chunk.min(coils - start);
-            chunks.push(if count == chunk {
-                full.clone()
-            } else {
-                make(count)?
-            });
-            start += count;
-        }
+        let (full, chunks) = coil_chunks(coils, chunk, make)?;
         let name = format!(
             "cuda:{ordinal} (fast path on the device, K = {k}, NUFFT tolerance {tolerance:.1e} \
              sigma {} {}, {} chunk(s) of {chunk} coil(s))",

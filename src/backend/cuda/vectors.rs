@@ -15,9 +15,12 @@ use cudarc::driver::CudaFunction;
 use num_complex::Complex32;
 use std::sync::Arc;
 
-/// util.cu and the FFT operators' kernels (fft_ops.cu) form one NVRTC module
-/// per precision mode: compiled once, when the first CUDA operator is built.
+/// complex.cu (shared helpers), util.cu and the FFT operators' kernels
+/// (fft_ops.cu) form one NVRTC module per precision mode: compiled once, when
+/// the first CUDA operator is built.
 pub(super) const UTIL: &str = concat!(
+    include_str!("../../../kernels/complex.cu"),
+    "\n",
     include_str!("../../../kernels/util.cu"),
     "\n",
     include_str!("../../../kernels/fft_ops.cu")

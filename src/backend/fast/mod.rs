@@ -18,7 +18,7 @@ use crate::error::{try_vec, Error, Result};
 use crate::model::separation::Separation;
 use crate::model::Sizes;
 use crate::nufft::plan::choose_upsampling;
-use crate::nufft::{Modes, NufftExecutor, NufftSpec, NufftType};
+use crate::nufft::{Modes, NufftExecutor, NufftSpec, NufftType, Upsampling};
 use crate::op::{CgReport, EncodingOperator, Precision};
 use crate::plan::BackendKind;
 use crate::solver::CgProblem;
@@ -31,6 +31,52 @@ const GATHER_BLOCK: usize = 512;
 
 /// Bytes of grid and sample buffers one executor call may use.
 pub const BUFFER_BYTES: usize = 512 << 20;
+
+/// The specs of the NUFFT pair of a coil chunk (`transforms` = K × its
+/// coils): type 2 with sign +1 (E) and type 1 with sign −1 (Eᴴ).
+pub fn pair_specs(
+    modes: Modes,
+    (tolerance, double): (f64, bool),
+    upsampling: Upsampling,
+    transforms: usize,
+) -> Result<[NufftSpec; 2]> {
+    let transforms = i32::try_from(transforms)
+        .map_err(|_| Error::invalid(format!("{transforms} NUFFT transforms are too many")))?;
+    let spec = |kind, sign| {
+        NufftSpec::new(
+            kind,
+            modes,
+            sign,
+            tolerance,
+            transforms,
+            double,
+            Some(upsampling),
+        )
+    };
+    Ok([spec(NufftType::Two, 1)?, spec(NufftType::One, -1)?])
+}
+
+/// The coil chunks covering `coils`, `chunk` coils each but the last, made
+/// by `make(count)`; the full-size one (returned first) is shared.
+pub fn coil_chunks<T>(
+    coils: usize,
+    chunk: usize,
+    make: impl Fn(usize) -> Result<Arc<T>>,
+) -> Result<(Arc<T>, Vec<Arc<T>>)> {
+    let full = make(chunk)?;
+    let mut chunks = Vec::new();
+    let mut start = 0;
+    while start < coils {
+        let count = chunk.min(coils - start);
+        chunks.push(if count == chunk {
+            full.clone()
+        } else {
+            make(count)?
+        });
+        start += count;
+    }
+    Ok((full, chunks))
+}
 
 /// The NUFFT tolerance for an approximation tolerance: half of it, within
 /// what the arithmetic allows (float64 arithmetic for DOUBLE plans). The
@@ -107,52 +153,18 @@ impl FastOperator {
         let chunk = (BUFFER_BYTES / per_coil.max(1)).clamp(1, sizes.coils);
         let upsampling = choose_upsampling(&modes, sizes.samples, tolerance, double);
         let make = |coils: usize| -> Result<Arc<Executors>> {
-            let transforms = i32::try_from(k * coils)
-                .map_err(|_| Error::invalid("too many NUFFT transforms"))?;
-            let spec = |kind, sign| {
-                NufftSpec::new(
-                    kind,
-                    modes,
-                    sign,
-                    tolerance,
-                    transforms,
-                    double,
-                    Some(upsampling),
-                )
+            let [forward, adjoint] = pair_specs(modes, (tolerance, double), upsampling, k * coils)?;
+            let build = |spec: &NufftSpec| {
+                let (points, m) = (&separation.points, sizes.samples);
+                executor::build(backend, device, spec, points, m, pool.clone())
             };
-            let m = sizes.samples;
             Ok(Arc::new(Executors {
                 coils,
-                forward: executor::build(
-                    backend,
-                    device,
-                    &spec(NufftType::Two, 1)?,
-                    &separation.points,
-                    m,
-                    pool.clone(),
-                )?,
-                adjoint: executor::build(
-                    backend,
-                    device,
-                    &spec(NufftType::One, -1)?,
-                    &separation.points,
-                    m,
-                    pool.clone(),
-                )?,
+                forward: build(&forward)?,
+                adjoint: build(&adjoint)?,
             }))
         };
-        let full = make(chunk)?;
-        let mut chunks = Vec::new();
-        let mut start = 0;
-        while start < sizes.coils {
-            let count = chunk.min(sizes.coils - start);
-            chunks.push(if count == chunk {
-                full.clone()
-            } else {
-                make(count)?
-            });
-            start += count;
-        }
+        let (full, chunks) = coil_chunks(sizes.coils, chunk, make)?;
         let name = format!(
             "{} (fast path, K = {k}, NUFFT tolerance {tolerance:.1e})",
             full.forward.backend_name()
