@@ -399,34 +399,21 @@ impl CudaNufft {
     ) -> Result<()> {
         let s = &self.sorted;
         let (source, target) = if spread { (c, fine) } else { (fine, c) };
-        match self.method {
-            Method::Tiles => launch(
-                if spread {
-                    &self.kernels.spread_tiles
-                } else {
-                    &self.kernels.interp_tiles
-                },
-                (s.subproblems as u32, b as u32),
-                self.tile_threads,
-                self.layout.shared_bytes(),
-                stream,
-                &[
-                    Arg::Geometry(g),
-                    Arg::Ptr(s.sub_bin.ptr),
-                    Arg::Ptr(s.sub_first.ptr),
-                    Arg::Ptr(s.sub_count.ptr),
-                    Arg::Ptr(s.perm.ptr),
-                    Arg::Ptr(s.start.ptr),
-                    Arg::Ptr(s.offset.ptr),
-                    Arg::Ptr(source),
-                    Arg::Ptr(target),
-                ],
-            ),
-            Method::Output => launch(
+        let subproblem_kernel = match self.method {
+            Method::Points => None,
+            Method::Tiles if spread => Some(&self.kernels.spread_tiles),
+            Method::Tiles => Some(&self.kernels.interp_tiles),
+            Method::Output => Some(
                 self.spread_output
                     .as_ref()
                     .filter(|_| spread)
                     .ok_or_else(|| Error::internal("NUFFT output-driven kernel missing"))?,
+            ),
+        };
+        match subproblem_kernel {
+            // One block per subproblem (tiles in shared memory), either method.
+            Some(kernel) => launch(
+                kernel,
                 (s.subproblems as u32, b as u32),
                 self.tile_threads,
                 self.layout.shared_bytes(),
@@ -443,7 +430,7 @@ impl CudaNufft {
                     Arg::Ptr(target),
                 ],
             ),
-            Method::Points => launch(
+            None => launch(
                 if spread {
                     &self.kernels.spread_points
                 } else {
