@@ -147,53 +147,26 @@ fn b0_walsh_whitening_and_delay_bad_input() {
     let (fov, center) = ([0.2, 0.2, 0.01], [0.0; 3]);
     let mut omega = vec![7.0f64; 64];
     unsafe {
-        // Too few echoes.
-        let y = kspace(64 * 2, 1.0);
-        let te = [2e-3];
-        let s = horecon_b0_map(
-            p,
-            dims.as_ptr(),
-            fov.as_ptr(),
-            center.as_ptr(),
-            2,
-            1,
-            te.as_ptr(),
-            y.as_ptr(),
-            null(),
-            omega.as_mut_ptr(),
-        );
+        // B0 map of 2 coils with `echoes` echoes at `te` from `y`.
+        let mut b0_map = |echoes: i32, te: &[f64], y: &[horecon_c32]| {
+            horecon_b0_map(
+                p,
+                dims.as_ptr(),
+                fov.as_ptr(),
+                center.as_ptr(),
+                2,
+                echoes,
+                te.as_ptr(),
+                y.as_ptr(),
+                null(),
+                omega.as_mut_ptr(),
+            )
+        };
+        let s = b0_map(1, &[2e-3], &kspace(64 * 2, 1.0));
         expect(s, HORECON_ERR_INVALID_ARGUMENT, "at least 2 echoes");
-        // Echo times not increasing.
-        let y2 = kspace(64 * 2 * 2, 1.0);
-        let te2 = [3e-3, 2e-3];
-        let s = horecon_b0_map(
-            p,
-            dims.as_ptr(),
-            fov.as_ptr(),
-            center.as_ptr(),
-            2,
-            2,
-            te2.as_ptr(),
-            y2.as_ptr(),
-            null(),
-            omega.as_mut_ptr(),
-        );
+        let s = b0_map(2, &[3e-3, 2e-3], &kspace(64 * 2 * 2, 1.0));
         expect(s, HORECON_ERR_INVALID_ARGUMENT, "increase");
-        // All zero.
-        let z = kspace(64 * 2 * 2, 0.0);
-        let te3 = [2e-3, 3e-3];
-        let s = horecon_b0_map(
-            p,
-            dims.as_ptr(),
-            fov.as_ptr(),
-            center.as_ptr(),
-            2,
-            2,
-            te3.as_ptr(),
-            z.as_ptr(),
-            null(),
-            omega.as_mut_ptr(),
-        );
+        let s = b0_map(2, &[2e-3, 3e-3], &kspace(64 * 2 * 2, 0.0));
         expect(s, HORECON_ERR_INVALID_ARGUMENT, "all zero");
         assert!(omega.iter().all(|&w| w == 7.0));
 
