@@ -14,9 +14,12 @@
 //! HORECON_BENCH_POINTS to change M, HORECON_BENCH_MODES (e.g. 128x128) the modes.
 //! scripts/bench_nufft.py runs it beside pip finufft.
 
+#[path = "common/random.rs"]
+mod random;
 use horecon::nufft::plan::choose_upsampling;
 use horecon::nufft::{Modes, Nufft, NufftSpec, NufftType, Upsampling};
 use horecon::{BackendKind, Complex32, Options, Precision};
+use random::Xorshift;
 use std::time::Instant;
 
 fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -62,13 +65,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         precision,
         ..Options::default()
     };
-    let mut state = 0x5851_f42d_4c95_7f2du64;
-    let mut uniform = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 11) as f64 / (1u64 << 53) as f64
-    };
+    let mut rng = Xorshift(0x5851_f42d_4c95_7f2du64);
     for case in &cases {
         let (sizes, npoints): (Vec<i64>, usize) = match case.as_str() {
             "2d" => (vec![256, 256], 65_536),
@@ -81,9 +78,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Err(_) => sizes,
         };
         let modes = Modes::new(sizes.len() as i32, &sizes)?;
-        let points: Vec<f64> = (0..sizes.len() * npoints)
-            .map(|_| (2.0 * uniform() - 1.0) * std::f64::consts::PI)
-            .collect();
+        let points: Vec<f64> = rng.points(sizes.len() * npoints);
         let upsampling = match sigma {
             2.0 => Upsampling::Two,
             1.25 => Upsampling::OneQuarter,
@@ -107,10 +102,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let plan_ms = start.elapsed().as_secs_f64() * 1e3;
                 let (m, n) = plan.lengths();
                 let mut c: Vec<Complex32> = (0..m)
-                    .map(|_| Complex32::new(uniform() as f32 - 0.5, uniform() as f32 - 0.5))
+                    .map(|_| Complex32::new(rng.uniform() as f32 - 0.5, rng.uniform() as f32 - 0.5))
                     .collect();
                 let mut f: Vec<Complex32> = (0..n)
-                    .map(|_| Complex32::new(uniform() as f32 - 0.5, uniform() as f32 - 0.5))
+                    .map(|_| Complex32::new(rng.uniform() as f32 - 0.5, rng.uniform() as f32 - 0.5))
                     .collect();
                 plan.execute(&mut c, &mut f)?;
                 let cpu_start = cpu_seconds();

@@ -10,9 +10,12 @@
 
 #![allow(clippy::needless_range_loop)]
 
+#[path = "common/random.rs"]
+mod random;
 use horecon::nufft::{direct, KernelParams, Modes, Nufft, NufftSpec, NufftType, Upsampling};
 use horecon::{BackendKind, Options, Precision};
 use num_complex::{Complex32, Complex64};
+use random::Xorshift;
 
 fn arg(i: usize, default: usize) -> usize {
     std::env::args()
@@ -62,21 +65,11 @@ fn type1_error(
 /// `sweep`: per σ and w, the β (as γ = β/w) with the smallest worst-case error.
 fn sweep(ndims: usize, n: i64, npoints: usize, repeats: usize) -> horecon::Result<()> {
     let modes = Modes::new(ndims as i32, &vec![n; ndims])?;
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut uniform = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 11) as f64 / (1u64 << 53) as f64
-    };
+    let mut rng = Xorshift(0x9e37_79b9_7f4a_7c15u64);
     let draws: Vec<(Vec<f64>, Vec<Complex64>, Vec<Complex64>)> = (0..repeats)
         .map(|_| {
-            let points: Vec<f64> = (0..ndims * npoints)
-                .map(|_| (2.0 * uniform() - 1.0) * std::f64::consts::PI)
-                .collect();
-            let input: Vec<Complex64> = (0..npoints)
-                .map(|_| Complex64::new(uniform() - 0.5, uniform() - 0.5))
-                .collect();
+            let points: Vec<f64> = rng.points(ndims * npoints);
+            let input: Vec<Complex64> = rng.complex(npoints);
             let reference = direct::type1(&modes, &points, 1, &input);
             (points, input, reference)
         })
@@ -120,19 +113,9 @@ fn sweep(ndims: usize, n: i64, npoints: usize, repeats: usize) -> horecon::Resul
 /// at one place can exceed the average error).
 fn pointwise(ndims: usize, n: i64, npoints: usize) -> horecon::Result<()> {
     let modes = Modes::new(ndims as i32, &vec![n; ndims])?;
-    let mut state = 0x1234_5678_9abc_def1u64;
-    let mut uniform = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 11) as f64 / (1u64 << 53) as f64
-    };
-    let points: Vec<f64> = (0..ndims * npoints)
-        .map(|_| (2.0 * uniform() - 1.0) * std::f64::consts::PI)
-        .collect();
-    let f: Vec<Complex64> = (0..modes.total())
-        .map(|_| Complex64::new(uniform() - 0.5, uniform() - 0.5))
-        .collect();
+    let mut rng = Xorshift(0x1234_5678_9abc_def1u64);
+    let points: Vec<f64> = rng.points(ndims * npoints);
+    let f: Vec<Complex64> = rng.complex(modes.total());
     let reference = direct::type2(&modes, &points, npoints, 1, &f);
     let rms_c = (reference.iter().map(|c| c.norm_sqr()).sum::<f64>() / npoints as f64).sqrt();
     println!("pointwise ndims={ndims} n={n} M={npoints}: sigma eps w rms_error max_error ratio");
@@ -180,13 +163,7 @@ fn pointwise(ndims: usize, n: i64, npoints: usize) -> horecon::Result<()> {
 /// 3D n = 32 with `npoints` uniform points and `repeats` draws: the measured
 /// errors of params.rs.
 fn table(npoints: usize, repeats: usize) -> horecon::Result<()> {
-    let mut state = 0x0bad_cafe_dead_beefu64;
-    let mut uniform = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 11) as f64 / (1u64 << 53) as f64
-    };
+    let mut rng = Xorshift(0x0bad_cafe_dead_beefu64);
     let options = Options {
         backend: BackendKind::Cpu,
         precision: Precision::Double,
@@ -196,12 +173,8 @@ fn table(npoints: usize, repeats: usize) -> horecon::Result<()> {
     for (ndims, n) in [(1usize, 64i64), (2, 40), (3, 32)] {
         let modes = Modes::new(ndims as i32, &vec![n; ndims])?;
         for _ in 0..repeats {
-            let points: Vec<f64> = (0..ndims * npoints)
-                .map(|_| (2.0 * uniform() - 1.0) * std::f64::consts::PI)
-                .collect();
-            let f: Vec<Complex64> = (0..modes.total())
-                .map(|_| Complex64::new(uniform() - 0.5, uniform() - 0.5))
-                .collect();
+            let points: Vec<f64> = rng.points(ndims * npoints);
+            let f: Vec<Complex64> = rng.complex(modes.total());
             let reference = direct::type2(&modes, &points, npoints, 1, &f);
             let rms = (reference.iter().map(|c| c.norm_sqr()).sum::<f64>() / npoints as f64).sqrt();
             for (u, upsampling) in [Upsampling::Two, Upsampling::OneQuarter]
@@ -259,13 +232,7 @@ fn main() -> horecon::Result<()> {
         .unwrap_or(0);
     let sizes = vec![n; ndims];
     let modes = Modes::new(ndims as i32, &sizes)?;
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut uniform = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 11) as f64 / (1u64 << 53) as f64
-    };
+    let mut rng = Xorshift(0x2545_f491_4f6c_dd1du64);
     println!("ndims={ndims} n={n} M={npoints} width+{delta}");
     println!("tolerance  sigma  arith  w   beta    type1     type2");
     for double in [false, true] {
@@ -305,9 +272,7 @@ fn main() -> horecon::Result<()> {
                 };
                 let mut worst = [0.0f64; 2];
                 for _ in 0..repeats {
-                    let points: Vec<f64> = (0..ndims * npoints)
-                        .map(|_| (2.0 * uniform() - 1.0) * std::f64::consts::PI)
-                        .collect();
+                    let points: Vec<f64> = rng.points(ndims * npoints);
                     for (k, kind) in [NufftType::One, NufftType::Two].into_iter().enumerate() {
                         let mut s = spec.clone();
                         s.kind = kind;
@@ -317,9 +282,7 @@ fn main() -> horecon::Result<()> {
                         } else {
                             modes.total()
                         };
-                        let input: Vec<Complex64> = (0..len)
-                            .map(|_| Complex64::new(uniform() - 0.5, uniform() - 0.5))
-                            .collect();
+                        let input: Vec<Complex64> = rng.complex(len);
                         let reference = match kind {
                             NufftType::One => direct::type1(&modes, &points, 1, &input),
                             NufftType::Two => direct::type2(&modes, &points, npoints, 1, &input),
