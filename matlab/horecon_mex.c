@@ -287,14 +287,15 @@ static plan_entry *find_plan(uint64_t handle) {
   return NULL;
 }
 
-static uint64_t handle_value(const mxArray *a) {
+/* The value of a handle argument (`what`: "plan", "NUFFT plan"). */
+static uint64_t handle_value(const mxArray *a, const char *what) {
   if (!mxIsUint64(a) || mxIsComplex(a) || mxGetNumberOfElements(a) != 1)
-    fail("horecon:invalidArgument", "the plan handle must be a uint64 scalar");
+    fail("horecon:invalidArgument", "the %s handle must be a uint64 scalar", what);
   return *(const uint64_t *)mxGetData(a);
 }
 
 static plan_entry *plan_arg(const mxArray *a) {
-  plan_entry *e = find_plan(handle_value(a));
+  plan_entry *e = find_plan(handle_value(a, "plan"));
   if (e == NULL)
     fail("horecon:invalidArgument", "invalid or deleted plan (its handle is not alive)");
   return e;
@@ -526,7 +527,7 @@ static void destroy_handle(uint64_t handle) {
 
 static void cmd_destroy(int nrhs, const mxArray *prhs[]) {
   need_args(nrhs, 2, "destroy");
-  destroy_handle(handle_value(prhs[1]));
+  destroy_handle(handle_value(prhs[1], "plan"));
 }
 
 static void cmd_set_positions(int nrhs, const mxArray *prhs[]) {
@@ -1388,10 +1389,7 @@ static void destroy_everything(void) {
 
 static nufft_entry *nufft_arg(const mxArray *a) {
   size_t i;
-  uint64_t handle;
-  if (!mxIsUint64(a) || mxIsComplex(a) || mxGetNumberOfElements(a) != 1)
-    fail("horecon:invalidArgument", "the NUFFT plan handle must be a uint64 scalar");
-  handle = *(const uint64_t *)mxGetData(a);
+  uint64_t handle = handle_value(a, "NUFFT plan");
   for (i = 0; i < nufft_len; ++i)
     if ((uint64_t)(uintptr_t)nufft_registry[i].nufft == handle) return &nufft_registry[i];
   fail("horecon:invalidArgument", "invalid or deleted NUFFT plan (its handle is not alive)");
@@ -1529,9 +1527,7 @@ static void cmd_nufft_create(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
 
 static void cmd_nufft_destroy(int nrhs, const mxArray *prhs[]) {
   need_args(nrhs, 2, "nufftDestroy");
-  if (!mxIsUint64(prhs[1]) || mxIsComplex(prhs[1]) || mxGetNumberOfElements(prhs[1]) != 1)
-    fail("horecon:invalidArgument", "the NUFFT plan handle must be a uint64 scalar");
-  nufft_destroy_handle(*(const uint64_t *)mxGetData(prhs[1]));
+  nufft_destroy_handle(handle_value(prhs[1], "NUFFT plan"));
 }
 
 /* The input of execute has the plan's shape: type 1 c is npoints x ntransforms, type 2
