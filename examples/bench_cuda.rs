@@ -8,7 +8,7 @@
 //! Run: cargo run --release --example bench_cuda [case ...]
 
 use horecon::backend::cuda::{context, CudaOperator};
-use horecon::{BackendKind, CgOptions, Complex32, Options, Plan, Precision, Regularizer};
+use horecon::{BackendKind, Complex32, Options, Plan, Precision};
 use num_complex::Complex64;
 use rayon::prelude::*;
 use std::time::Instant;
@@ -124,13 +124,7 @@ fn bench_cg() {
     let t = Instant::now();
     p.operator().expect("operator");
     let build = t.elapsed().as_secs_f64();
-    let options = CgOptions {
-        max_iterations: 50,
-        tolerance: 0.0,
-        regularizer: Regularizer::Tikhonov,
-        lambda: 1e-3,
-        ..CgOptions::default()
-    };
+    let options = cases::cg50();
     let mut x = vec![Complex32::default(); n];
     let t = Instant::now();
     let info = p.cg(&data, &options, &mut x).expect("cg");

@@ -14,7 +14,7 @@
 //! Run: cargo run --release --example bench_multi_gpu [--parts 1,2] [--test-parts]
 
 use horecon::backend::cuda::{context, CudaMulti, CudaOperator};
-use horecon::{BackendKind, CgOptions, Complex32, Options, Plan, Precision, Regularizer};
+use horecon::{BackendKind, Complex32, Options, Plan, Precision};
 use num_complex::Complex64;
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -144,13 +144,7 @@ fn run(parts: usize, test_parts: bool, bieri: &Case, stone: &Case) -> Figures {
         pairs / eh / 1e9,
         eh_api * 1e3
     );
-    let cg_options = CgOptions {
-        max_iterations: 50,
-        tolerance: 0.0,
-        regularizer: Regularizer::Tikhonov,
-        lambda: 1e-3,
-        ..CgOptions::default()
-    };
+    let cg_options = cases::cg50();
     let mut solution = vec![Complex32::default(); n];
     let t = Instant::now();
     let info = plan.cg(&data, &cg_options, &mut solution).expect("cg");

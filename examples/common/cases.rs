@@ -3,7 +3,7 @@
 //! sums at a subset of outputs: shared by `bench_cpu` and `bench_cuda`.
 #![allow(dead_code)]
 
-use horecon::{Complex32, Options, Plan};
+use horecon::{CgOptions, Complex32, Options, Plan, Regularizer};
 use num_complex::Complex64;
 use rayon::prelude::*;
 use std::f64::consts::{PI, TAU};
@@ -282,4 +282,16 @@ pub fn rel(got: &[Complex32], want: &[Complex64]) -> f64 {
         .sum();
     let den: f64 = want.iter().map(|w| w.norm_sqr()).sum();
     (num / den).sqrt()
+}
+
+/// The benchmarks' CG (bench_cuda, bench_multi_gpu): 50 iterations, no early
+/// stop, Tikhonov λ = 1e-3.
+pub fn cg50() -> CgOptions<'static> {
+    CgOptions {
+        max_iterations: 50,
+        tolerance: 0.0,
+        regularizer: Regularizer::Tikhonov,
+        lambda: 1e-3,
+        ..CgOptions::default()
+    }
 }
