@@ -33,7 +33,7 @@ extern "C" __global__ void nufft_bin_count(Geometry g, const double* __restrict_
 extern "C" __global__ void nufft_bin_scatter(Geometry g, const double* __restrict__ x,
                                              const int* __restrict__ bin_start, const int* __restrict__ bin_of,
                                              const int* __restrict__ rank_of, int* __restrict__ perm,
-                                             int* __restrict__ start, real* __restrict__ offset) {
+                                             int* __restrict__ start, offset_t* __restrict__ offset) {
     GRID_STRIDE(j, g.points) {
         const long long p = (long long)bin_start[bin_of[j]] + rank_of[j];
         perm[p] = (int)j;
@@ -42,7 +42,7 @@ extern "C" __global__ void nufft_bin_scatter(Geometry g, const double* __restric
             const double pos = fold_to_fine(x[(long long)a * g.points + j], g.fine[a]);
             const double s = ceil(pos - 0.5 * WIDTH);
             start[(long long)a * g.points + p] = (int)s;
-            offset[(long long)a * g.points + p] = (real)(s - pos);
+            offset[(long long)a * g.points + p] = (offset_t)(s - pos);
         }
     }
 }

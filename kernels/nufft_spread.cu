@@ -53,9 +53,9 @@ __device__ __forceinline__ void footprint(const int* l, int n0, int n1, const re
 
 // The kernel weights of sorted point p and its footprint start along each axis.
 __device__ __forceinline__ void point_kernel(const Geometry& g, const int* __restrict__ start,
-                                             const real* __restrict__ offset, long long p, int* s,
+                                             const offset_t* __restrict__ offset, long long p, int* s,
                                              real (*k)[WIDTH]) {
-    const real beta = (real)g.beta;
+    const offset_t beta = (offset_t)g.beta;
 #pragma unroll
     for (int a = 0; a < 3; a++) {
         if (a < DIM) {
@@ -70,7 +70,7 @@ __device__ __forceinline__ void point_kernel(const Geometry& g, const int* __res
 extern "C" __global__ void __launch_bounds__(SM_THREADS)
     nufft_spread_sm(Geometry g, const int* __restrict__ sub_bin, const int* __restrict__ sub_first,
                     const int* __restrict__ sub_count, const int* __restrict__ perm, const int* __restrict__ start,
-                    const real* __restrict__ offset, const complex_t* __restrict__ c, complex_t* __restrict__ fine) {
+                    const offset_t* __restrict__ offset, const complex_t* __restrict__ c, complex_t* __restrict__ fine) {
     DYNAMIC_SHARED(complex_t, tile);
     const int sp = blockIdx.x;
     const long long t = blockIdx.y;
@@ -106,7 +106,7 @@ extern "C" __global__ void __launch_bounds__(SM_THREADS)
 extern "C" __global__ void __launch_bounds__(SM_THREADS)
     nufft_interp_sm(Geometry g, const int* __restrict__ sub_bin, const int* __restrict__ sub_first,
                     const int* __restrict__ sub_count, const int* __restrict__ perm, const int* __restrict__ start,
-                    const real* __restrict__ offset, const complex_t* __restrict__ fine, complex_t* __restrict__ c) {
+                    const offset_t* __restrict__ offset, const complex_t* __restrict__ fine, complex_t* __restrict__ c) {
     DYNAMIC_SHARED(complex_t, tile);
     const int sp = blockIdx.x;
     const long long t = blockIdx.y;
@@ -178,7 +178,7 @@ __device__ __forceinline__ void footprint_fine(const int (*index)[WIDTH], const 
 }
 
 extern "C" __global__ void nufft_spread_gm(Geometry g, const int* __restrict__ perm, const int* __restrict__ start,
-                                           const real* __restrict__ offset, const complex_t* __restrict__ c,
+                                           const offset_t* __restrict__ offset, const complex_t* __restrict__ c,
                                            complex_t* __restrict__ fine) {
     const long long t = blockIdx.y;
     const complex_t* ct = c + t * g.points;
@@ -195,7 +195,7 @@ extern "C" __global__ void nufft_spread_gm(Geometry g, const int* __restrict__ p
 }
 
 extern "C" __global__ void nufft_interp_gm(Geometry g, const int* __restrict__ perm, const int* __restrict__ start,
-                                           const real* __restrict__ offset, const complex_t* __restrict__ fine,
+                                           const offset_t* __restrict__ offset, const complex_t* __restrict__ fine,
                                            complex_t* __restrict__ c) {
     const long long t = blockIdx.y;
     complex_t* ct = c + t * g.points;

@@ -50,7 +50,7 @@
 extern "C" __global__ void __launch_bounds__(SM_THREADS)
     nufft_spread_out(Geometry g, const int* __restrict__ sub_bin, const int* __restrict__ sub_first,
                      const int* __restrict__ sub_count, const int* __restrict__ perm, const int* __restrict__ start,
-                     const real* __restrict__ offset, const complex_t* __restrict__ c, complex_t* __restrict__ fine) {
+                     const offset_t* __restrict__ offset, const complex_t* __restrict__ c, complex_t* __restrict__ fine) {
     DYNAMIC_SHARED(real, planes);
     __shared__ real kv[SPREAD_BATCH][DIM][WIDTH];
     __shared__ complex_t value[SPREAD_BATCH];
@@ -66,7 +66,7 @@ extern "C" __global__ void __launch_bounds__(SM_THREADS)
     tile_origin(g, sub_bin[sp], origin);
     const int first = sub_first[sp], count = sub_count[sp];
     const complex_t* ct = c + t * g.points;
-    const real beta = (real)g.beta;
+    const offset_t beta = (offset_t)g.beta;
 #if DIM > 1
     // The stride of the last spread axis in the tile.
     const int last_stride = DIM == 2 ? n0 : n0 * n1;

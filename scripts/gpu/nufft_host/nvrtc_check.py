@@ -25,12 +25,15 @@ def compile(source, opts, label):
 flt = sys.argv[1] if len(sys.argv) > 1 else ""
 bad = 0
 base = ["--gpu-architecture=sm_90", "-std=c++17", "--ptxas-options=-v"]
-for double, dim, w in itertools.product([0, 1], [1, 2, 3], [2, 4, 7, 13, 16]):
+SPREAD_OUT = src("nufft_common.cu", "nufft_spread_out.cu")
+for double, precise, dim, w in itertools.product([0, 1], [0, 1], [1, 2, 3], [2, 4, 7, 13, 16]):
     if double == 0 and w > 8: continue
-    label = f"nufft_d{double}_dim{dim}_w{w}"
+    if double == 1 and precise: continue
+    label = f"nufft_d{double}_p{precise}_dim{dim}_w{w}"
     if flt not in label: continue
-    opts = base + [f"-DDOUBLE={double}", f"-DDIM={dim}", f"-DWIDTH={w}", "-DSM_THREADS=256"]
+    opts = base + [f"-DDOUBLE={double}", f"-DPRECISE={precise}", f"-DDIM={dim}", f"-DWIDTH={w}", "-DSM_THREADS=256"]
     bad += compile(NUFFT, opts, label) != 0
+    bad += compile(SPREAD_OUT, opts + ["-DSPREAD_BATCH=64", f"-DFLUSH_PAIRS={1 - double}"], label + "_out") != 0
 for double, mode in [(0, 1), (1, 0), (1, 2)]:
     if flt and flt not in "toeplitz": continue
     bad += compile(TOEP, base + [f"-DDOUBLE={double}", f"-DMODE={mode}"], "nufft_toeplitz") != 0

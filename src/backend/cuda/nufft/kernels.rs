@@ -69,6 +69,7 @@ impl Kernels {
             ("DIM", layout.dim as i64),
             ("WIDTH", layout.width as i64),
             ("SM_THREADS", SM_THREADS as i64),
+            ("PRECISE", i64::from(layout.precise)),
         ];
         let f = |name: &str| device.function("nufft", SOURCE, &defines, name);
         let kernels = Kernels {
@@ -110,6 +111,7 @@ pub fn spread_output(device: &Device, layout: &Layout, double: bool) -> Result<C
         ("DIM", layout.dim as i64),
         ("WIDTH", layout.width as i64),
         ("SM_THREADS", SM_THREADS as i64),
+        ("PRECISE", i64::from(layout.precise)),
         ("SPREAD_BATCH", layout.spread_batch() as i64),
         ("FLUSH_PAIRS", i64::from(layout.flush_pairs(double))),
     ];

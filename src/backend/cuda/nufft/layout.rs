@@ -8,12 +8,15 @@
 //! (every n_a = 1) is spread along one axis of 2w-ish cells with every point
 //! at 0, which gives f_0 = Σ_j c_j as it must.
 //!
-//! Bins: 1024 cells in 1D, 32×32 in 2D, 16×16×b in 3D with the deepest b ≤ 16
-//! whose tile (bin + w cells per axis) fits [`SHARED_BUDGET`] bytes (8×8×b,
-//! then 4×4×b for wide double kernels); each extent at most the fine grid's.
+//! Bins: 1024 cells in 1D, 32×32 in 2D; in 3D 8×8×16 for spreading with w ≤ 6
+//! and 16×16×4 for interpolation (measured, [`Layout::new`]), else 16×16×b with
+//! the deepest b ≤ 16 whose tile (bin + w cells per axis) fits
+//! [`SHARED_BUDGET`] bytes (8×8×b, then 4×4×b for wide double kernels); each
+//! extent at most the fine grid's.
 
 use crate::error::Result;
-use crate::nufft::NufftSpec;
+use crate::nufft::cpu::FLOAT32_ARITHMETIC_TOLERANCE;
+use crate::nufft::{NufftSpec, NufftType};
 
 /// Shared memory a tile may take (bytes): up to three blocks per Hopper SM.
 pub(crate) const SHARED_BUDGET: usize = 64 * 1024;
@@ -55,6 +58,15 @@ pub struct Layout {
     pub complex_bytes: usize,
     /// Whether a tile fits in [`SHARED_BUDGET`] (else only [`Method::Points`]).
     pub tiles_fit: bool,
+    /// Float32 data with the footprint offsets and kernel values in float64
+    /// (float32 type-1 plans asked for less than [`FLOAT32_ARITHMETIC_TOLERANCE`];
+    /// kernels/nufft_common.cu `PRECISE`). Spreading sums many points into
+    /// each mode, so clustered points add their kernel values' float errors
+    /// coherently; an interpolated value carries only its own point's error
+    /// (H100, 2026-11-24, 3000 points of which 2500 within 1e-3 rad, 1e-6:
+    /// type 1 1.2e-6 in float, 3.5–5.4e-7 precise; type 2 4.2–8.5e-7 in
+    /// float), and float64 kernel values cost 256³ type 2 9% (10.4 vs 9.5 ms).
+    pub precise: bool,
 }
 
 impl Layout {
@@ -90,8 +102,23 @@ impl Layout {
             1 => clamp([1024, 1, 1]),
             2 => clamp([32, 32, 1]),
             _ => {
-                let mut chosen = None;
+                // Measured shapes first (H100, 2026-11-24, bench_cuda_nufft,
+                // execute ms against the search's 16×16×b): type 1 with w ≤ 6
+                // in 8×8×16 bins, twice the output-driven blocks per SM (96³ ×
+                // 16 at 1e-3: 4.90 vs 5.22; 200×200×144 × 16: 35.7 vs 38.0;
+                // at w = 8, 256³, 16×16×6 stays best: 13.8 vs 16.7); type 2 in
+                // 16×16×4 bins (200×200×144: 25.8 vs 26.7; 96³: 3.36 vs 3.39;
+                // 256³ tiles: 9.39 vs 9.50).
+                let measured = match spec.kind {
+                    NufftType::One if width <= 6 => Some(clamp([8, 8, 16])),
+                    NufftType::One => None,
+                    NufftType::Two => Some(clamp([16, 16, 4])),
+                };
+                let mut chosen = measured.filter(|&b| tile_bytes(b) <= SHARED_BUDGET);
                 'search: for side in [16, 8, 4] {
+                    if chosen.is_some() {
+                        break;
+                    }
                     for depth in (1..=16).rev() {
                         let b = clamp([side, side, depth]);
                         if tile_bytes(b) <= SHARED_BUDGET {
@@ -124,6 +151,9 @@ impl Layout {
             width,
             complex_bytes,
             tiles_fit,
+            precise: !spec.double
+                && spec.kind == NufftType::One
+                && spec.tolerance < FLOAT32_ARITHMETIC_TOLERANCE,
         })
     }
 
@@ -147,6 +177,15 @@ impl Layout {
     /// Dynamic shared memory of the tile kernels (bytes).
     pub fn shared_bytes(&self) -> usize {
         self.tile_cells() * self.complex_bytes
+    }
+
+    /// Bytes of one stored footprint offset (float64 when precise).
+    pub fn offset_bytes(&self) -> usize {
+        if self.precise {
+            8
+        } else {
+            self.complex_bytes / 2
+        }
     }
 
     /// Points the output-driven kernel stages at a time (its SPREAD_BATCH):
@@ -315,12 +354,53 @@ mod tests {
     }
 
     #[test]
+    fn measured_bins_and_precise_offsets() {
+        let with = |kind, sizes: &[i64], tol, double| {
+            let modes = Modes::new(sizes.len() as i32, sizes).unwrap();
+            let s = NufftSpec::new(kind, modes, 1, tol, 1, double, Some(Upsampling::Two)).unwrap();
+            Layout::new(&s).unwrap()
+        };
+        let cube = [96i64, 96, 96];
+        assert_eq!(with(NufftType::One, &cube, 1e-3, false).bins, [8, 8, 16]);
+        assert_eq!(with(NufftType::Two, &cube, 1e-3, false).bins, [16, 16, 4]);
+        assert_eq!(with(NufftType::One, &cube, 1e-6, false).bins, [16, 16, 6]);
+        // Wide double kernels fall back to the search (16×16×4 does not fit).
+        assert_ne!(with(NufftType::Two, &cube, 1e-9, true).bins, [16, 16, 4]);
+        for (kind, tol, double, precise) in [
+            (NufftType::One, 1e-6, false, true),
+            (NufftType::Two, 1e-6, false, false),
+            (NufftType::One, 9e-6, false, true),
+            (NufftType::One, 1e-5, false, false),
+            (NufftType::Two, 1e-9, true, false),
+        ] {
+            let l = with(kind, &[40, 33], tol, double);
+            assert_eq!(l.precise, precise, "{kind:?} {tol:e}");
+            assert_eq!(l.offset_bytes(), if precise || double { 8 } else { 4 });
+        }
+    }
+
+    #[test]
     fn methods_follow_the_measured_crossovers() {
+        let interpolation = |sizes: &[i64], tol| {
+            let modes = Modes::new(3, sizes).unwrap();
+            let s = NufftSpec::new(
+                NufftType::Two,
+                modes,
+                1,
+                tol,
+                1,
+                false,
+                Some(Upsampling::Two),
+            );
+            Layout::new(&s.unwrap()).unwrap()
+        };
         let l = Layout::new(&spec(&[96, 96, 96], 1e-3, false)).unwrap();
-        assert_eq!(l.method(221_184, 1728, true), Method::Output);
-        assert_eq!(l.method(221_184, 1728, false), Method::Points);
+        assert_eq!(l.method(221_184, l.bins_total(), true), Method::Output);
+        let l = interpolation(&[96, 96, 96], 1e-3);
+        assert_eq!(l.method(221_184, l.bins_total(), false), Method::Points);
+        let l = interpolation(&[256, 256, 256], 1e-6);
+        assert_eq!(l.method(10_000_000, l.bins_total(), false), Method::Tiles);
         let l = Layout::new(&spec(&[256, 256, 256], 1e-6, false)).unwrap();
-        assert_eq!(l.method(10_000_000, 65536, false), Method::Tiles);
         assert_eq!(l.method(1000, 1000, true), Method::Points);
     }
 

@@ -231,9 +231,7 @@ impl CudaNufft {
             geometry.nbins[a] = layout.nbins[a] as i32;
             geometry.bins[a] = layout.bins[a] as i32;
         }
-        let sorted = sort(
-            &device, &layout, &kernels, geometry, points, npoints, double, s,
-        )?;
+        let sorted = sort(&device, &layout, &kernels, geometry, points, npoints, s)?;
         geometry.subproblems = sorted.subproblems as i32;
         let method = layout.method(npoints, sorted.busy_bins, spec.kind == NufftType::One);
         let spread_output = if method == Method::Output {
@@ -602,7 +600,6 @@ fn sort(
     geometry: Geometry,
     points: &[f64],
     npoints: usize,
-    double: bool,
     s: Stream,
 ) -> Result<Sorted> {
     let m = npoints;
@@ -636,12 +633,12 @@ fn sort(
     counts.download(&mut host_counts, s)?;
     let (starts, list) = layout::subproblems(&host_counts, MAX_SUBPROBLEM);
     let bin_start = DeviceBuffer::from_host(device, &starts, "NUFFT bin starts")?;
-    let real_bytes = if double { 8 } else { 4 };
+    let offset_bytes = layout.offset_bytes();
     let perm = DeviceBuffer::new::<i32>(device, m, "NUFFT sorted order (M)")?;
     let start = DeviceBuffer::new::<i32>(device, dim * m, "NUFFT footprint starts (M x d)")?;
     let offset = DeviceBuffer::new::<u8>(
         device,
-        dim * m * real_bytes,
+        dim * m * offset_bytes,
         "NUFFT footprint offsets (M x d)",
     )?;
     launch(
