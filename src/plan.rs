@@ -404,9 +404,9 @@ impl Plan {
         // applies it meanwhile); anything else, an error included, rebuilds.
         let model = &self.model;
         let updated = slot.as_mut().and_then(Arc::get_mut).is_some_and(|op| {
-            let mut update =
-                || op.update_samples(&model.voxel_features()?, &model.sample_features()?);
-            matches!(update(), Ok(true))
+            // On the plan's threads (a GPU operator plans its sides on the host).
+            let update = || op.update_samples(&model.voxel_features()?, &model.sample_features()?);
+            matches!(self.pool.install(update), Ok(true))
         });
         if !updated {
             *slot = None;
@@ -521,13 +521,19 @@ impl Plan {
                     self.pool.clone(),
                 )?)
             }
-            None => Arc::from(backend::build(
-                self.backend,
-                &self.model.features()?,
-                self.sizes(),
-                &self.options,
-                self.pool.clone(),
-            )?),
+            None => {
+                let features = self.model.features()?;
+                // On the plan's threads (a GPU operator lays out its sides on the host).
+                Arc::from(self.pool.install(|| {
+                    backend::build(
+                        self.backend,
+                        &features,
+                        self.sizes(),
+                        &self.options,
+                        self.pool.clone(),
+                    )
+                })?)
+            }
         })
     }
 

@@ -176,12 +176,20 @@ impl CudaOperator {
         let device = self.device.clone();
         let target = Target::of(&device);
         let (precision, group) = (self.precision, self.coil_group);
-        let plan = SidePlan::new(target, precision, -1, voxel, sample, terms, n, m, group)?;
-        self.adjoint.update(&device, plan, Some(sample))?;
-        if let Some(forward) = self.forward.as_mut() {
-            let plan = SidePlan::new(target, precision, 1, sample, voxel, terms, m, n, group)?;
+        let with_forward = self.forward.is_some();
+        // The two sides' host plans are independent: planned in parallel.
+        let (adjoint, forward) = rayon::join(
+            || SidePlan::new(target, precision, -1, voxel, sample, terms, n, m, group),
+            || {
+                with_forward
+                    .then(|| SidePlan::new(target, precision, 1, sample, voxel, terms, m, n, group))
+                    .transpose()
+            },
+        );
+        self.adjoint.update(&device, adjoint?, Some(sample))?;
+        if let (Some(side), Some(plan)) = (self.forward.as_mut(), forward?) {
             // Its inner features are the voxels': unchanged on the device.
-            forward.update(&device, plan, None)?;
+            side.update(&device, plan, None)?;
         }
         Ok(true)
     }
