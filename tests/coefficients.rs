@@ -57,11 +57,11 @@ fn new_coefficients(rng: &mut Rng, problem: &Problem, round: usize) -> Vec<f64> 
     c
 }
 
-/// Updates a built plan three times and compares each with a fresh plan;
-/// returns the largest difference.
-fn updated_against_fresh(rng: &mut Rng, options: Options) -> f64 {
+/// Updates a built plan three times and compares each with a fresh plan,
+/// on `problems` random problems; returns the largest difference.
+fn updated_against_fresh(rng: &mut Rng, options: Options, problems: usize) -> f64 {
     let mut worst = 0.0f64;
-    for _ in 0..4 {
+    for _ in 0..problems {
         let mut problem = Problem::random(rng, 200, 120, 4.0);
         let (x, d) = random_inputs(rng, &problem);
         let mut plan = problem.plan_with(options);
@@ -88,7 +88,7 @@ fn cpu_update_in_place_equals_a_fresh_plan() {
             precision,
             ..Options::default()
         };
-        let worst = updated_against_fresh(&mut rng, options);
+        let worst = updated_against_fresh(&mut rng, options, 4);
         assert_eq!(worst, 0.0, "{precision:?}: updated and fresh plans differ");
     }
 }
@@ -110,7 +110,8 @@ fn cuda_update_in_place_matches_a_fresh_plan() {
             precision,
             ..Options::default()
         };
-        let worst = updated_against_fresh(&mut rng, options);
+        // Fewer problems: each new kernel shape is compiled once (NVRTC).
+        let worst = updated_against_fresh(&mut rng, options, 2);
         assert!(
             worst <= class,
             "{precision:?}: updated vs fresh {worst:.2e} > {class:.0e}"
