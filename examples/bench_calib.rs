@@ -8,7 +8,8 @@
 //!   delay with the default search (±20 µs, 2 µs, golden section to 0.05 µs,
 //!   10 CG iterations per candidate).
 //!
-//! Run: cargo run --release --example bench_calib [espirit|delay] [--size N] [--backend auto|cpu|cuda]
+//! Run: cargo run --release --example bench_calib [espirit|delay] [--size N]
+//! [--case NAME (delay's case, default bieri-256)] [--backend auto|cpu|cuda]
 
 use horecon::calib::delay::{estimate_delay, resample, DelayOptions};
 use horecon::calib::espirit::EspiritOptions;
@@ -64,8 +65,8 @@ fn espirit(size: usize, backend: BackendKind) {
     );
 }
 
-fn delay(backend: BackendKind) {
-    let case = cases::make_case("bieri-256");
+fn delay(name: &str, backend: BackendKind) {
+    let case = cases::make_case(name);
     let options = Options {
         backend,
         ..Options::default()
@@ -94,28 +95,38 @@ fn delay(backend: BackendKind) {
     )
     .expect("delay");
     println!(
-        "delay on bieri-256 ({}): true {:.3} us, estimated {:.3} us, {} evaluations, {:.2} s",
+        "delay on {name} ({}): true {:.3} us, estimated {:.3} us, {} evaluations, {:.2} s",
         plan.operator().expect("operator").backend_name(),
         truth * 1e6,
         result.delay * 1e6,
         result.curve.len(),
         started.elapsed().as_secs_f64()
     );
-    // One evaluation's parts (the search's cost model): new coefficients and
-    // the operator's rebuild, 10 CG iterations, one forward; best of 3.
+    // One evaluation's parts (the search's cost model): new coefficients
+    // taken in place by the operator (as estimate_delay does) or set anew
+    // (the operator rebuilt), 10 CG iterations, one forward; best of 3.
     let mut work = case.plan(options);
     let mut image = vec![Complex32::default(); case.voxels()];
-    let (mut build, mut cg, mut forward) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
+    let (mut update, mut build) = (f64::INFINITY, f64::INFINITY);
+    let (mut cg, mut forward) = (f64::INFINITY, f64::INFINITY);
     for shift in [1e-6, 2e-6, 3e-6] {
         let shifted: Vec<f64> = monitored
             .chunks_exact(m)
             .flat_map(|c| resample(c, &times, shift))
             .collect();
         let t = Instant::now();
-        work.set_solid_harmonics(case.terms as i32, &shifted)
-            .expect("coefficients");
+        if case.trajectory {
+            work.set_trajectory(3, &shifted).expect("trajectory");
+        } else {
+            work.set_solid_harmonics(case.terms as i32, &shifted)
+                .expect("coefficients");
+        }
         work.operator().expect("operator");
         build = build.min(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        work.set_coefficients(&monitored).expect("coefficients");
+        work.operator().expect("operator");
+        update = update.min(t.elapsed().as_secs_f64());
         let t = Instant::now();
         image.fill(Complex32::default());
         let cg_options = horecon::plan::CgOptions {
@@ -130,7 +141,9 @@ fn delay(backend: BackendKind) {
         forward = forward.min(t.elapsed().as_secs_f64());
     }
     println!(
-        "one evaluation: coefficients + operator {:.1} ms, 10 CG iterations {:.1} ms, forward {:.1} ms",
+        "one evaluation: coefficients in place {:.1} ms (set anew + operator rebuilt {:.1} ms), \
+         10 CG iterations {:.1} ms, forward {:.1} ms",
+        1e3 * update,
         1e3 * build,
         1e3 * cg,
         1e3 * forward
@@ -156,6 +169,9 @@ fn main() {
         espirit(size, backend);
     }
     if which.is_empty() || which.contains(&"delay") {
-        delay(backend);
+        delay(
+            &value("--case").unwrap_or_else(|| "bieri-256".into()),
+            backend,
+        );
     }
 }

@@ -380,6 +380,40 @@ impl Plan {
         Ok(())
     }
 
+    /// New M×B coefficients for the current phase model (its basis and
+    /// terms stay), e.g. the same trajectory at another delay. The exact
+    /// operator, when built and not shared, takes the new sample features in
+    /// place ([`EncodingOperator::update_samples`]: on a GPU the voxel data,
+    /// sensitivities and buffers stay) instead of being rebuilt on next use;
+    /// the Toeplitz operator and the fast path, which depend on the
+    /// trajectory, are rebuilt on next use, and Cartesian mode is left (as
+    /// any phase-model setter leaves it). On error the plan is unchanged.
+    pub fn set_coefficients(&mut self, coefficients: &[f64]) -> Result<()> {
+        self.model.set_coefficients(coefficients)?;
+        if self.cartesian.take().is_some() {
+            self.changed();
+            return Ok(());
+        }
+        *self
+            .toeplitz_operator
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner()) = None;
+        *self.fast.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+        let slot = self.operator.get_mut().unwrap_or_else(|e| e.into_inner());
+        // In place only when the plan holds the operator alone (no caller
+        // applies it meanwhile); anything else, an error included, rebuilds.
+        let model = &self.model;
+        let updated = slot.as_mut().and_then(Arc::get_mut).is_some_and(|op| {
+            // On the plan's threads (a GPU operator plans its sides on the host).
+            let update = || op.update_samples(&model.voxel_features()?, &model.sample_features()?);
+            matches!(self.pool.install(update), Ok(true))
+        });
+        if !updated {
+            *slot = None;
+        }
+        Ok(())
+    }
+
     /// A k-space trajectory, M×ndims rad/m (h = x, y, z).
     pub fn set_trajectory(&mut self, ndims: i32, k: &[f64]) -> Result<()> {
         if let Ok(d) = usize::try_from(ndims) {
@@ -487,13 +521,19 @@ impl Plan {
                     self.pool.clone(),
                 )?)
             }
-            None => Arc::from(backend::build(
-                self.backend,
-                &self.model.features()?,
-                self.sizes(),
-                &self.options,
-                self.pool.clone(),
-            )?),
+            None => {
+                let features = self.model.features()?;
+                // On the plan's threads (a GPU operator lays out its sides on the host).
+                Arc::from(self.pool.install(|| {
+                    backend::build(
+                        self.backend,
+                        &features,
+                        self.sizes(),
+                        &self.options,
+                        self.pool.clone(),
+                    )
+                })?)
+            }
         })
     }
 

@@ -33,7 +33,7 @@ if [ "$MODE" = stage ]; then
   mkdir -p "$DEST"
   benches="bench_cuda_nufft bench_toeplitz bench_calib bench_fast_path"
   for b in $benches; do cargo build --release --example "$b"; done
-  tests="cuda cuda_fft cuda_nufft cuda_fast fast_path toeplitz nufft gridding calib_cg calib multi_gpu operators cg"
+  tests="cuda cuda_fft cuda_nufft cuda_fast fast_path toeplitz nufft gridding calib_cg calib coefficients multi_gpu operators cg"
   bash scripts/gpu/strip_tests.sh "$DEST" $(printf -- '--test %s ' $tests)
   for b in $benches; do strip -o "$DEST/$b" "target/release/examples/$b"; done
   strip -o "$DEST/libhorecon.so" target/release/libhorecon.so
@@ -73,7 +73,7 @@ t() { # name timeout command...: runs, prints rc and seconds
   echo "=== $name rc=$? ($(( $(date +%s) - s )) s)"
 }
 if [[ ,$STAGES, == *,tests,* ]]; then
-  TESTS=${TESTS:-cuda cuda_fft cuda_nufft cuda_fast fast_path nufft toeplitz gridding calib_cg calib multi_gpu operators cg}
+  TESTS=${TESTS:-cuda cuda_fft cuda_nufft cuda_fast fast_path nufft toeplitz gridding calib_cg calib coefficients multi_gpu operators cg}
   {
     for s in $TESTS; do
       case $s in

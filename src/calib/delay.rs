@@ -62,8 +62,14 @@ pub struct DelayResult {
 /// where the times stop increasing): cubic Hermite with finite-difference
 /// slopes inside, linear extrapolation outside.
 pub fn resample(values: &[f64], times: &[f64], shift: f64) -> Vec<f64> {
+    let mut out = vec![0.0; values.len()];
+    resample_into(values, times, shift, &mut out);
+    out
+}
+
+/// [`resample`] into `out` (as long as `values`).
+fn resample_into(values: &[f64], times: &[f64], shift: f64, out: &mut [f64]) {
     let m = values.len();
-    let mut out = vec![0.0; m];
     let mut start = 0;
     while start < m {
         let mut end = start + 1;
@@ -105,7 +111,6 @@ pub fn resample(values: &[f64], times: &[f64], shift: f64) -> Vec<f64> {
         }
         start = end;
     }
-    out
 }
 
 /// Which coefficient columns move, for the plan's basis.
@@ -219,6 +224,14 @@ pub fn estimate_delay(
     if let Some(segments) = plan.toeplitz() {
         work.set_toeplitz(true, segments as i32)?;
     }
+    // The phase model's basis, set once: each candidate then replaces only
+    // the coefficients, which the built operator takes in place
+    // (Plan::set_coefficients) instead of being rebuilt.
+    match &phase.basis {
+        Basis::SolidHarmonics(t) => work.set_solid_harmonics(*t as i32, coefficients)?,
+        Basis::Trajectory(nd) => work.set_trajectory(*nd as i32, coefficients)?,
+        Basis::User(h) => work.set_basis(phase.terms as i32, h, coefficients)?,
+    }
     let mut shifted = try_vec(coefficients.len(), 0.0f64, "resampled coefficients")?;
     let mut image = try_vec(sizes.voxels, Complex32::default(), "image (N)")?;
     let mut predicted = try_vec(data.len(), Complex32::default(), "E image (M x L)")?;
@@ -226,16 +239,12 @@ pub fn estimate_delay(
         for (b, column) in coefficients.chunks_exact(m).enumerate() {
             let out = &mut shifted[b * m..(b + 1) * m];
             if moving[b] {
-                out.copy_from_slice(&resample(column, times, delay));
+                resample_into(column, times, delay, out);
             } else {
                 out.copy_from_slice(column);
             }
         }
-        match &phase.basis {
-            Basis::SolidHarmonics(t) => work.set_solid_harmonics(*t as i32, &shifted)?,
-            Basis::Trajectory(nd) => work.set_trajectory(*nd as i32, &shifted)?,
-            Basis::User(h) => work.set_basis(phase.terms as i32, h, &shifted)?,
-        }
+        work.set_coefficients(&shifted)?;
         let cg = CgOptions {
             max_iterations: options.iterations,
             tolerance: 0.0,

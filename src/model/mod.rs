@@ -298,19 +298,44 @@ impl Model {
         })
     }
 
-    /// The phase as a bilinear form in cycles, ready for a backend.
-    pub fn features(&self) -> Result<Features> {
+    /// Replaces the M×B coefficients of the current phase model (same basis
+    /// and terms); on error the model is unchanged.
+    pub fn set_coefficients(&mut self, coefficients: &[f64]) -> Result<()> {
+        let m = self.sizes.samples;
+        let phase = self.phase.as_mut().ok_or_else(|| {
+            Error::incomplete(
+                "set_coefficients needs a phase model: set one first (horecon_set_trajectory, \
+                 horecon_set_solid_harmonics or horecon_set_basis)",
+            )
+        })?;
+        if coefficients.len() != phase.coefficients.len() {
+            return Err(Error::size(format!(
+                "coefficients has {} elements, expected M x B = {m} x {} (the phase model's)",
+                coefficients.len(),
+                phase.terms
+            )));
+        }
+        check_finite("coefficients", coefficients)?;
+        phase.coefficients.copy_from_slice(coefficients);
+        Ok(())
+    }
+
+    /// F = B (+1 with off-resonance), the number of features.
+    fn feature_terms(&self) -> Result<usize> {
+        Ok(self.require_phase()?.terms + usize::from(self.off_resonance.is_some()))
+    }
+
+    /// The voxel features v_f(n) of [`Features::voxel`] (F×N).
+    pub fn voxel_features(&self) -> Result<Vec<f64>> {
         self.check_complete()?;
-        let Sizes {
-            voxels: n,
-            samples: m,
-            ..
-        } = self.sizes;
+        let n = self.sizes.voxels;
         let phase = self.require_phase()?;
         let b = phase.terms;
-        let f = b + usize::from(self.off_resonance.is_some());
-        let mut voxel = try_vec(f * n, 0.0f64, "voxel features (N x terms)")?;
-        let mut sample = try_vec(f * m, 0.0f64, "sample features (M x terms)")?;
+        let mut voxel = try_vec(
+            self.feature_terms()? * n,
+            0.0f64,
+            "voxel features (N x terms)",
+        )?;
         match &phase.basis {
             Basis::SolidHarmonics(t) => {
                 let p = self.require_positions("the solid harmonics")?;
@@ -322,20 +347,42 @@ impl Model {
             }
             Basis::User(h) => voxel[..b * n].copy_from_slice(h),
         }
+        if let Some(or) = &self.off_resonance {
+            voxel[b * n..].copy_from_slice(&or.omega);
+        }
+        Ok(voxel)
+    }
+
+    /// The sample features a_f(j) in cycles of [`Features::sample`] (F×M).
+    pub fn sample_features(&self) -> Result<Vec<f64>> {
+        self.check_complete()?;
+        let m = self.sizes.samples;
+        let phase = self.require_phase()?;
+        let b = phase.terms;
+        let mut sample = try_vec(
+            self.feature_terms()? * m,
+            0.0f64,
+            "sample features (M x terms)",
+        )?;
         let cycles = 1.0 / (2.0 * std::f64::consts::PI);
         for (s, k) in sample[..b * m].iter_mut().zip(&phase.coefficients) {
             *s = k * cycles;
         }
         if let Some(or) = &self.off_resonance {
-            voxel[b * n..].copy_from_slice(&or.omega);
             for (s, t) in sample[b * m..].iter_mut().zip(&or.times) {
                 *s = t * cycles;
             }
         }
+        Ok(sample)
+    }
+
+    /// The phase as a bilinear form in cycles, ready for a backend.
+    pub fn features(&self) -> Result<Features> {
+        self.check_complete()?;
         Ok(Features {
-            terms: f,
-            voxel,
-            sample,
+            terms: self.feature_terms()?,
+            voxel: self.voxel_features()?,
+            sample: self.sample_features()?,
             sensitivities: match &self.sensitivities {
                 Some(s) => Some(try_copy(s, "sensitivities")?),
                 None => None,

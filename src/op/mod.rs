@@ -86,6 +86,17 @@ pub trait EncodingOperator: Send + Sync {
     /// Conjugate gradient on (EᴴWE + λR)ρ = EᴴWd with the vectors kept where
     /// the backend computes (so a GPU solve moves data up once, the image down once).
     fn solve(&self, problem: &CgProblem<'_>, image: &mut [Complex32]) -> Result<CgReport>;
+    /// Takes new sample features in place, when only they changed: `sample`
+    /// is the new F×M a_f(j) of [`crate::model::Features::sample`], `voxel`
+    /// the F×N v_f(n) the operator was built with (unchanged, as are the
+    /// sizes, sensitivities and precision: the caller guarantees it). `Ok(true)`:
+    /// the operator now computes what one built from the new features would;
+    /// `Ok(false)`: it cannot update in place and is unchanged (rebuild it).
+    /// After an error it may be half updated: drop it. By default `Ok(false)`.
+    fn update_samples(&mut self, voxel: &[f64], sample: &[f64]) -> Result<bool> {
+        let _ = (voxel, sample);
+        Ok(false)
+    }
     /// A short name of where it runs ("cpu", "cuda:0").
     fn backend_name(&self) -> String;
     /// For a Toeplitz normal operator: the summed kernel spectrum

@@ -304,6 +304,19 @@ impl<Mo: Mode> CpuNormal<Mo::Acc> for CpuOperator<Mo> {
 }
 
 impl<Mo: Mode> EncodingOperator for CpuOperator<Mo> {
+    /// Converts the new sample features as [`CpuOperator::new`] does (the
+    /// voxel side keeps its conversion).
+    fn update_samples(&mut self, voxel: &[f64], sample: &[f64]) -> Result<bool> {
+        let _ = voxel;
+        if sample.len() != self.sample.len() {
+            return Ok(false);
+        }
+        let converted = convert(sample, "sample features")?;
+        self.sample_by_point = transpose(&converted, self.terms, "sample features")?;
+        self.sample = converted;
+        Ok(true)
+    }
+
     fn forward(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
         apply_widened(&self.pool, image, "image", data, "data", |x, y| {
             self.forward_acc(x, y)

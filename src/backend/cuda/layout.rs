@@ -97,6 +97,9 @@ pub(super) fn layout(
     })
 }
 
+/// Bisections of at least this many points sort their halves in parallel.
+const PARALLEL_POINTS: usize = 1 << 14;
+
 /// Orders `points` into groups of `blk` (the last may be short) that are
 /// compact in `coords`: recursive bisection along the widest coordinate, at a
 /// multiple of `blk` (a k-d tree whose leaves are the thread blocks).
@@ -126,9 +129,16 @@ fn bisect(points: &mut [u32], coords: &[Vec<f64>], blk: usize) {
     let left = points.len().div_ceil(blk) / 2 * blk;
     let c = &coords[widest];
     points.select_nth_unstable_by(left, |a, b| c[*a as usize].total_cmp(&c[*b as usize]));
+    let parallel = points.len() >= PARALLEL_POINTS;
     let (l, r) = points.split_at_mut(left);
-    bisect(l, coords, blk);
-    bisect(r, coords, blk);
+    // The halves are independent: large ones in parallel (on the calling
+    // thread's rayon pool; the same order either way).
+    if parallel {
+        rayon::join(|| bisect(l, coords, blk), || bisect(r, coords, blk));
+    } else {
+        bisect(l, coords, blk);
+        bisect(r, coords, blk);
+    }
 }
 
 #[cfg(test)]

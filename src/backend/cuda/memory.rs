@@ -49,13 +49,33 @@ impl DeviceBuffer {
         what: &str,
     ) -> Result<DeviceBuffer> {
         let b = DeviceBuffer::new::<T>(device, host.len(), what)?;
-        b.upload(host, Stream(std::ptr::null_mut()))?;
+        b.fill(host)?;
+        Ok(b)
+    }
+
+    /// Copies `host` into the start of the buffer (synchronous).
+    fn fill<T: Copy>(&self, host: &[T]) -> Result<()> {
+        self.upload(host, Stream(std::ptr::null_mut()))?;
         if !host.is_empty() {
             // SAFETY: null stream = legacy default stream; waits for the copy.
             unsafe { result::stream::synchronize(std::ptr::null_mut()) }
                 .map_err(|e| driver_error("uploading", e))?;
         }
-        Ok(b)
+        Ok(())
+    }
+
+    /// Makes the buffer a copy of `host` (synchronous): in place when it has
+    /// exactly the bytes that [`DeviceBuffer::from_host`] would allocate, else
+    /// in a new allocation (the old one is freed). No work queued on any
+    /// stream may use the buffer meanwhile (the caller holds it exclusively).
+    pub fn refill<T: Copy>(&mut self, host: &[T], what: &str) -> Result<()> {
+        let bytes = std::mem::size_of_val(host).max(16);
+        if bytes == self.bytes {
+            self.fill(host)
+        } else {
+            *self = DeviceBuffer::from_host(&self.device.clone(), host, what)?;
+            Ok(())
+        }
     }
 
     fn check<T>(&self, len: usize) -> Result<()> {

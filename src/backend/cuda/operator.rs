@@ -12,7 +12,7 @@
 use super::context::Device;
 use super::launch::{launch_over, Args};
 use super::memory::{knob, DeviceBuffer, Stream};
-use super::phase_sum::Side;
+use super::phase_sum::{Side, SidePlan, Target};
 use super::space::{solve_on, DeviceNormal};
 use super::vectors::{upload_sensitivities, CudaCore};
 use super::work::{Work, WorkGuard};
@@ -30,6 +30,7 @@ const MAX_COIL_GROUP: usize = 8;
 /// E on one GPU in one precision mode.
 pub struct CudaOperator {
     core: CudaCore,
+    precision: Precision,
     coil_group: usize,
     groups: usize,
     /// `None` for an adjoint-only operator ([`CudaOperator::adjoint_only`]).
@@ -146,6 +147,7 @@ impl CudaOperator {
         let work = Work::new(&device, sizes)?;
         Ok(CudaOperator {
             core: CudaCore::new(device, sizes, precision)?,
+            precision,
             coil_group,
             groups,
             forward,
@@ -153,6 +155,43 @@ impl CudaOperator {
             sensitivities,
             work: Mutex::new(work),
         })
+    }
+
+    /// New sample features in place ([`EncodingOperator::update_samples`]):
+    /// both sides are planned on the host as a build would plan them (the
+    /// same layout, split terms and kernel, so the result equals a fresh
+    /// build's) and their device data re-uploaded into the existing buffers;
+    /// the voxel features on the device, the sensitivities, the workspace and
+    /// the stream stay.
+    fn update_sample_features(&mut self, voxel: &[f64], sample: &[f64]) -> Result<bool> {
+        let Sizes {
+            voxels: n,
+            samples: m,
+            ..
+        } = self.sizes;
+        let terms = self.adjoint.full_terms;
+        if voxel.len() != terms * n || sample.len() != terms * m {
+            return Ok(false);
+        }
+        let device = self.device.clone();
+        let target = Target::of(&device);
+        let (precision, group) = (self.precision, self.coil_group);
+        let with_forward = self.forward.is_some();
+        // The two sides' host plans are independent: planned in parallel.
+        let (adjoint, forward) = rayon::join(
+            || SidePlan::new(target, precision, -1, voxel, sample, terms, n, m, group),
+            || {
+                with_forward
+                    .then(|| SidePlan::new(target, precision, 1, sample, voxel, terms, m, n, group))
+                    .transpose()
+            },
+        );
+        self.adjoint.update(&device, adjoint?, Some(sample))?;
+        if let (Some(side), Some(plan)) = (self.forward.as_mut(), forward?) {
+            // Its inner features are the voxels': unchanged on the device.
+            side.update(&device, plan, None)?;
+        }
+        Ok(true)
     }
 
     pub(super) fn sens_ptr(&self) -> sys::CUdeviceptr {
@@ -282,6 +321,11 @@ pub(super) trait DeviceExact: DeviceNormal {
     ) -> Result<()>;
     /// The devices it runs on (its parts' in order).
     fn devices(&self) -> Vec<usize>;
+    /// [`EncodingOperator::update_samples`]; by default not in place.
+    fn update_samples(&mut self, voxel: &[f64], sample: &[f64]) -> Result<bool> {
+        let _ = (voxel, sample);
+        Ok(false)
+    }
 }
 
 /// The host calls of an exact device operator: one upload, the device
@@ -319,6 +363,10 @@ impl<T: DeviceExact + Send + Sync> EncodingOperator for T {
     fn solve(&self, problem: &CgProblem<'_>, image: &mut [Complex32]) -> Result<CgReport> {
         let w = self.lock()?;
         solve_on(self.core(), self, &w, problem, image)
+    }
+
+    fn update_samples(&mut self, voxel: &[f64], sample: &[f64]) -> Result<bool> {
+        DeviceExact::update_samples(self, voxel, sample)
     }
 
     fn backend_name(&self) -> String {
@@ -362,6 +410,10 @@ impl DeviceExact for CudaOperator {
 
     fn devices(&self) -> Vec<usize> {
         vec![self.device.ordinal]
+    }
+
+    fn update_samples(&mut self, voxel: &[f64], sample: &[f64]) -> Result<bool> {
+        self.update_sample_features(voxel, sample)
     }
 }
 

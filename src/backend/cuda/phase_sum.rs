@@ -79,7 +79,7 @@ pub(super) struct Side {
     split_len: usize,
     /// Outer blocks per launch (memory for the partial sums).
     pub(super) chunk_blocks: usize,
-    full_terms: usize,
+    pub(super) full_terms: usize,
     effective_terms: usize,
     split_terms: usize,
     threads: usize,
@@ -95,6 +95,73 @@ pub(super) struct Side {
     pub(super) weights: DeviceBuffer,
     /// chunk_blocks × splits × coils × blk partial sums.
     pub(super) partial: DeviceBuffer,
+}
+
+/// What a side's plan depends on besides its features: the GPU's compute
+/// capability and multiprocessors.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Target {
+    pub(super) capability: (i32, i32),
+    pub(super) multiprocessors: usize,
+}
+
+impl Target {
+    pub(super) fn of(device: &Device) -> Target {
+        Target {
+            capability: device.capability,
+            multiprocessors: device.multiprocessors,
+        }
+    }
+}
+
+/// What the host computes for a side ([`SidePlan::new`]): its kernel's
+/// source and defines, its geometry and the contents of its device buffers.
+pub(super) struct SidePlan {
+    name: &'static str,
+    source: &'static str,
+    defines: Vec<(&'static str, i64)>,
+    blk: usize,
+    blocks: usize,
+    outer: usize,
+    inner: usize,
+    splits: usize,
+    split_len: usize,
+    full_terms: usize,
+    effective_terms: usize,
+    split_terms: usize,
+    threads: usize,
+    shape: String,
+    dv: Vec<u8>,
+    vref: Vec<f64>,
+    inner_eff: Vec<u8>,
+    perm: Vec<u32>,
+    rotation: Option<Vec<f64>>,
+    /// Bytes of the coil group's inner weights.
+    weight_bytes: usize,
+    /// Bytes of the partial sums per outer block of a launch.
+    per_block: usize,
+}
+
+impl SidePlan {
+    /// The compiled kernel (cached per process and device).
+    fn kernel(&self, device: &Device) -> Result<CudaFunction> {
+        device.function(self.name, self.source, &self.defines, self.name)
+    }
+
+    /// Outer blocks per launch whose partial sums fit in `bytes` (at least
+    /// one; `HORECON_CUDA_CHUNK_BLOCKS` overrides).
+    fn chunk_blocks(&self, bytes: usize) -> usize {
+        match knob("HORECON_CUDA_CHUNK_BLOCKS") {
+            Some(c) => c.min(self.blocks),
+            None => (bytes / self.per_block).clamp(1, self.blocks),
+        }
+    }
+}
+
+/// Bytes the partial sums of one side may take: ~1/4 of the free memory, at most 1 GiB.
+fn chunk_budget(device: &Device) -> Result<usize> {
+    let (free, _) = device.memory()?;
+    Ok((free / 4).min(1 << 30))
 }
 
 /// `count` values as the kernel's REAL (f32, or f64 in double mode), as raw
@@ -117,13 +184,13 @@ fn real_bytes(
     Ok(out)
 }
 
-impl Side {
-    /// Lays out and compiles one direction: `outer` (terms × o features, point
+impl SidePlan {
+    /// Lays out one direction on the host: `outer` (terms × o features, point
     /// fastest) are the points summed into, `inner` (terms × i) the points summed
     /// over, `sign` the sign of the exponent (+1 for E, −1 for Eᴴ).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
-        device: &Arc<Device>,
+        target: Target,
         precision: Precision,
         sign: i64,
         outer: &[f64],
@@ -132,14 +199,14 @@ impl Side {
         o: usize,
         i: usize,
         coil_group: usize,
-    ) -> Result<Side> {
+    ) -> Result<SidePlan> {
         let double = precision == Precision::Double;
         let real = if double { 8 } else { 4 };
         // Float32 modes: the coil sums on the tensor cores (tf32 mma, sm_80+) unless
         // HORECON_CUDA_TENSOR=0; =1 also takes groups under TC_MIN_COILS coils.
         let fast = precision == Precision::Fast;
         let tensor = !double
-            && device.capability.0 >= 8
+            && target.capability.0 >= 8
             && terms <= TC_MAX_TERMS
             && setting("HORECON_CUDA_TENSOR").map_or(coil_group >= TC_MIN_COILS, |v| v != 0);
         // Outer points per thread: 4 in float32 (measured best on bieri-512:
@@ -311,7 +378,6 @@ impl Side {
             defines.extend([("R", r as i64), ("TWO_LEVEL", two_level as i64)]);
             ("phase_sum", PHASE_SUM)
         };
-        let kernel = device.function(name, source, &defines, name)?;
         // Rows FE..FE+NS hold the float32 rounding residuals of the split terms.
         let residual = |x: f64| x - (x as f32) as f64;
         let dv = real_bytes(
@@ -344,10 +410,8 @@ impl Side {
         // Few outer blocks split it down to one tile each: that fills the GPU and
         // keeps the float32 sums short (one voxel's Eᴴ over 3000 samples measured
         // 1.3e-5 with 512-point one-level sums, H100).
-        let target = device.multiprocessors * 16;
-        let mut splits = target
-            .div_ceil(lay.blocks)
-            .clamp(1, i.div_ceil(tile).max(1));
+        let fill = target.multiprocessors * 16;
+        let mut splits = fill.div_ceil(lay.blocks).clamp(1, i.div_ceil(tile).max(1));
         if two_level == 0 && !double {
             // one-level float32 sums: keep each split short (the epilogue adds in float64);
             // on the tensor path (sums per tile) the many blocks keep the last wave short
@@ -358,27 +422,22 @@ impl Side {
         }
         let split_len = i.div_ceil(splits).div_ceil(tile) * tile;
         let splits = i.div_ceil(split_len).max(1);
-        // Partial sums: at most ~1/4 of free memory (and 1 GiB) per launch.
+        // Partial sums per outer block of a launch.
         let per_block = checked_len(
             checked_len(splits, coil_group, "partial sums")?,
             blk * 2 * real,
             "partial sums (splits x coils x block)",
         )?;
-        let (free, _) = device.memory()?;
-        let budget = (free / 4).min(1 << 30);
-        let mut chunk_blocks = (budget / per_block).clamp(1, lay.blocks);
-        if let Some(c) = knob("HORECON_CUDA_CHUNK_BLOCKS") {
-            chunk_blocks = c.min(lay.blocks);
-        }
-        Ok(Side {
-            kernel,
+        Ok(SidePlan {
+            name,
+            source,
+            defines,
             blk,
             blocks: lay.blocks,
             outer: o,
             inner: i,
             splits,
             split_len,
-            chunk_blocks,
             full_terms: terms,
             effective_terms: fe,
             split_terms: split,
@@ -397,22 +456,130 @@ impl Side {
                     format!("FFMA, R {r} two-level {two_level}")
                 }
             ),
-            dv: DeviceBuffer::from_host(device, &dv, "outer feature differences")?,
-            vref: DeviceBuffer::from_host(device, &lay.vref, "block reference features")?,
+            dv,
+            vref: lay.vref,
+            inner_eff,
+            perm: lay.perm,
+            rotation,
+            weight_bytes: checked_len(coil_group, i * 2 * real, "kernel weights (coils x points)")?,
+            per_block,
+        })
+    }
+}
+
+impl Side {
+    /// Lays out, compiles and uploads one direction (see [`SidePlan::new`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        device: &Arc<Device>,
+        precision: Precision,
+        sign: i64,
+        outer: &[f64],
+        inner: &[f64],
+        terms: usize,
+        o: usize,
+        i: usize,
+        coil_group: usize,
+    ) -> Result<Side> {
+        let plan = SidePlan::new(
+            Target::of(device),
+            precision,
+            sign,
+            outer,
+            inner,
+            terms,
+            o,
+            i,
+            coil_group,
+        )?;
+        let kernel = plan.kernel(device)?;
+        let chunk_blocks = plan.chunk_blocks(chunk_budget(device)?);
+        Ok(Side {
+            kernel,
+            blk: plan.blk,
+            blocks: plan.blocks,
+            outer: plan.outer,
+            inner: plan.inner,
+            splits: plan.splits,
+            split_len: plan.split_len,
+            chunk_blocks,
+            full_terms: plan.full_terms,
+            effective_terms: plan.effective_terms,
+            split_terms: plan.split_terms,
+            threads: plan.threads,
+            dv: DeviceBuffer::from_host(device, &plan.dv, "outer feature differences")?,
+            vref: DeviceBuffer::from_host(device, &plan.vref, "block reference features")?,
             inner_full: DeviceBuffer::from_host(device, inner, "inner features")?,
-            inner_eff: DeviceBuffer::from_host(device, &inner_eff, "inner features (effective)")?,
-            perm: DeviceBuffer::from_host(device, &lay.perm, "outer permutation")?,
-            rotation: match &rotation {
+            inner_eff: DeviceBuffer::from_host(
+                device,
+                &plan.inner_eff,
+                "inner features (effective)",
+            )?,
+            perm: DeviceBuffer::from_host(device, &plan.perm, "outer permutation")?,
+            rotation: match &plan.rotation {
                 Some(r) => Some(DeviceBuffer::from_host(device, r, "outer phase rotation")?),
                 None => None,
             },
-            weights: DeviceBuffer::new::<u8>(
+            weights: DeviceBuffer::new::<u8>(device, plan.weight_bytes, "kernel weights")?,
+            partial: DeviceBuffer::new::<u8>(
                 device,
-                checked_len(coil_group, i * 2 * real, "kernel weights (coils x points)")?,
-                "kernel weights",
+                chunk_blocks * plan.per_block,
+                "partial sums",
             )?,
-            partial: DeviceBuffer::new::<u8>(device, chunk_blocks * per_block, "partial sums")?,
+            shape: plan.shape,
         })
+    }
+
+    /// Makes the side what [`Side::new`] would build from `plan` (the same
+    /// kernel, geometry and device data), reusing its device buffers where
+    /// their sizes allow; `inner` is the new inner features (terms × i), or
+    /// `None` when they are those the side was built with. The partial sums
+    /// keep their allocation when it holds at least one outer block (chunking
+    /// changes no result). On error the side is unusable (its owner drops it).
+    pub(super) fn update(
+        &mut self,
+        device: &Arc<Device>,
+        plan: SidePlan,
+        inner: Option<&[f64]>,
+    ) -> Result<()> {
+        self.kernel = plan.kernel(device)?;
+        self.dv.refill(&plan.dv, "outer feature differences")?;
+        self.vref.refill(&plan.vref, "block reference features")?;
+        if let Some(inner) = inner {
+            self.inner_full.refill(inner, "inner features")?;
+        }
+        self.inner_eff
+            .refill(&plan.inner_eff, "inner features (effective)")?;
+        self.perm.refill(&plan.perm, "outer permutation")?;
+        match (&plan.rotation, &mut self.rotation) {
+            (Some(r), Some(buffer)) => buffer.refill(r, "outer phase rotation")?,
+            (Some(r), None) => {
+                self.rotation = Some(DeviceBuffer::from_host(device, r, "outer phase rotation")?)
+            }
+            (None, _) => self.rotation = None,
+        }
+        if self.weights.bytes != plan.weight_bytes.max(16) {
+            self.weights = DeviceBuffer::new::<u8>(device, plan.weight_bytes, "kernel weights")?;
+        }
+        let mut chunk_blocks = plan.chunk_blocks(self.partial.bytes);
+        if chunk_blocks * plan.per_block > self.partial.bytes {
+            chunk_blocks = plan.chunk_blocks(chunk_budget(device)?);
+            self.partial =
+                DeviceBuffer::new::<u8>(device, chunk_blocks * plan.per_block, "partial sums")?;
+        }
+        self.blk = plan.blk;
+        self.blocks = plan.blocks;
+        self.outer = plan.outer;
+        self.inner = plan.inner;
+        self.splits = plan.splits;
+        self.split_len = plan.split_len;
+        self.chunk_blocks = chunk_blocks;
+        self.full_terms = plan.full_terms;
+        self.effective_terms = plan.effective_terms;
+        self.split_terms = plan.split_terms;
+        self.threads = plan.threads;
+        self.shape = plan.shape;
+        Ok(())
     }
 
     /// Launches the phase sum for outer blocks [b0, b0 + nb) into `partial`.
