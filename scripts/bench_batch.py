@@ -123,7 +123,8 @@ def main():
     shape = "x".join(str(d) for d in c.shape)
     print(
         f"bench_batch: {args.case}{'@' + str(size) if size else ''} ({shape}, {c.ncoils} coils, "
-        f"M {np.asarray(c.data).size // c.ncoils}), {args.slices} slices, {args.iterations} CG iterations, "
+        f"M {np.asarray(c.data).size // c.ncoils}), {args.slices} slices, "
+        f"{'no solve' if args.no_solve else f'{args.iterations} CG iterations'}, "
         f"backend {backend}, precision {args.precision}, {args.workers} Dask worker(s), "
         f"{os.cpu_count()} cores, {horecon.cuda_device_count()} GPU(s)",
         flush=True,

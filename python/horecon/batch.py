@@ -21,7 +21,10 @@ Where the tasks run
 - ``scheduler="tcp://host:8786"`` (or a ``distributed.Client``): an existing
   cluster, on any number of hosts. horecon must be importable on its workers;
   a worker uses device ``$HORECON_DEVICE`` when set, else its name when that
-  is an integer (modulo the devices it sees), else ``device``.
+  is an integer (modulo the devices it sees), else ``device``. Start its
+  workers without Dask's ``MALLOC_TRIM_THRESHOLD_`` (configuration
+  ``distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_: null``; see
+  :func:`local_cluster`).
 - ``scheduler="local"``, or Dask not installed: the same in this process, one
   problem after another.
 
