@@ -84,6 +84,14 @@ def plain_loop(items, out, options, reconstruct):
     return time.perf_counter() - start
 
 
+def usage():
+    """(page faults, CPU seconds) of this process so far."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_minflt + r.ru_majflt, r.ru_utime + r.ru_stime
+
+
 def compare(a, b, names):
     worst = 0.0
     for n in names:
@@ -154,18 +162,23 @@ def main():
                              threads=threads, **common)
             warm.raise_for_failures()
             print(f"Dask cluster start {t_start:.1f} s, warm-up {warm.seconds:.1f} s: not counted", flush=True)
-        best = {}
+        best, costs = {}, {}
         for round in range(args.repeat):
             # the three forms in turn, each round: a best of N that a busy machine spoils least
+            before = usage()
             t = plain_loop(items, work / "loop", options, solve)
             best["plain loop"] = min(best.get("plain loop", t), t)
+            costs["plain loop"] = np.subtract(usage(), before)
             report = batch.run(items, work / "local", scheduler="local", threads=0, **common)
             report.raise_for_failures()
             best["runner, one process"] = min(best.get("runner, one process", report.seconds), report.seconds)
             if client is not None:
+                before = client.run(usage)
                 report = batch.run(items, work / "dask", scheduler=client, n_workers=args.workers, threads=threads,
                                    **common)
                 report.raise_for_failures()
+                after = client.run(usage)
+                costs["Dask workers"] = sum(np.subtract(after[w], before[w]) for w in after)
                 key = f"runner, Dask x{args.workers}"
                 best[key] = min(best.get(key, report.seconds), report.seconds)
         t_loop = best["plain loop"]
@@ -176,6 +189,10 @@ def main():
             print(f"{key:21} {t:8.2f} s  overhead {100 * (t / t_loop - 1):+6.1f} % "
                   f"({1000 * (t - t_loop) / args.slices:+.1f} ms per slice)  speed-up {t_loop / t:.2f}x  "
                   f"|runner - loop| {compare(work / folder, work / 'loop', names):.1e}")
+        # deterministic where the times are not (a busy machine): what the slices cost the processes
+        print("per slice, last round: " + "; ".join(
+            f"{key} {faults / args.slices:.0f} page faults, {1000 * cpu / args.slices:.1f} ms CPU"
+            for key, (faults, cpu) in costs.items()))
         print("RESULT bench_batch " + "; ".join(f"{n} {t:.2f} s ({100 * (t / t_loop - 1):+.1f} %)"
                                                 for n, t in best.items()))
     finally:
