@@ -106,6 +106,7 @@ def main():
     ap.add_argument("--slices", type=int, default=64)
     ap.add_argument("--iterations", type=int, default=50)
     ap.add_argument("--ci", action="store_true", help="64 slices of 64x64 (bieri-256's model), 5 iterations, CPU")
+    ap.add_argument("--size", type=int, help="slices of size x size (the case's model, M = size^2 / 8)")
     ap.add_argument("--workers", type=int, default=1, help="Dask workers (default 1)")
     ap.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
     ap.add_argument("--precision", default="accurate", choices=["accurate", "fast", "double"])
@@ -119,7 +120,7 @@ def main():
     import horecon
     from horecon import batch
 
-    size = None
+    size = args.size
     if args.ci:
         size, args.iterations, args.backend = 64, 5, "cpu"
     backend = args.backend
