@@ -164,7 +164,7 @@ def main():
             warm.raise_for_failures()
             print(f"Dask cluster start {t_start:.1f} s, warm-up {warm.seconds:.1f} s: not counted", flush=True)
         best, costs = {}, {}
-        for round in range(args.repeat):
+        for _ in range(args.repeat):
             # the three forms in turn, each round: a best of N that a busy machine spoils least
             before = usage()
             t = plain_loop(items, work / "loop", options, solve)
