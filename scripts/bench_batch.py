@@ -4,6 +4,7 @@
     python3 scripts/bench_batch.py                 # 64 bieri-256 slices, 50 CG iterations each
     python3 scripts/bench_batch.py --ci            # CI-sized: 64 bieri-64 slices, 5 iterations, CPU
     python3 scripts/bench_batch.py --workers 2     # two Dask workers (two GPUs, or CPU workers)
+    python3 scripts/bench_batch.py --no-solve      # the runner's own cost: real inputs, no plan
 
 Each slice is a shared/bench/cases.py problem (seed = slice index): the plan
 is built, CG runs a fixed number of iterations (tolerance 0), the image is
@@ -14,6 +15,10 @@ start and the per-process NVRTC compilation are printed, not counted) and in
 its one-process mode. Overhead = runner time / loop time - 1. The images of
 the runner and the loop are compared (they must agree to float32 rounding).
 $HORECON_SHARED or ../shared/bench locates cases.py (as the Python tests do).
+With --no-solve every slice's inputs are made (where the task runs) and a
+zero image is written, without a plan: the runner's own per-task cost
+(inputs, transfers, scheduling, writing) at the case's real sizes, on any
+machine; it is printed in ms per slice.
 """
 
 import argparse
@@ -65,15 +70,26 @@ def slice_problem(case, seed, iterations, size=None):
     )
 
 
-def plain_loop(items, out, options):
-    from horecon import batch
+def no_solve(problem, plan_options):
+    """A `reconstruct` that builds no plan: a zero image of the problem's shape."""
+    return np.zeros(tuple(problem.shape), np.complex64), {"iterations": 0}
 
+
+def plain_loop(items, out, options, reconstruct):
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     for name, make in items:
-        image, _ = batch.reconstruct(make(), options)
+        image, _ = reconstruct(make(), options)
         np.save(out / f"{name}.npy", image)
     return time.perf_counter() - start
+
+
+def usage():
+    """(page faults, CPU seconds) of this process so far."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_minflt + r.ru_majflt, r.ru_utime + r.ru_stime
 
 
 def compare(a, b, names):
@@ -90,17 +106,21 @@ def main():
     ap.add_argument("--slices", type=int, default=64)
     ap.add_argument("--iterations", type=int, default=50)
     ap.add_argument("--ci", action="store_true", help="64 slices of 64x64 (bieri-256's model), 5 iterations, CPU")
+    ap.add_argument("--size", type=int, help="slices of size x size (the case's model, M = size^2 / 8)")
     ap.add_argument("--workers", type=int, default=1, help="Dask workers (default 1)")
     ap.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
     ap.add_argument("--precision", default="accurate", choices=["accurate", "fast", "double"])
     ap.add_argument("--no-dask", action="store_true", help="only the loop and the one-process runner")
+    ap.add_argument("--no-solve", action="store_true", help="make the inputs and write zero images, no plan "
+                    "(the runner's own per-task cost)")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of the three forms; the best of each (default 1)")
     ap.add_argument("--keep", help="write the images here (default: a temporary folder, removed)")
     args = ap.parse_args()
     find_cases()
     import horecon
     from horecon import batch
 
-    size = None
+    size = args.size
     if args.ci:
         size, args.iterations, args.backend = 64, 5, "cpu"
     backend = args.backend
@@ -112,56 +132,74 @@ def main():
     shape = "x".join(str(d) for d in c.shape)
     print(
         f"bench_batch: {args.case}{'@' + str(size) if size else ''} ({shape}, {c.ncoils} coils, "
-        f"M {np.asarray(c.data).size // c.ncoils}), {args.slices} slices, {args.iterations} CG iterations, "
+        f"M {np.asarray(c.data).size // c.ncoils}), {args.slices} slices, "
+        f"{'no solve' if args.no_solve else f'{args.iterations} CG iterations'}, "
         f"backend {backend}, precision {args.precision}, {args.workers} Dask worker(s), "
         f"{os.cpu_count()} cores, {horecon.cuda_device_count()} GPU(s)",
         flush=True,
     )
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="horecon-bench-batch-"))
     names = [n for n, _ in items]
+    solve = no_solve if args.no_solve else batch.reconstruct
+    common = dict(backend=backend, precision=args.precision, progress=False, reconstruct=solve)
+    cluster = client = None
     try:
         # the plain loop: one slice first to warm this process up (NVRTC, library load)
         options = {"backend": backend, "precision": args.precision, "threads": 0}
-        plain_loop(items[:1], work / "warm", options)
-        t_loop = plain_loop(items, work / "loop", options)
-        print(f"plain loop            {t_loop:8.2f} s  ({t_loop / args.slices:.3f} s per slice)", flush=True)
-        rows = [("plain loop", t_loop, 0.0)]
-        report = batch.run(items, work / "local", scheduler="local", backend=backend,
-                           precision=args.precision, threads=0, progress=False)
-        report.raise_for_failures()
-        t = report.seconds
-        print(f"runner, one process   {t:8.2f} s  overhead {100 * (t / t_loop - 1):+6.1f} %  "
-              f"|runner - loop| {compare(work / 'local', work / 'loop', names):.1e}", flush=True)
-        rows.append(("runner local", t, t / t_loop - 1))
+        plain_loop(items[:1], work / "warm", options, solve)
         if not args.no_dask:
             try:
-                from distributed import Client, LocalCluster
+                from distributed import Client
             except ImportError:
                 print("runner, Dask          skipped: Dask is not installed (pip install dask distributed)")
-                return
+                args.no_dask = True
+        if not args.no_dask:
             t0 = time.perf_counter()
-            cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                                   dashboard_address=None)
+            cluster = batch.local_cluster(args.workers)
             client = Client(cluster)
             t_start = time.perf_counter() - t0
-            try:
-                threads = max(1, (os.cpu_count() or 1) // args.workers)
-                warm = batch.run(items[: args.workers], work / "warm-dask", scheduler=client, n_workers=args.workers,
-                                 backend=backend, precision=args.precision, threads=threads, progress=False)
-                warm.raise_for_failures()
-                report = batch.run(items, work / "dask", scheduler=client, n_workers=args.workers,
-                                   backend=backend, precision=args.precision, threads=threads, progress=False)
+            threads = max(1, (os.cpu_count() or 1) // args.workers)
+            warm = batch.run(items[: args.workers], work / "warm-dask", scheduler=client, n_workers=args.workers,
+                             threads=threads, **common)
+            warm.raise_for_failures()
+            print(f"Dask cluster start {t_start:.1f} s, warm-up {warm.seconds:.1f} s: not counted", flush=True)
+        best, costs = {}, {}
+        for _ in range(args.repeat):
+            # the three forms in turn, each round: a best of N that a busy machine spoils least
+            before = usage()
+            t = plain_loop(items, work / "loop", options, solve)
+            best["plain loop"] = min(best.get("plain loop", t), t)
+            costs["plain loop"] = np.subtract(usage(), before)
+            report = batch.run(items, work / "local", scheduler="local", threads=0, **common)
+            report.raise_for_failures()
+            best["runner, one process"] = min(best.get("runner, one process", report.seconds), report.seconds)
+            if client is not None:
+                before = client.run(usage)
+                report = batch.run(items, work / "dask", scheduler=client, n_workers=args.workers, threads=threads,
+                                   **common)
                 report.raise_for_failures()
-            finally:
-                client.close()
-                cluster.close()
-            t = report.seconds
-            print(f"runner, Dask x{args.workers}       {t:8.2f} s  overhead {100 * (t / t_loop - 1):+6.1f} %  "
-                  f"speed-up {t_loop / t:.2f}x  |runner - loop| {compare(work / 'dask', work / 'loop', names):.1e}  "
-                  f"(cluster start {t_start:.1f} s, warm-up {warm.seconds:.1f} s: not counted)", flush=True)
-            rows.append((f"runner dask x{args.workers}", t, t / t_loop - 1))
-        print("RESULT bench_batch " + "; ".join(f"{n} {t:.2f} s ({100 * o:+.1f} %)" for n, t, o in rows))
+                after = client.run(usage)
+                costs["Dask workers"] = sum(np.subtract(after[w], before[w]) for w in after)
+                key = f"runner, Dask x{args.workers}"
+                best[key] = min(best.get(key, report.seconds), report.seconds)
+        t_loop = best["plain loop"]
+        print(f"plain loop            {t_loop:8.2f} s  ({1000 * t_loop / args.slices:.1f} ms per slice)"
+              f"{f', best of {args.repeat}' if args.repeat > 1 else ''}")
+        for key, t in list(best.items())[1:]:
+            folder = "dask" if "Dask" in key else "local"
+            print(f"{key:21} {t:8.2f} s  overhead {100 * (t / t_loop - 1):+6.1f} % "
+                  f"({1000 * (t - t_loop) / args.slices:+.1f} ms per slice)  speed-up {t_loop / t:.2f}x  "
+                  f"|runner - loop| {compare(work / folder, work / 'loop', names):.1e}")
+        # deterministic where the times are not (a busy machine): what the slices cost the processes
+        print("per slice, last round: " + "; ".join(
+            f"{key} {faults / args.slices:.0f} page faults, {1000 * cpu / args.slices:.1f} ms CPU"
+            for key, (faults, cpu) in costs.items()))
+        print("RESULT bench_batch " + "; ".join(f"{n} {t:.2f} s ({100 * (t / t_loop - 1):+.1f} %)"
+                                                for n, t in best.items()))
     finally:
+        if client is not None:
+            client.close()
+            cluster.close()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 

@@ -131,3 +131,22 @@ def test_batch_writes_nifti(rng, tmp_path):
     expected = direct_solution(p)
     np.testing.assert_allclose(np.asarray(img.dataobj), expected, rtol=0, atol=1e-6 * np.abs(expected).max())
     np.testing.assert_allclose(np.diag(img.affine), [2.0, 2.0, 5.0, 1.0])
+
+
+def test_local_cluster_workers_keep_glibc_malloc_defaults():
+    """Dask's default MALLOC_TRIM_THRESHOLD_ costs every task page faults
+    (batch.local_cluster's documentation): the runner's workers must start
+    without it, and the cluster must otherwise be the documented one."""
+    pytest.importorskip("distributed", reason="Dask is not installed (pip install dask distributed)")
+    import os
+
+    from distributed import Client
+
+    if "MALLOC_TRIM_THRESHOLD_" in os.environ:
+        pytest.skip("MALLOC_TRIM_THRESHOLD_ is set in this process: workers inherit it")
+    with batch.local_cluster(1) as cluster, Client(cluster) as client:
+        environ = client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
+        threads = [w["nthreads"] for w in client.scheduler_info()["workers"].values()]
+    assert list(environ.values()) == [None]
+    assert threads == [1]
+    assert "MALLOC_TRIM_THRESHOLD_" not in os.environ  # nor left in this process's environment

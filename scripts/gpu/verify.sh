@@ -21,7 +21,8 @@
 #   toeplitz  256², 8 coils, off-resonance, set-up + 50 CG, two processes (NVRTC disk cache)
 #   calib     delay and ESPIRiT (bench_calib --backend cuda)
 #   calibcg   only the calibration test suites
-#   batch     horecon.batch: 64 bieri-256 slices, one Dask worker, against a plain loop
+#   batch     horecon.batch: 64 bieri-256 slices, one Dask worker, against a plain loop (best of 2),
+#             and the runner's own cost (--no-solve: inputs made, zero images written, no plan)
 # At most 8 files come back from a call: keep the stages of one call to that.
 set -u
 MODE=${1:-run}
@@ -144,8 +145,10 @@ if [[ $STAGES == *batch* ]]; then
     python3 -c "import distributed" 2>/dev/null ||
       python3 -m pip install -q --no-index --find-links "$D/wheels" dask distributed 2>&1 | tail -3
     cd "$ROOT"
-    HORECON_LIB=$D/libhorecon.so HORECON_SHARED=$D/shared t "batch: 64 bieri-256 slices, 1 Dask worker" 200 \
-      python3 scripts/bench_batch.py --case bieri-256 --slices 64 --iterations 50 --workers 1
+    HORECON_LIB=$D/libhorecon.so HORECON_SHARED=$D/shared t "batch: 64 bieri-256 slices, 1 Dask worker" 300 \
+      python3 scripts/bench_batch.py --case bieri-256 --slices 64 --iterations 50 --workers 1 --repeat 2
+    HORECON_LIB=$D/libhorecon.so HORECON_SHARED=$D/shared t "batch: the runner's own cost (no plan)" 120 \
+      python3 scripts/bench_batch.py --case bieri-256 --slices 64 --workers 1 --no-solve --repeat 3
   } > "$O/batch.log" 2>&1
 fi
 ls -la "$O"
