@@ -286,3 +286,70 @@ fn a_phase_without_structure_falls_back_to_the_exact_path() {
         "exact path expected: {errors:?}"
     );
 }
+
+/// Plans larger than the certificate's probe support (16,384 voxels and
+/// samples: sparse probes, stratified, on 2 of 3 coils on the CPU): the
+/// estimate stays within 3× of the error of E and Eᴴ on dense random probes
+/// (float64 direct sums at 200 rows, all coils, and 200 voxels).
+#[test]
+fn the_sparse_certificate_is_honest_on_larger_plans() {
+    let mut rng = Rng::fresh("the_sparse_certificate_is_honest");
+    let cases: [(Kind, [usize; 3]); 2] =
+        [(Kind::Grid, [36, 34, 16]), (Kind::StrongB0, [160, 128, 1])];
+    for (kind, dims) in cases {
+        let p = problem(&mut rng, kind, dims, 3, 17000);
+        let tolerance = 1e-3;
+        let plan = fast_plan(&p, tolerance);
+        let info = plan.approximation_info().unwrap();
+        assert!(info.active, "{kind:?}: inactive: {}", info.reason);
+        let (n, m, l) = (p.voxels(), p.samples, p.coils);
+        let x = rng.complex(n);
+        let d = rng.complex(m * l);
+        let mut y = vec![Complex32::default(); m * l];
+        plan.forward(&x, &mut y).unwrap();
+        let mut z = vec![Complex32::default(); n];
+        plan.adjoint(&d, &mut z).unwrap();
+        // float64 direct sums at 200 rows (all coils) and 200 voxels spread evenly.
+        let rows: Vec<usize> = (0..200).map(|i| i * m / 200).collect();
+        let voxels: Vec<usize> = (0..200).map(|i| i * n / 200).collect();
+        let (mut fast_rows, mut exact_rows) = (Vec::new(), Vec::new());
+        for c in 0..l {
+            for &j in &rows {
+                fast_rows.push(y[c * m + j]);
+                exact_rows.push(
+                    (0..n)
+                        .map(|v| {
+                            let x = Complex64::new(x[v].re as f64, x[v].im as f64);
+                            p.sensitivity(c, v) * Complex64::from_polar(1.0, p.phase(j, v)) * x
+                        })
+                        .sum::<Complex64>(),
+                );
+            }
+        }
+        let fast_voxels: Vec<Complex32> = voxels.iter().map(|&v| z[v]).collect();
+        let exact_voxels: Vec<Complex64> = voxels
+            .iter()
+            .map(|&v| {
+                (0..m)
+                    .flat_map(|j| (0..l).map(move |c| (j, c)))
+                    .map(|(j, c)| {
+                        let e = Complex64::from_polar(1.0, -p.phase(j, v));
+                        let d = Complex64::new(d[c * m + j].re as f64, d[c * m + j].im as f64);
+                        p.sensitivity(c, v).conj() * e * d
+                    })
+                    .sum()
+            })
+            .collect();
+        let truth = rel_error(&fast_rows, &exact_rows).max(rel_error(&fast_voxels, &exact_voxels));
+        eprintln!(
+            "{kind:?} {dims:?} N {n} M {m} L {l}: K {} estimated {:.2e}, true {truth:.2e}",
+            info.rank, info.estimated_error
+        );
+        assert!(truth <= tolerance, "{kind:?}: error {truth:.3e}");
+        assert!(
+            info.estimated_error <= 3.0 * truth && truth <= 3.0 * info.estimated_error,
+            "{kind:?}: estimated {:.3e} vs true {truth:.3e}",
+            info.estimated_error
+        );
+    }
+}

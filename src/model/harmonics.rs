@@ -2,6 +2,8 @@
 //! (MODEL.md; Barmet et al. 2008). Unnormalised; positions in metres, so
 //! term b has unit m^order(b).
 
+use rayon::prelude::*;
+
 /// The numbers of terms the built-in basis supports (orders 0, ≤1, ≤2, ≤3).
 pub const SOLID_HARMONIC_TERMS: [usize; 4] = [1, 4, 9, 16];
 
@@ -50,12 +52,14 @@ pub fn solid_harmonic(b: usize, x: f64, y: f64, z: f64) -> f64 {
 pub fn evaluate(nterms: usize, positions: &[f64], n: usize, out: &mut [f64]) {
     debug_assert_eq!(positions.len(), 3 * n);
     debug_assert_eq!(out.len(), nterms * n);
-    for i in 0..n {
-        let (x, y, z) = (positions[i], positions[n + i], positions[2 * n + i]);
-        for b in 0..nterms {
-            out[b * n + i] = solid_harmonic(b, x, y, z);
-        }
-    }
+    out[..nterms * n]
+        .par_chunks_mut(n.max(1))
+        .enumerate()
+        .for_each(|(b, column)| {
+            for (i, o) in column.iter_mut().enumerate() {
+                *o = solid_harmonic(b, positions[i], positions[n + i], positions[2 * n + i]);
+            }
+        });
 }
 
 #[cfg(test)]

@@ -122,65 +122,46 @@ impl Plan {
             Err(e) if e.status == Status::InvalidArgument => return Ok(inactive(e.message)),
             Err(e) => return Err(e),
         };
-        let build = |sensitivities: Option<&[num_complex::Complex32]>,
-                     sizes|
-         -> Result<Arc<dyn EncodingOperator>> {
-            let nufft = nufft_tolerance(tolerance, self.options.precision);
-            let device = usize::try_from(self.options.device).map_err(|_| {
-                Error::invalid(format!("device must be >= 0, got {}", self.options.device))
-            })?;
-            if self.backend == BackendKind::Cuda && device_resident() {
-                match CudaFast::new(
-                    &separation,
-                    sensitivities,
-                    sizes,
-                    nufft,
-                    self.options.precision,
-                    device,
-                ) {
-                    Err(e) if e.status == Status::BackendUnavailable => {}
-                    built => return Ok(Arc::new(built?)),
-                }
-            }
-            Ok(Arc::new(FastOperator::new(
-                &separation,
-                sensitivities,
-                sizes,
-                nufft,
-                (self.backend, device),
-                self.pool.clone(),
-            )?))
-        };
         let separated = started.elapsed().as_secs_f64();
-        let operator = build(self.model.sensitivities.as_deref(), self.sizes())?;
+        let (sensitivities, sizes) = (self.model.sensitivities.as_deref(), self.sizes());
+        let operator = self.separated_operator(&separation, tolerance, sensitivities, sizes)?;
         let built = started.elapsed().as_secs_f64();
-        // The certificate on a few coils (the expansion is the same for all).
-        let estimated_error =
-            match certificate::coil_subset(self.model.sensitivities.as_deref(), self.sizes())? {
-                None => certificate::estimate(
-                    operator.as_ref(),
-                    &features,
-                    self.sizes(),
+        // The certificate, with sparse probes: through the plan's operator, or
+        // on the CPU (an application ∝ L, a build cheap) a few coils' one.
+        let subset = match self.backend {
+            BackendKind::Cpu => certificate::coil_subset(sensitivities, sizes)?,
+            _ => None,
+        };
+        let estimated_error = match subset {
+            None => certificate::estimate(
+                operator.as_ref(),
+                &features,
+                sizes,
+                self.backend,
+                &self.options,
+                self.pool.clone(),
+            )?,
+            Some(subset) => {
+                let probe = self.separated_operator(
+                    &separation,
+                    tolerance,
+                    Some(&subset.sensitivities),
+                    subset.sizes,
+                )?;
+                let probe_features = Features {
+                    sensitivities: Some(subset.sensitivities),
+                    ..features
+                };
+                certificate::estimate(
+                    probe.as_ref(),
+                    &probe_features,
+                    subset.sizes,
                     self.backend,
                     &self.options,
                     self.pool.clone(),
-                )?,
-                Some(subset) => {
-                    let probe = build(Some(&subset.sensitivities), subset.sizes)?;
-                    let probe_features = Features {
-                        sensitivities: Some(subset.sensitivities),
-                        ..features
-                    };
-                    certificate::estimate(
-                        probe.as_ref(),
-                        &probe_features,
-                        subset.sizes,
-                        self.backend,
-                        &self.options,
-                        self.pool.clone(),
-                    )?
-                }
-            };
+                )?
+            }
+        };
         if self.options.verbosity >= 2 {
             eprintln!(
                 "horecon: fast path set-up: expansion (K = {}) {separated:.3} s, operator {:.3} s, \
@@ -200,5 +181,42 @@ impl Plan {
                 reason: String::new(),
             },
         })
+    }
+
+    /// The fast operator of `separation` with the coils `sensitivities`
+    /// (`sizes`) on the plan's backend (device-resident on CUDA when
+    /// possible), with NUFFTs for `tolerance`.
+    fn separated_operator(
+        &self,
+        separation: &Separation,
+        tolerance: f64,
+        sensitivities: Option<&[num_complex::Complex32]>,
+        sizes: crate::model::Sizes,
+    ) -> Result<Arc<dyn EncodingOperator>> {
+        let nufft = nufft_tolerance(tolerance, self.options.precision);
+        let device = usize::try_from(self.options.device).map_err(|_| {
+            Error::invalid(format!("device must be >= 0, got {}", self.options.device))
+        })?;
+        if self.backend == BackendKind::Cuda && device_resident() {
+            match CudaFast::new(
+                separation,
+                sensitivities,
+                sizes,
+                nufft,
+                self.options.precision,
+                device,
+            ) {
+                Err(e) if e.status == Status::BackendUnavailable => {}
+                built => return Ok(Arc::new(built?)),
+            }
+        }
+        Ok(Arc::new(FastOperator::new(
+            separation,
+            sensitivities,
+            sizes,
+            nufft,
+            (self.backend, device),
+            self.pool.clone(),
+        )?))
     }
 }

@@ -1,14 +1,31 @@
 //! The fast path's certificate (FAST-PATH.md §5): its error measured, not
-//! predicted. For a random image x, the relative RMS difference between the
-//! fast E x and the exact E x on a random subset of samples, and for random
-//! data d, between the fast Eᴴ d and the exact Eᴴ d on a random subset of
-//! voxels; the larger of the two. The exact rows and voxels come from the
-//! backend's exact operator in DOUBLE precision on the sub-model of those
-//! samples or voxels (|rows|·N·L and |voxels|·M·L pairs).
+//! predicted, with sparse random probes so that the exact reference is a
+//! small sub-model.
 //!
-//! The expansion and the NUFFT are shared by all coils, so the probes use
-//! [`PROBE_COILS`] coils drawn at random ([`coil_subset`]): the fast
-//! operator of those coils costs a fraction of a full application.
+//! Forward: an image x with iid complex normal values on a voxel subset V
+//! (zero elsewhere); with R a random subset of samples,
+//!
+//! $$\hat\varepsilon_E^2 = \frac{\sum_{c}\sum_{j\in R} |(\tilde E x)_{j,c} - (E x)_{j,c}|^2}
+//!                              {\sum_{c}\sum_{j\in R} |(E x)_{j,c}|^2}.$$
+//!
+//! For iid probes E‖(Ẽ − E)x‖² / E‖Ex‖² = ‖(Ẽ − E)_{R,V}‖_F² / ‖E_{R,V}‖_F²,
+//! and for V and R drawn uniformly (stratified: one voxel or sample drawn
+//! in each of |V| or |R| equal runs of the index, so the whole field of view
+//! and readout are covered) both Frobenius norms are |V||R|/(NM) times their
+//! full values in expectation: ε̂_E is a consistent estimate of the relative
+//! RMS error of E on random images, ‖Ẽ − E‖_F/‖E‖_F. Adjoint: data d on a
+//! sample subset T (all coils), the image compared at a voxel subset Q, the
+//! same way. The certificate is max(ε̂_E, ε̂_Eᴴ).
+//!
+//! V and Q also hold the voxels where each voxel feature is smallest and
+//! largest (the corners of the field of view for higher-order terms, where
+//! the expansion errs most). The fast operator is the plan's own, applied
+//! once each way (all coils) on CUDA; on the CPU, where an application costs
+//! ∝ L and an operator's build little, the operator of [`PROBE_COILS`]
+//! coils drawn at random ([`coil_subset`]; the expansion and the NUFFT are
+//! shared by all coils). The exact references are the backend's exact
+//! operator in DOUBLE precision on the sub-models R×V and Q×T (at most
+//! [`PROBES`]·[`PROBE_SUPPORT`]·L pairs each).
 
 use crate::backend;
 use crate::error::{try_vec, Result};
@@ -17,10 +34,14 @@ use crate::op::{EncodingOperator, Precision};
 use crate::plan::{BackendKind, Options};
 use crate::sim::noise::SimRng;
 use num_complex::Complex32;
+use rayon::prelude::*;
 use std::sync::Arc;
 
-/// Samples (rows of E) and voxels (columns) probed.
-pub const PROBES: usize = 128;
+/// Samples (rows of E) and voxels (columns) where the results are compared.
+pub const PROBES: usize = 256;
+/// Voxels (forward) and samples (adjoint) on which the probes are nonzero.
+pub const PROBE_SUPPORT: usize = 16384;
+
 /// Coils probed (all when the plan has fewer).
 pub const PROBE_COILS: usize = 2;
 
@@ -43,7 +64,7 @@ pub fn coil_subset(
         return Ok(None);
     };
     let mut rng = Probes(SimRng::new(0xC011_5EED ^ sizes.coils as u64));
-    let coils = rng.subset(sizes.coils, PROBE_COILS);
+    let coils = sorted(rng.stratified(sizes.coils, PROBE_COILS));
     let n = sizes.voxels;
     let mut subset = try_vec(
         n * coils.len(),
@@ -72,24 +93,65 @@ pub fn coil_subset(
 struct Probes(SimRng);
 
 impl Probes {
-    fn vector(&mut self, len: usize, what: &str) -> Result<Vec<Complex32>> {
-        let mut out = try_vec(len, Complex32::new(0.0, 0.0), what)?;
-        for x in out.iter_mut() {
-            *x = Complex32::new(self.0.normal() as f32, self.0.normal() as f32);
-        }
-        Ok(out)
+    fn normal(&mut self) -> Complex32 {
+        Complex32::new(self.0.normal() as f32, self.0.normal() as f32)
     }
-    /// `count` distinct sorted indices of 0..total (all when total ≤ count).
-    fn subset(&mut self, total: usize, count: usize) -> Vec<usize> {
+
+    /// `count` sorted indices of 0..total, one drawn uniformly in each of
+    /// `count` equal runs (all when total ≤ count).
+    fn stratified(&mut self, total: usize, count: usize) -> Vec<usize> {
         if total <= count {
             return (0..total).collect();
         }
-        let mut picked = std::collections::BTreeSet::new();
-        while picked.len() < count {
-            picked.insert((self.0.next_u64() % total as u64) as usize);
-        }
-        picked.into_iter().collect()
+        (0..count)
+            .map(|i| {
+                let (lo, hi) = (i * total / count, (i + 1) * total / count);
+                lo + (self.0.next_u64() % (hi - lo) as u64) as usize
+            })
+            .collect()
     }
+}
+
+/// The voxels where each of the F voxel features (F×N) is smallest and largest.
+fn extremes(voxel: &[f64], n: usize) -> Vec<usize> {
+    voxel
+        .par_chunks_exact(n.max(1))
+        .flat_map_iter(|column| {
+            let (lo, hi) = column.iter().enumerate().fold((0, 0), |(lo, hi), (v, &x)| {
+                (
+                    if x < column[lo] { v } else { lo },
+                    if x > column[hi] { v } else { hi },
+                )
+            });
+            [lo, hi]
+        })
+        .collect()
+}
+
+/// `indices` sorted and without repeats.
+fn sorted(mut indices: Vec<usize>) -> Vec<usize> {
+    indices.sort_unstable();
+    indices.dedup();
+    indices
+}
+
+/// The columns `indices` of each row of the matrix `values` (rows of `count`).
+fn gather<T: Copy + Send + Sync>(
+    values: &[T],
+    count: usize,
+    indices: &[usize],
+    what: &str,
+) -> Result<Vec<T>> {
+    let rows = values.len() / count.max(1);
+    let q = indices.len();
+    let Some(&first) = values.first() else {
+        return Ok(Vec::new());
+    };
+    let mut out = try_vec(rows * q, first, what)?;
+    out.par_chunks_mut(q.max(1))
+        .zip(values.par_chunks(count.max(1)))
+        .for_each(|(o, row)| o.iter_mut().zip(indices).for_each(|(o, &i)| *o = row[i]));
+    Ok(out)
 }
 
 /// ‖a − b‖/‖b‖.
@@ -108,7 +170,7 @@ fn relative(a: &[Complex32], b: &[Complex32]) -> f64 {
 }
 
 /// The estimated relative error of `fast` against the exact operator of
-/// `features` (the plan's model) on `backend`.
+/// `features` (the plan's model, `sizes`) on `backend`.
 pub fn estimate(
     fast: &dyn EncodingOperator,
     features: &Features,
@@ -123,7 +185,6 @@ pub fn estimate(
         coils,
         ..
     } = sizes;
-    let f = features.terms;
     let exact_options = Options {
         precision: Precision::Double,
         ..*options
@@ -131,77 +192,99 @@ pub fn estimate(
     let mut rng = Probes(SimRng::new(
         0x005E_ED0F_FA57 ^ ((n as u64) << 20) ^ m as u64,
     ));
-
-    // Rows: E x at the probed samples, all coils.
-    let image = rng.vector(n, "probe image (N)")?;
-    let mut fast_data = try_vec(m * coils, Complex32::new(0.0, 0.0), "probe data (M x L)")?;
-    fast.forward(&image, &mut fast_data)?;
-    let rows = rng.subset(m, PROBES);
-    let r = rows.len();
-    let mut sample = try_vec(f * r, 0.0f64, "probe sample features")?;
-    for t in 0..f {
-        for (i, &j) in rows.iter().enumerate() {
-            sample[t * r + i] = features.sample[t * m + j];
-        }
-    }
-    let row_model = Features {
-        terms: f,
-        voxel: crate::error::try_copy(&features.voxel, "probe voxel features")?,
-        sample,
-        sensitivities: match &features.sensitivities {
-            Some(s) => Some(crate::error::try_copy(s, "probe sensitivities")?),
-            None => None,
-        },
+    let zero = Complex32::new(0.0, 0.0);
+    let corners = extremes(&features.voxel, n);
+    let sub_model = |voxels: &[usize], samples: &[usize]| -> Result<(Features, Sizes)> {
+        let model = Features {
+            terms: features.terms,
+            voxel: gather(&features.voxel, n, voxels, "probe voxel features")?,
+            sample: gather(&features.sample, m, samples, "probe sample features")?,
+            sensitivities: match &features.sensitivities {
+                Some(s) => Some(gather(s, n, voxels, "probe sensitivities")?),
+                None => None,
+            },
+        };
+        let sizes = Sizes::new(
+            voxels.len() as i64,
+            1,
+            1,
+            coils as i64,
+            samples.len() as i64,
+        )?;
+        Ok((model, sizes))
     };
-    let [nx, ny, nz] = sizes.dims;
-    let row_sizes = Sizes::new(nx as i64, ny as i64, nz as i64, coils as i64, r as i64)?;
-    let exact = backend::build(backend, &row_model, row_sizes, &exact_options, pool.clone())?;
-    let mut exact_rows = try_vec(r * coils, Complex32::new(0.0, 0.0), "exact rows")?;
-    exact.forward(&image, &mut exact_rows)?;
-    drop(exact);
-    let mut fast_rows = try_vec(r * coils, Complex32::new(0.0, 0.0), "fast rows")?;
-    for c in 0..coils {
-        for (i, &j) in rows.iter().enumerate() {
-            fast_rows[c * r + i] = fast_data[c * m + j];
-        }
+
+    // Forward: x on V, E x compared at the rows R (all coils).
+    let support = {
+        let mut v = rng.stratified(n, PROBE_SUPPORT);
+        v.extend_from_slice(&corners);
+        sorted(v)
+    };
+    let values: Vec<Complex32> = support.iter().map(|_| rng.normal()).collect();
+    let mut image = try_vec(n, zero, "probe image (N)")?;
+    for (&v, &x) in support.iter().zip(&values) {
+        image[v] = x;
     }
+    let mut fast_data = try_vec(m * coils, zero, "probe data (M x L)")?;
+    fast.forward(&image, &mut fast_data)?;
+    drop(image);
+    let rows = rng.stratified(m, PROBES);
+    let fast_rows = gather(&fast_data, m, &rows, "fast rows")?;
+    drop(fast_data);
+    let (model, sub) = sub_model(&support, &rows)?;
+    let exact = backend::build(backend, &model, sub, &exact_options, pool.clone())?;
+    let mut exact_rows = try_vec(rows.len() * coils, zero, "exact rows")?;
+    exact.forward(&values, &mut exact_rows)?;
+    drop(exact);
     let forward_error = relative(&fast_rows, &exact_rows);
 
-    // Voxels: Eᴴ d at the probed voxels.
-    let data = rng.vector(m * coils, "probe data (M x L)")?;
-    let mut fast_image = try_vec(n, Complex32::new(0.0, 0.0), "probe image (N)")?;
-    fast.adjoint(&data, &mut fast_image)?;
-    let voxels = rng.subset(n, PROBES);
-    let q = voxels.len();
-    let mut voxel = try_vec(f * q, 0.0f64, "probe voxel features")?;
-    for t in 0..f {
-        for (i, &v) in voxels.iter().enumerate() {
-            voxel[t * q + i] = features.voxel[t * n + v];
+    // Adjoint: d on the samples T (all coils), Eᴴ d compared at the voxels Q.
+    let support = rng.stratified(m, PROBE_SUPPORT);
+    let values: Vec<Complex32> = (0..support.len() * coils).map(|_| rng.normal()).collect();
+    let mut data = try_vec(m * coils, zero, "probe data (M x L)")?;
+    for c in 0..coils {
+        for (i, &j) in support.iter().enumerate() {
+            data[c * m + j] = values[c * support.len() + i];
         }
     }
-    let sensitivities = match &features.sensitivities {
-        None => None,
-        Some(s) => {
-            let mut out = try_vec(q * coils, Complex32::new(0.0, 0.0), "probe sensitivities")?;
-            for c in 0..coils {
-                for (i, &v) in voxels.iter().enumerate() {
-                    out[c * q + i] = s[c * n + v];
-                }
-            }
-            Some(out)
-        }
+    let mut fast_image = try_vec(n, zero, "probe image (N)")?;
+    fast.adjoint(&data, &mut fast_image)?;
+    drop(data);
+    let voxels = {
+        let mut q = rng.stratified(n, PROBES);
+        q.extend_from_slice(&corners);
+        sorted(q)
     };
-    let voxel_model = Features {
-        terms: f,
-        voxel,
-        sample: crate::error::try_copy(&features.sample, "probe sample features")?,
-        sensitivities,
-    };
-    let voxel_sizes = Sizes::new(q as i64, 1, 1, coils as i64, m as i64)?;
-    let exact = backend::build(backend, &voxel_model, voxel_sizes, &exact_options, pool)?;
-    let mut exact_voxels = try_vec(q, Complex32::new(0.0, 0.0), "exact voxels")?;
-    exact.adjoint(&data, &mut exact_voxels)?;
-    let fast_voxels: Vec<Complex32> = voxels.iter().map(|&v| fast_image[v]).collect();
+    let fast_voxels = gather(&fast_image, n, &voxels, "fast voxels")?;
+    drop(fast_image);
+    let (model, sub) = sub_model(&voxels, &support)?;
+    let exact = backend::build(backend, &model, sub, &exact_options, pool)?;
+    let mut exact_voxels = try_vec(voxels.len(), zero, "exact voxels")?;
+    exact.adjoint(&values, &mut exact_voxels)?;
     let adjoint_error = relative(&fast_voxels, &exact_voxels);
     Ok(forward_error.max(adjoint_error))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stratified_draws_cover_every_run_once() {
+        let mut rng = Probes(SimRng::new(5));
+        let picked = rng.stratified(1000, 7);
+        assert_eq!(picked.len(), 7);
+        for (i, &v) in picked.iter().enumerate() {
+            assert!(v >= i * 1000 / 7 && v < (i + 1) * 1000 / 7, "{i}: {v}");
+        }
+        assert_eq!(rng.stratified(5, 7), vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn gathers_columns_of_each_row() {
+        let values: Vec<f64> = (0..12).map(|x| x as f64).collect();
+        let out = gather(&values, 4, &[1, 3], "test").unwrap();
+        assert_eq!(out, vec![1.0, 3.0, 5.0, 7.0, 9.0, 11.0]);
+        assert!(gather::<f64>(&[], 4, &[1], "test").unwrap().is_empty());
+    }
 }

@@ -123,7 +123,7 @@ pub struct FastOperator {
 
 fn narrow(values: &[num_complex::Complex64], what: &str) -> Result<Vec<Complex32>> {
     let mut out = complex_zeros::<f32>(values.len(), what)?;
-    out.iter_mut()
+    out.par_iter_mut()
         .zip(values)
         .for_each(|(o, v)| *o = Complex32::new(v.re as f32, v.im as f32));
     Ok(out)

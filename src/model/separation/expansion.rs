@@ -569,8 +569,12 @@ fn check_errors(f: &Factors, times: &Sample, voxels: &Sample, terms: usize) -> V
         .collect()
 }
 
+/// Points evaluated per block of [`evaluate`] (its by-point buffer).
+const EVALUATE_BLOCK: usize = 1 << 16;
+
 /// `factor(features of point i, out)` for every point of P×count `features`,
-/// returned K×count (point fastest).
+/// returned K×count (point fastest): in blocks of [`EVALUATE_BLOCK`] points,
+/// each evaluated point by point and transposed into the K rows in parallel.
 fn evaluate(
     terms: usize,
     count: usize,
@@ -579,21 +583,34 @@ fn evaluate(
     what: &str,
     factor: impl Fn(&[f64], &mut [Complex64]) + Sync,
 ) -> Result<Vec<Complex64>> {
-    let mut by_point = try_vec(rank * count, Complex64::new(0.0, 0.0), what)?;
-    by_point.par_chunks_mut(rank).enumerate().for_each_init(
-        || vec![0.0f64; terms],
-        |x, (i, out)| {
-            for (p, value) in x.iter_mut().enumerate() {
-                *value = features[p * count + i];
+    let zero = Complex64::new(0.0, 0.0);
+    let mut out = try_vec(rank * count, zero, what)?;
+    if rank == 0 || count == 0 {
+        return Ok(out);
+    }
+    let mut by_point = try_vec(rank * EVALUATE_BLOCK.min(count), zero, what)?;
+    for start in (0..count).step_by(EVALUATE_BLOCK) {
+        let len = EVALUATE_BLOCK.min(count - start);
+        by_point[..rank * len]
+            .par_chunks_mut(rank)
+            .enumerate()
+            .for_each_init(
+                || vec![0.0f64; terms],
+                |x, (i, point)| {
+                    for (p, value) in x.iter_mut().enumerate() {
+                        *value = features[p * count + start + i];
+                    }
+                    factor(x, point);
+                },
+            );
+        out.par_chunks_mut(count).enumerate().for_each(|(l, row)| {
+            for (o, point) in row[start..start + len]
+                .iter_mut()
+                .zip(by_point.chunks_exact(rank))
+            {
+                *o = point[l];
             }
-            factor(x, out);
-        },
-    );
-    let mut out = try_vec(rank * count, Complex64::new(0.0, 0.0), what)?;
-    for (i, row) in by_point.chunks_exact(rank).enumerate() {
-        for (l, &value) in row.iter().enumerate() {
-            out[l * count + i] = value;
-        }
+        });
     }
     Ok(out)
 }

@@ -17,6 +17,7 @@ use crate::model::lattice::Lattice;
 use crate::model::{Features, Model};
 pub use expansion::Method;
 use num_complex::Complex64;
+use rayon::prelude::*;
 
 /// Everything a backend needs to apply the separated operator.
 #[derive(Clone, Debug)]
@@ -51,6 +52,7 @@ fn lattice_cover(lattice: &Lattice, n: usize) -> Vec<usize> {
         i % step[a] == 0 || i + 1 == lattice.modes[a]
     };
     (0..n)
+        .into_par_iter()
         .filter(|&v| {
             let m = lattice.coordinates(v);
             (0..3).all(|a| on(a, m[a]))
@@ -72,11 +74,11 @@ impl Separation {
         let split = split::Split::new(features, &lattice, n)?;
         let mut weights = try_vec(n, 1.0f64, "voxel weights (N)")?;
         if let Some(s) = &features.sensitivities {
-            for (v, w) in weights.iter_mut().enumerate() {
+            weights.par_iter_mut().enumerate().for_each(|(v, w)| {
                 *w = (0..sizes.coils)
                     .map(|c| s[c * n + v].norm_sqr() as f64)
                     .sum();
-            }
+            });
         }
         let e = expansion::Expansion::new(
             split.residual_terms,

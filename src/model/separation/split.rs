@@ -14,6 +14,7 @@
 use crate::error::{try_vec, Result};
 use crate::model::lattice::Lattice;
 use crate::model::Features;
+use rayon::prelude::*;
 use std::f64::consts::TAU;
 
 /// A residual that moves the phase by less than this (radians) is dropped.
@@ -46,17 +47,22 @@ impl Split {
         let axes: Vec<usize> = (0..3).filter(|&a| lattice.modes[a] > 1).collect();
         let cols = 1 + axes.len();
         let mut coords = try_vec(axes.len() * n, 0.0f64, "lattice coordinates")?;
-        let mut mean = vec![0.0f64; axes.len()];
-        for v in 0..n {
-            let c = lattice.coordinates(v);
-            for (k, &a) in axes.iter().enumerate() {
-                coords[k * n + v] = c[a];
-                mean[k] += c[a] / n as f64;
-            }
-        }
-        for (k, mu) in mean.iter().enumerate() {
-            coords[k * n..(k + 1) * n].iter_mut().for_each(|c| *c -= mu);
-        }
+        coords
+            .par_chunks_mut(n.max(1))
+            .zip(axes.par_iter())
+            .for_each(|(column, &a)| {
+                column
+                    .iter_mut()
+                    .enumerate()
+                    .for_each(|(v, c)| *c = lattice.coordinates(v)[a])
+            });
+        let mean: Vec<f64> = (0..axes.len())
+            .map(|k| coords[k * n..(k + 1) * n].iter().sum::<f64>() / n as f64)
+            .collect();
+        coords
+            .par_chunks_mut(n.max(1))
+            .zip(mean.par_iter())
+            .for_each(|(column, mu)| column.iter_mut().for_each(|c| *c -= mu));
         let design = |col: usize, v: usize| {
             if col == 0 {
                 1.0
@@ -64,29 +70,54 @@ impl Split {
                 coords[(col - 1) * n + v]
             }
         };
-        let mut gram = vec![0.0f64; cols * cols];
-        for v in 0..n {
-            for i in 0..cols {
-                for j in 0..cols {
-                    gram[i * cols + j] += design(i, v) * design(j, v);
+        let gram = (0..n)
+            .into_par_iter()
+            .fold(
+                || vec![0.0f64; cols * cols],
+                |mut gram, v| {
+                    for i in 0..cols {
+                        for j in 0..cols {
+                            gram[i * cols + j] += design(i, v) * design(j, v);
+                        }
+                    }
+                    gram
+                },
+            )
+            .reduce(
+                || vec![0.0f64; cols * cols],
+                |a, b| a.iter().zip(&b).map(|(x, y)| x + y).collect(),
+            );
+        // Each feature's linear fit and, when the rest matters, its residual g.
+        let fits = (0..f_count)
+            .into_par_iter()
+            .map(|f| -> Result<(Vec<f64>, Option<Vec<f64>>)> {
+                let v_f = &features.voxel[f * n..(f + 1) * n];
+                let a_f = &features.sample[f * m..(f + 1) * m];
+                let mut rhs = vec![0.0f64; cols];
+                for (v, &value) in v_f.iter().enumerate() {
+                    for (i, r) in rhs.iter_mut().enumerate() {
+                        *r += design(i, v) * value;
+                    }
                 }
-            }
-        }
+                let coef = solve_small(&gram, &rhs, cols);
+                let mut g = try_vec(n, 0.0f64, "non-linear basis residual (N)")?;
+                let mut largest: f64 = 0.0;
+                for (v, out) in g.iter_mut().enumerate() {
+                    let fit: f64 = (0..cols).map(|i| coef[i] * design(i, v)).sum();
+                    *out = v_f[v] - fit;
+                    largest = largest.max(out.abs());
+                }
+                let swing = a_f.iter().fold(0.0f64, |s, a| s.max(a.abs())) * TAU;
+                Ok((coef, (largest * swing > NEGLIGIBLE_PHASE).then_some(g)))
+            })
+            .collect::<Result<Vec<_>>>()?;
         let mut offset = try_vec(m, 0.0f64, "phase offsets k0 (M)")?;
         let mut points = try_vec(ndims * m, 0.0f64, "NUFFT points (M x ndims)")?;
         let mut temporal = Vec::new();
         let mut spatial = Vec::new();
         let mut residual_terms = 0;
-        for f in 0..f_count {
-            let v_f = &features.voxel[f * n..(f + 1) * n];
+        for (f, (coef, g)) in fits.into_iter().enumerate() {
             let a_f = &features.sample[f * m..(f + 1) * m];
-            let mut rhs = vec![0.0f64; cols];
-            for (v, &value) in v_f.iter().enumerate() {
-                for (i, r) in rhs.iter_mut().enumerate() {
-                    *r += design(i, v) * value;
-                }
-            }
-            let coef = solve_small(&gram, &rhs, cols);
             // α in the uncentred coordinates: α = c_0 − Σ β·mean.
             let alpha = coef[0] - (1..cols).map(|i| coef[i] * mean[i - 1]).sum::<f64>();
             for j in 0..m {
@@ -97,15 +128,7 @@ impl Split {
                     }
                 }
             }
-            let mut g = try_vec(n, 0.0f64, "non-linear basis residual (N)")?;
-            let mut largest: f64 = 0.0;
-            for (v, out) in g.iter_mut().enumerate() {
-                let fit: f64 = (0..cols).map(|i| coef[i] * design(i, v)).sum();
-                *out = v_f[v] - fit;
-                largest = largest.max(out.abs());
-            }
-            let swing = a_f.iter().fold(0.0f64, |s, a| s.max(a.abs())) * TAU;
-            if largest * swing > NEGLIGIBLE_PHASE {
+            if let Some(g) = g {
                 residual_terms += 1;
                 temporal
                     .try_reserve(m)

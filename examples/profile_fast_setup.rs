@@ -1,0 +1,108 @@
+//! The fast path's set-up (issue 17) step by step on the CPU: the model's
+//! features, the lattice, the phase split, the separation (expansion
+//! included), the operator (NUFFT plans, factors narrowed to float32) and
+//! the certificate, each timed once, then the whole set-up through the plan
+//! (`approximation_info`), on the cases of examples/common/cases.rs.
+//!
+//! Run: cargo run --release --example profile_fast_setup [case ...]
+//! (default: ho3d-64) with HORECON_BENCH_TOLERANCE=1e-3 (the approximation
+//! tolerance; the expansion is asked for 0.45 of it, as the plan does) and
+//! HORECON_PROFILE_ALL=0 to stop after the operator (no certificate, no plan
+//! set-up: for the largest cases on small machines). The certificate step
+//! here probes through the full operator (all coils), as CUDA plans do.
+
+#[path = "common/cases.rs"]
+mod cases;
+
+use horecon::backend::fast::{certificate, nufft_tolerance, FastOperator};
+use horecon::model::lattice::Lattice;
+use horecon::model::separation::{split::Split, Separation};
+use horecon::{BackendKind, Options};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// `f`'s value and its time in seconds.
+fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
+    let start = Instant::now();
+    let out = f();
+    (out, start.elapsed().as_secs_f64())
+}
+
+fn main() {
+    let mut names: Vec<String> = std::env::args().skip(1).collect();
+    if names.is_empty() {
+        names.push("ho3d-64".into());
+    }
+    let tolerance: f64 = std::env::var("HORECON_BENCH_TOLERANCE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1e-3);
+    let options = Options {
+        backend: BackendKind::Cpu,
+        ..Options::default()
+    };
+    let pool = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .build()
+            .expect("thread pool"),
+    );
+    for name in &names {
+        let case = cases::make_case(name);
+        let plan = case.plan(options);
+        let model = plan.model();
+        let sizes = plan.sizes();
+        let positions = model.positions.as_deref().expect("positions");
+        let (features, t_features) = timed(|| model.features().expect("features"));
+        let (lattice, t_lattice) =
+            timed(|| Lattice::detect(sizes.dims, positions).expect("lattice"));
+        let (_, t_split) = timed(|| Split::new(&features, &lattice, sizes.voxels).expect("split"));
+        let (separation, t_separation) =
+            timed(|| Separation::new(model, &features, 0.45 * tolerance).expect("separation"));
+        let (operator, t_operator) = timed(|| {
+            FastOperator::new(
+                &separation,
+                model.sensitivities.as_deref(),
+                sizes,
+                nufft_tolerance(tolerance, options.precision),
+                (BackendKind::Cpu, 0),
+                pool.clone(),
+            )
+            .expect("operator")
+        });
+        let all = std::env::var("HORECON_PROFILE_ALL").map_or(true, |v| v != "0");
+        println!(
+            "{name}: N = {}, M = {}, L = {}, K = {}, {} threads\n  features {t_features:.3} s, \
+             lattice {t_lattice:.3} s, split {t_split:.3} s, separation {t_separation:.3} s \
+             (expansion {:.3} s), operator {t_operator:.3} s",
+            sizes.voxels,
+            sizes.samples,
+            sizes.coils,
+            separation.rank,
+            pool.current_num_threads(),
+            t_separation - t_lattice - t_split,
+        );
+        if !all {
+            continue;
+        }
+        let (estimate, t_certificate) = timed(|| {
+            certificate::estimate(
+                &operator,
+                &features,
+                sizes,
+                BackendKind::Cpu,
+                &options,
+                pool.clone(),
+            )
+            .expect("certificate")
+        });
+        drop(operator);
+        let mut fresh = case.plan(options);
+        fresh.set_approximation(tolerance).expect("tolerance");
+        let (info, t_plan) = timed(|| fresh.approximation_info().expect("set-up"));
+        println!(
+            "  certificate {t_certificate:.3} s (estimate {estimate:.2e}); plan set-up {t_plan:.3} s \
+             (K = {}, estimate {:.2e})",
+            info.rank, info.estimated_error,
+        );
+    }
+}
