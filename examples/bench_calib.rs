@@ -5,7 +5,7 @@
 //!   CPU, ≤ 5 s on one GPU machine);
 //! - `delay`: delay estimation on `bieri-256` (shared/bench cases: 256², 8
 //!   coils, 16 terms + off-resonance; target ≤ 2 s on one GPU), a 7.3 µs
-//!   delay with the default search (±20 µs, 2 µs, golden section to 0.05 µs,
+//!   delay with the default search (±20 µs, 4 µs, golden section to 0.05 µs,
 //!   10 CG iterations per candidate).
 //!
 //! Run: cargo run --release --example bench_calib [espirit|delay] [--size N]

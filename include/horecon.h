@@ -243,7 +243,7 @@ typedef struct horecon_delay_options {
   int32_t iterations;
   // Search over [−range, range] seconds (20e-6).
   double range;
-  // Spacing of the coarse grid, s (2e-6).
+  // Spacing of the coarse grid, s (4e-6).
   double step;
   // Width of the final golden-section bracket, s (0.05e-6).
   double tolerance;
@@ -449,7 +449,7 @@ void horecon_default_b0_options(struct horecon_b0_options *o);
 // (HORECON_ERR_INVALID_ARGUMENT).
 horecon_status horecon_b0_map(const struct horecon_plan *plan, const int64_t *ref_dims, const double *ref_fov, const double *ref_center, int64_t ncoils, int32_t nechoes, const double *echo_times, const struct horecon_c32 *kspace, const struct horecon_b0_options *o, double *omega);
 
-// Fills `o` with the delay-search defaults (±20 µs, 2 µs, 0.05 µs, 10 iterations, all groups).
+// Fills `o` with the delay-search defaults (±20 µs, 4 µs, 0.05 µs, 10 iterations, all groups).
 void horecon_default_delay_options(struct horecon_delay_options *o);
 
 // The delay Δt (s) between field-monitoring coefficients (or the nominal

@@ -399,39 +399,43 @@ fn delays_are_recovered_within_a_quarter_microsecond() {
         coils: 4,
     };
     let n = 32;
-    let dwell = 4e-6;
-    let spiral = sim::spiral(n as i64, FOV, 1.0, dwell, 1e-3).unwrap();
-    let m = spiral.samples();
-    let coefficients = sim::field_coefficients(&spiral.k, 2, dwell, 1.0, rng.next_u64()).unwrap();
-    let mut plan = grid_plan(n, scene.coils, m, scene.center);
-    let p = positions(&plan);
-    plan.set_sensitivities(Some(&scene.sensitivities(&p)))
-        .unwrap();
-    plan.set_solid_harmonics(16, &coefficients).unwrap();
-    let mut data = vec![Complex32::default(); m * scene.coils];
-    plan.forward(&scene.object(&p), &mut data).unwrap();
-    sim::add_noise(&mut data, 50.0, rng.next_u64()).unwrap();
-    for _ in 0..2 {
-        let delay = rng.range(-10e-6, 10e-6);
-        // Monitored coefficients lag the data: k_meas(t) = k(t − δ).
-        let monitored: Vec<f64> = coefficients
-            .chunks_exact(m)
-            .flat_map(|c| resample(c, &spiral.times, -delay))
-            .collect();
-        let result = estimate_delay(
-            &plan,
-            &data,
-            Some(&monitored),
-            &spiral.times,
-            &DelayOptions::default(),
-        )
-        .unwrap();
-        eprintln!(
-            "delay: true {:.3} µs, estimated {:.3} µs ({} evaluations)",
-            delay * 1e6,
-            result.delay * 1e6,
-            result.curve.len()
-        );
-        assert!((result.delay - delay).abs() <= 0.25e-6);
+    // Readouts sampled 2 and 4 µs apart (the default coarse grid is 4 µs).
+    for dwell in [2e-6, 4e-6] {
+        let spiral = sim::spiral(n as i64, FOV, 1.0, dwell, 1e-3).unwrap();
+        let m = spiral.samples();
+        let coefficients =
+            sim::field_coefficients(&spiral.k, 2, dwell, 1.0, rng.next_u64()).unwrap();
+        let mut plan = grid_plan(n, scene.coils, m, scene.center);
+        let p = positions(&plan);
+        plan.set_sensitivities(Some(&scene.sensitivities(&p)))
+            .unwrap();
+        plan.set_solid_harmonics(16, &coefficients).unwrap();
+        let mut data = vec![Complex32::default(); m * scene.coils];
+        plan.forward(&scene.object(&p), &mut data).unwrap();
+        sim::add_noise(&mut data, 50.0, rng.next_u64()).unwrap();
+        for _ in 0..3 {
+            let delay = rng.range(-10e-6, 10e-6);
+            // Monitored coefficients lag the data: k_meas(t) = k(t − δ).
+            let monitored: Vec<f64> = coefficients
+                .chunks_exact(m)
+                .flat_map(|c| resample(c, &spiral.times, -delay))
+                .collect();
+            let result = estimate_delay(
+                &plan,
+                &data,
+                Some(&monitored),
+                &spiral.times,
+                &DelayOptions::default(),
+            )
+            .unwrap();
+            eprintln!(
+                "dwell {:.0} µs: delay true {:.3} µs, estimated {:.3} µs ({} evaluations)",
+                dwell * 1e6,
+                delay * 1e6,
+                result.delay * 1e6,
+                result.curve.len()
+            );
+            assert!((result.delay - delay).abs() <= 0.25e-6);
+        }
     }
 }

@@ -194,7 +194,7 @@ def b0_map(plan, kspace, echo_times, fov, center=0.0, mask_threshold=0.1, smooth
     return omega
 
 
-def estimate_delay(plan, data, times, coefficients=None, range=20e-6, step=2e-6, tolerance=0.05e-6,
+def estimate_delay(plan, data, times, coefficients=None, range=20e-6, step=4e-6, tolerance=0.05e-6,
                    iterations=10, lambda_=0.0, groups=0):
     """Delay (s) between the coefficients (the shape of the plan's phase
     model, (M, B); None = the plan's own) and the data (M, L), by short

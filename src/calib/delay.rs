@@ -26,7 +26,8 @@ use num_complex::Complex32;
 pub struct DelayOptions {
     /// Search over [−range, range] (20 µs).
     pub range: f64,
-    /// Spacing of the coarse grid (2 µs).
+    /// Spacing of the coarse grid (4 µs: the golden section then brackets ±4 µs;
+    /// delays recovered within 0.06 µs at 2 and 4 µs dwell, tests/calib.rs).
     pub step: f64,
     /// Width of the final bracket (0.05 µs).
     pub tolerance: f64,
@@ -42,7 +43,7 @@ impl Default for DelayOptions {
     fn default() -> Self {
         DelayOptions {
             range: 20e-6,
-            step: 2e-6,
+            step: 4e-6,
             tolerance: 0.05e-6,
             iterations: 10,
             lambda: 0.0,

@@ -412,7 +412,7 @@ pub struct horecon_delay_options {
     pub iterations: i32,
     /// Search over [−range, range] seconds (20e-6).
     pub range: f64,
-    /// Spacing of the coarse grid, s (2e-6).
+    /// Spacing of the coarse grid, s (4e-6).
     pub step: f64,
     /// Width of the final golden-section bracket, s (0.05e-6).
     pub tolerance: f64,
@@ -436,7 +436,7 @@ fn default_delay_options() -> horecon_delay_options {
     }
 }
 
-/// Fills `o` with the delay-search defaults (±20 µs, 2 µs, 0.05 µs, 10 iterations, all groups).
+/// Fills `o` with the delay-search defaults (±20 µs, 4 µs, 0.05 µs, 10 iterations, all groups).
 #[no_mangle]
 pub unsafe extern "C" fn horecon_default_delay_options(o: *mut horecon_delay_options) {
     super::guard_value((), || {
