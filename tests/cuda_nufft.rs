@@ -273,8 +273,8 @@ fn both_spreading_methods_match_direct_sums() {
 /// for `cases` (sizes, points: 0 for a random count up to 700), float32 and
 /// float64, three transforms, sparse and clustered points (a clustered bin
 /// holds more than one subproblem and several staged batches): error ≤
-/// tolerance against float64 direct sums, and within the tolerance of tile
-/// spreading (method 2) on the same input. Failures are returned.
+/// tolerance against float64 direct sums, and within twice the tolerance of
+/// tile spreading (method 2) on the same input. Failures are returned.
 fn output_driven_cases(rng: &mut Rng, cases: &[(&[i64], usize)]) -> Vec<String> {
     let mut failures = Vec::new();
     for (case, &(sizes, dense)) in cases.iter().enumerate() {
@@ -297,7 +297,9 @@ fn output_driven_cases(rng: &mut Rng, cases: &[(&[i64], usize)]) -> Vec<String> 
                 "{sizes:?} M={m}{} x{t} sign {sign:+} tol {tol:e}: error {e:.2e}, vs tiles {d:.2e} ({how})",
                 if clustered { " clustered" } else { "" }
             );
-            if e > tol || d > tol {
+            // Each method within tol of the float64 sum, so within 2·tol of
+            // each other (float32 tiles sum a dense cluster in another order).
+            if e > tol || d > 2.0 * tol {
                 failures.push(format!(
                     "{sizes:?} M={m} tol {tol:e} double {double}: error {e:e}, vs tiles {d:e}"
                 ));
