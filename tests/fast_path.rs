@@ -19,8 +19,14 @@ fn fast_plan(p: &Problem, tolerance: f64) -> horecon::Plan {
     plan
 }
 
-/// The true relative errors of the fast E, Eᴴ and EᴴE of `plan` for `p`.
-fn true_errors(rng: &mut Rng, p: &Problem, plan: &horecon::Plan) -> [f64; 3] {
+/// Random x (N) and d (M×L) with the plan's y = E x and z = Eᴴ d.
+type Applied = (
+    Vec<Complex32>,
+    Vec<Complex32>,
+    Vec<Complex32>,
+    Vec<Complex32>,
+);
+fn applied(rng: &mut Rng, p: &Problem, plan: &horecon::Plan) -> Applied {
     let (n, m, l) = (p.voxels(), p.samples, p.coils);
     let x = rng.complex(n);
     let d = rng.complex(m * l);
@@ -28,6 +34,13 @@ fn true_errors(rng: &mut Rng, p: &Problem, plan: &horecon::Plan) -> [f64; 3] {
     plan.forward(&x, &mut y).unwrap();
     let mut z = vec![Complex32::default(); n];
     plan.adjoint(&d, &mut z).unwrap();
+    (x, d, y, z)
+}
+
+/// The true relative errors of the fast E, Eᴴ and EᴴE of `plan` for `p`.
+fn true_errors(rng: &mut Rng, p: &Problem, plan: &horecon::Plan) -> [f64; 3] {
+    let n = p.voxels();
+    let (x, d, y, z) = applied(rng, p, plan);
     let mut w = vec![Complex32::default(); n];
     plan.normal(&x, &mut w).unwrap();
     [
@@ -303,12 +316,7 @@ fn the_sparse_certificate_is_honest_on_larger_plans() {
         let info = plan.approximation_info().unwrap();
         assert!(info.active, "{kind:?}: inactive: {}", info.reason);
         let (n, m, l) = (p.voxels(), p.samples, p.coils);
-        let x = rng.complex(n);
-        let d = rng.complex(m * l);
-        let mut y = vec![Complex32::default(); m * l];
-        plan.forward(&x, &mut y).unwrap();
-        let mut z = vec![Complex32::default(); n];
-        plan.adjoint(&d, &mut z).unwrap();
+        let (x, d, y, z) = applied(&mut rng, &p, &plan);
         // float64 direct sums at 200 rows (all coils) and 200 voxels spread evenly.
         let rows: Vec<usize> = (0..200).map(|i| i * m / 200).collect();
         let voxels: Vec<usize> = (0..200).map(|i| i * n / 200).collect();
