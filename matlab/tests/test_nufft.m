@@ -55,8 +55,11 @@ for s = 1:size(shapes, 1)
         e1 = rel_error(last, slice(ref, modes, ntrans, type == 1));
         assert(e1 <= tol, 'modes %s type %d: the last transform alone, error %.3g', mat2str(modes), type, e1);
       end
-      % a plan executes again with the same result
-      assert(isequal(nu.execute(in), out), 'modes %s type %d: a second execute differs', mat2str(modes), type);
+      % a plan executes again with the same result, up to float rounding: the parts of
+      % a split heavy bin (clustered points) add to the grid in the order they finish
+      again = rel_error(nu.execute(in), out);
+      assert(again <= 10 * eps(precision), 'modes %s type %d: a second execute differs by %.3g', ...
+             mat2str(modes), type, again);
       cases = cases + 1;
     end
   end

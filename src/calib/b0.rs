@@ -207,16 +207,9 @@ fn smooth_fit(
     Ok(x)
 }
 
-/// ω from the multi-echo reference k-space (N_ref×L×E: echo slowest) with
-/// echo times `echo_times` (E ≥ 2, s, strictly increasing), at `target`.
-pub fn b0_map(
-    grid: &ReferenceGrid,
-    kspace: &[Complex32],
-    coils: usize,
-    echo_times: &[f64],
-    options: &B0Options,
-    target: &Target<'_>,
-) -> Result<B0Result> {
+/// At least 2 echo times, finite and strictly increasing (checked before a
+/// caller reads the N_ref×L×E k-space their count sizes).
+pub fn check_echo_times(echo_times: &[f64]) -> Result<()> {
     let echoes = echo_times.len();
     if echoes < 2 {
         return Err(Error::invalid(format!(
@@ -232,6 +225,21 @@ pub fn b0_map(
             echo_times[e - 1]
         )));
     }
+    Ok(())
+}
+
+/// ω from the multi-echo reference k-space (N_ref×L×E: echo slowest) with
+/// echo times `echo_times` (E ≥ 2, s, strictly increasing), at `target`.
+pub fn b0_map(
+    grid: &ReferenceGrid,
+    kspace: &[Complex32],
+    coils: usize,
+    echo_times: &[f64],
+    options: &B0Options,
+    target: &Target<'_>,
+) -> Result<B0Result> {
+    check_echo_times(echo_times)?;
+    let echoes = echo_times.len();
     if !(options.mask_threshold.is_finite() && (0.0..1.0).contains(&options.mask_threshold)) {
         return Err(Error::invalid(format!(
             "mask_threshold must be in [0, 1), got {}",

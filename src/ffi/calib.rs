@@ -382,6 +382,8 @@ pub unsafe extern "C" fn horecon_b0_map(
         }
         let e = nechoes as usize;
         let times = read("echo_times", echo_times, e)?;
+        // The echo times before the k-space their count sizes is read.
+        calib::b0::check_echo_times(&times)?;
         let per_echo = product("reference size", grid.voxels(), l)?;
         let y = read_c32("kspace", kspace, product("reference size", per_echo, e)?)?;
         let c = read_options("o", o, default_b0_options())?;
