@@ -374,6 +374,16 @@ static int64_t COUNT(struct ctx *c, int64_t hi)
     note(c, " %lld", (long long)v);
     return v;
 }
+/* An echo count: 1..4, or 0, -1, INT32_MIN. Never a large one: it sizes the
+ * reference k-space (<= 24^3 x 4 coils x echoes must fit the CAP arrays), and
+ * a large count with an array that long is valid, so no call can refuse it. */
+static int32_t ECHOES(struct ctx *c)
+{
+    static const int32_t edge[] = {0, -1, INT32_MIN};
+    int32_t v = pick(c, 4) ? 1 + (int32_t)(next(c) % 4) : edge[pick(c, 3)];
+    note(c, " %d", (int)v);
+    return v;
+}
 /* A reference grid (3 dims, <= 24^3 voxels), or edge values, or NULL. */
 static int64_t *REF(struct ctx *c)
 {
@@ -516,10 +526,10 @@ static void *USER(struct ctx *c) { return pick(c, 2) ? NULL : (void *)c; }
     S(horecon_sim_noise_covariance, COUNT(c, 8), R(c), R(c), SEED(c), C(c))             \
     S(horecon_sim_correlated_noise, C(c), COUNT(c, 8), COUNT(c, 512), SEED(c), C(c))    \
     S(horecon_cartesian_images, REF(c), D(c), D(c), COUNT(c, 4), C(c), C(c))            \
-    S(horecon_sim_reference, REF(c), D(c), D(c), COUNT(c, 512), D(c), C(c), COUNT(c, 4), C(c), D(c), SMALL(c, 1, 4), D(c), R(c), C(c)) \
+    S(horecon_sim_reference, REF(c), D(c), D(c), COUNT(c, 512), D(c), C(c), COUNT(c, 4), C(c), D(c), ECHOES(c), D(c), R(c), C(c)) \
     S(horecon_espirit, P(c), REF(c), D(c), D(c), C(c), ESPIRIT(c), C(c), F(c))         \
     S(horecon_walsh, P(c), REF(c), D(c), D(c), C(c), SMALL(c, 1, 7), C(c))             \
-    S(horecon_b0_map, P(c), REF(c), D(c), D(c), COUNT(c, 4), SMALL(c, 1, 4), D(c), C(c), B0O(c), D(c)) \
+    S(horecon_b0_map, P(c), REF(c), D(c), D(c), COUNT(c, 4), ECHOES(c), D(c), C(c), B0O(c), D(c)) \
     S(horecon_estimate_delay, P(c), C(c), D(c), D(c), DELAY(c), D(c), D(c), SMALL(c, 0, 64), D(c), D(c), I32P(c))
 
 /* Arguments are evaluated in an unspecified order, but deterministically
