@@ -29,6 +29,7 @@
 
 use crate::backend;
 use crate::error::{try_vec, Result};
+use crate::model::separation::expansion::extreme_indices;
 use crate::model::{Features, Sizes};
 use crate::op::{EncodingOperator, Precision};
 use crate::plan::{BackendKind, Options};
@@ -117,12 +118,7 @@ fn extremes(voxel: &[f64], n: usize) -> Vec<usize> {
     voxel
         .par_chunks_exact(n.max(1))
         .flat_map_iter(|column| {
-            let (lo, hi) = column.iter().enumerate().fold((0, 0), |(lo, hi), (v, &x)| {
-                (
-                    if x < column[lo] { v } else { lo },
-                    if x > column[hi] { v } else { hi },
-                )
-            });
+            let (lo, hi) = extreme_indices(column);
             [lo, hi]
         })
         .collect()

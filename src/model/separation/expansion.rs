@@ -198,6 +198,17 @@ fn voxel_sample(
     (Sample::pick(g, terms, &picked), Method::SampledVoxels)
 }
 
+/// The first indices of the smallest and the largest value of `column`
+/// ((0, 0) when it is empty).
+pub fn extreme_indices(column: &[f64]) -> (usize, usize) {
+    column.iter().enumerate().fold((0, 0), |(lo, hi), (v, &x)| {
+        (
+            if x < column[lo] { v } else { lo },
+            if x > column[hi] { v } else { hi },
+        )
+    })
+}
+
 /// Voxels that cover the range of the basis values, so that b_l is never
 /// extrapolated (a rare voxel with an extreme g, such as a corner of a 3D
 /// field of view for third-order terms, would otherwise carry an error of
@@ -210,12 +221,7 @@ fn coverage(g: &[f64], terms: usize, n: usize) -> Vec<usize> {
     let mut spread = vec![0.0; terms];
     for p in 0..terms {
         let column = &g[p * n..(p + 1) * n];
-        let (lo, hi) = column.iter().enumerate().fold((0, 0), |(lo, hi), (v, &x)| {
-            (
-                if x < column[lo] { v } else { lo },
-                if x > column[hi] { v } else { hi },
-            )
-        });
+        let (lo, hi) = extreme_indices(column);
         out.push(lo);
         out.push(hi);
         mean[p] = column.iter().sum::<f64>() / n as f64;
