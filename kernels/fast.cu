@@ -81,3 +81,45 @@ extern "C" __global__ void fast_gather(const REAL2* __restrict__ grid, const flo
         out[n] = acc;
     }
 }
+
+// One factor of the expansion at `count` points (src/model/separation: Factor, Skeleton):
+//   out[l*count + i] = exp(2πi·o_i) · Σ_s exp(i Σ_p x[p*count + i]·f[p*S + s]) · c[s*K + l],  l < K,
+// x P×count and f P×S float64 (point fastest), c S×K double2, o (cycles) NULL meaning 0;
+// in float64 (the host's arithmetic and order of terms) and rounded once. The K terms in passes
+// of FACTOR_CHUNK, each recomputing the S phasors (K ≤ 16 in one pass).
+#define FACTOR_CHUNK 16
+extern "C" __global__ void fast_factor(const double* __restrict__ x, int P, long long count,
+                                       const double* __restrict__ f, const double2* __restrict__ c, int S,
+                                       int K, const double* __restrict__ o, REAL2* __restrict__ out) {
+    GRID_STRIDE(i, count) {
+        double2 shift = make_double2(1.0, 0.0);
+        if (o) {
+            double sn, cs;
+            sincos(6.283185307179586 * o[i], &sn, &cs);
+            shift = make_double2(cs, sn);
+        }
+        for (int l0 = 0; l0 < K; l0 += FACTOR_CHUNK) {
+            const int kc = min(FACTOR_CHUNK, K - l0);
+            double2 acc[FACTOR_CHUNK];
+#pragma unroll
+            for (int l = 0; l < FACTOR_CHUNK; ++l) acc[l] = make_double2(0.0, 0.0);
+            for (int s = 0; s < S; ++s) {
+                double phase = 0.0;
+                for (int p = 0; p < P; ++p) phase += x[(long long)p * count + i] * f[(long long)p * S + s];
+                double sn, cs;
+                sincos(phase, &sn, &cs);
+                const double2 e = make_double2(cs, sn);
+                const double2* row = c + (long long)s * K + l0;
+#pragma unroll
+                for (int l = 0; l < FACTOR_CHUNK; ++l) {
+                    if (l < kc) {
+                        const double2 v = cmul(row[l], e);
+                        acc[l].x += v.x;
+                        acc[l].y += v.y;
+                    }
+                }
+            }
+            for (int l = 0; l < kc; ++l) out[(long long)(l0 + l) * count + i] = narrow2(cmul(acc[l], shift));
+        }
+    }
+}

@@ -125,7 +125,8 @@ if [[ $STAGES == *fastpath* ]]; then
   { export HORECON_BENCH_BACKEND=cuda HORECON_BENCH_TOLERANCE=1e-3
     HORECON_BENCH_EXACT=full t "fast path ho3d-96" 120 ./bench_fast_path ho3d-96
     HORECON_BENCH_EXACT=full HORECON_BENCH_CG=50 t "fast path bieri-512" 60 ./bench_fast_path bieri-512
-    HORECON_BENCH_EXACT=none HORECON_BENCH_CG=20 t "fast path ho3d-1mm" 150 ./bench_fast_path ho3d-1mm
+    HORECON_BENCH_VERBOSITY=2 HORECON_CUDA_FAST_VERBOSE=1 HORECON_BENCH_EXACT=none HORECON_BENCH_CG=20 \
+      t "fast path ho3d-1mm" 150 ./bench_fast_path ho3d-1mm
   } > "$O/fast_path.log" 2>&1
 fi
 if [[ $STAGES == *toeplitz* ]]; then

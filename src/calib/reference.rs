@@ -160,7 +160,7 @@ impl ReferenceGrid {
 }
 
 /// Values that can be interpolated: s + w·v.
-pub trait Interpolable: Copy + Default {
+pub trait Interpolable: Copy + Default + Send + Sync {
     fn add_scaled(self, v: Self, w: f64) -> Self;
 }
 

@@ -295,7 +295,7 @@ fn non_null<T>(argument: &str, p: *const T) -> Result<*const T> {
 }
 
 /// Copies `len` elements from C memory (so outputs may alias inputs).
-unsafe fn read<T: Copy>(argument: &str, p: *const T, len: usize) -> Result<Vec<T>> {
+unsafe fn read<T: Copy + Send + Sync>(argument: &str, p: *const T, len: usize) -> Result<Vec<T>> {
     let p = non_null(argument, p)?;
     let mut out = crate::error::try_vec(len, std::mem::zeroed::<T>(), argument)?;
     std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), len);

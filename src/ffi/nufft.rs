@@ -28,7 +28,11 @@ unsafe fn nufft_ref<'a>(p: *const horecon_nufft) -> Result<&'a Nufft> {
 }
 
 /// Reads `len` values from C memory; NULL is allowed when `len` is 0.
-unsafe fn read_or_empty<T: Copy>(argument: &str, p: *const T, len: usize) -> Result<Vec<T>> {
+unsafe fn read_or_empty<T: Copy + Send + Sync>(
+    argument: &str,
+    p: *const T,
+    len: usize,
+) -> Result<Vec<T>> {
     if len == 0 {
         return Ok(Vec::new());
     }
@@ -36,8 +40,8 @@ unsafe fn read_or_empty<T: Copy>(argument: &str, p: *const T, len: usize) -> Res
 }
 
 /// The C layouts of the data: horecon_c32 and horecon_c64.
-trait CData: Copy + Default {
-    type Value: Copy + Default;
+trait CData: Copy + Default + Send + Sync {
+    type Value: Copy + Default + Send + Sync;
     fn value(self) -> Self::Value;
     fn from_value(v: Self::Value) -> Self;
 }

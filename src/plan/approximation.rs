@@ -113,9 +113,10 @@ impl Plan {
     }
 
     fn build_fast_path(&self) -> Result<FastPath> {
-        let features = self.model.features()?;
-        let tolerance = self.approximation;
         let started = std::time::Instant::now();
+        let features = self.model.features()?;
+        let featured = started.elapsed().as_secs_f64();
+        let tolerance = self.approximation;
         let separation = match Separation::new(&self.model, &features, EXPANSION_SHARE * tolerance)
         {
             Ok(s) => s,
@@ -164,9 +165,10 @@ impl Plan {
         };
         if self.options.verbosity >= 2 {
             eprintln!(
-                "horecon: fast path set-up: expansion (K = {}) {separated:.3} s, operator {:.3} s, \
-                 certificate {:.3} s; {}",
+                "horecon: fast path set-up: features {featured:.3} s, expansion (K = {}) {:.3} s, \
+                 operator {:.3} s, certificate {:.3} s; {}",
                 separation.rank,
+                separated - featured,
                 built - separated,
                 started.elapsed().as_secs_f64() - built,
                 operator.backend_name()

@@ -46,7 +46,7 @@ pub const MAX_SIM_POINTS: usize = 1 << 30;
 
 /// `count` values f(0), …, f(count − 1) in a fallibly allocated vector,
 /// reporting progress to the current call and stopping when it is cancelled.
-pub(crate) fn tabulate<T: Clone + Default>(
+pub(crate) fn tabulate<T: Clone + Default + Send + Sync>(
     count: usize,
     what: &str,
     mut f: impl FnMut(usize) -> T,

@@ -1,4 +1,4 @@
-# Compiles the NUFFT kernels with NVRTC (no GPU needed: libnvrtc from the
+# Compiles the NUFFT and fast-path kernels with NVRTC (no GPU needed: libnvrtc from the
 # pip wheel nvidia-cuda-nvrtc) for sm_90 cubins in every configuration the
 # executor uses, printing errors and ptxas's resource report.
 # Usage: NVRTC_LIB=/path/libnvrtc.so.13 python3 nvrtc_check.py [filter]
@@ -37,5 +37,10 @@ for double, precise, dim, w in itertools.product([0, 1], [0, 1], [1, 2, 3], [2, 
 for double, mode in [(0, 1), (1, 0), (1, 2)]:
     if flt and flt not in "toeplitz": continue
     bad += compile(TOEP, base + [f"-DDOUBLE={double}", f"-DMODE={mode}"], "nufft_toeplitz") != 0
+FAST = src("complex.cu", "fast.cu")
+for mode in [0, 2]:
+    if flt and flt not in "fast":
+        continue
+    bad += compile(FAST, base + [f"-DMODE={mode}"], "fast") != 0
 print("failures:", bad)
 sys.exit(1 if bad else 0)

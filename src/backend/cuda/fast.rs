@@ -27,16 +27,16 @@ use super::operator::check_index_range;
 use super::space::{solve_on, DeviceNormal};
 use super::vectors::{upload_sensitivities, CudaCore};
 use super::work::{take, Work, WorkGuard};
-use crate::backend::fast::{coil_chunks, pair_specs};
+use crate::backend::fast::{coil_chunks, pair_specs, SPATIAL, TEMPORAL};
 use crate::error::{try_collect, Error, Result};
-use crate::model::separation::Separation;
+use crate::model::separation::{Factor, Separation};
 use crate::model::Sizes;
 use crate::nufft::plan::choose_upsampling;
 use crate::nufft::{Modes, NufftSpec};
 use crate::op::{CgReport, EncodingOperator, Precision};
 use crate::solver::CgProblem;
 use cudarc::driver::CudaFunction;
-use num_complex::{Complex32, Complex64};
+use num_complex::Complex32;
 use std::sync::{Arc, Mutex};
 
 const SOURCE: &str = concat!(
@@ -51,6 +51,7 @@ struct Kernels {
     collect: CudaFunction,
     spread_data: CudaFunction,
     gather: CudaFunction,
+    factor: CudaFunction,
 }
 
 /// The NUFFT pair of a chunk of `coils` coils (K·coils transforms).
@@ -90,20 +91,50 @@ pub struct CudaFast {
     name: String,
 }
 
-/// `values` as interleaved REAL2 (float64 pairs when `double`) on `device`.
-fn upload_complex(
+/// The K×count values of `factor` (REAL2: float64 pairs when `double`)
+/// evaluated on the device from its skeleton (kernels/fast.cu `fast_factor`,
+/// the host's arithmetic: [`Factor::values`]).
+fn evaluate_factor(
     device: &Arc<super::context::Device>,
-    values: &[Complex64],
+    kernel: &CudaFunction,
+    factor: &Factor,
     double: bool,
     what: &str,
 ) -> Result<DeviceBuffer> {
-    if double {
-        let raw = try_collect(values.iter().map(|c| [c.re, c.im]), what)?;
-        DeviceBuffer::from_host(device, &raw, what)
-    } else {
-        let raw = try_collect(values.iter().map(|c| [c.re as f32, c.im as f32]), what)?;
-        DeviceBuffer::from_host(device, &raw, what)
-    }
+    let skeleton = &factor.skeleton;
+    let (k, count) = (skeleton.rank, factor.count);
+    let bytes = k
+        .checked_mul(count)
+        .and_then(|v| v.checked_mul(if double { 16 } else { 8 }))
+        .ok_or_else(|| Error::out_of_memory(format!("{what}: size overflows")))?;
+    let out = DeviceBuffer::new::<u8>(device, bytes, what)?;
+    let points =
+        DeviceBuffer::from_host(device, &factor.features, "expansion features (P x points)")?;
+    let features = DeviceBuffer::from_host(device, &skeleton.features, "skeleton features")?;
+    let rows = try_collect(skeleton.rows.iter().map(|c| [c.re, c.im]), "skeleton rows")?;
+    let rows = DeviceBuffer::from_host(device, &rows, "skeleton rows")?;
+    let offset = match &factor.offset {
+        Some(o) => Some(DeviceBuffer::from_host(device, o, "phase offsets")?),
+        None => None,
+    };
+    let stream = Stream(std::ptr::null_mut());
+    launch_over(
+        kernel,
+        count,
+        stream,
+        Args::default()
+            .ptr(points.ptr)
+            .i32(factor.terms() as i32)
+            .int(count as i64)
+            .ptr(features.ptr)
+            .ptr(rows.ptr)
+            .i32(skeleton.points() as i32)
+            .i32(k as i32)
+            .ptr(offset.as_ref().map_or(0, |o| o.ptr))
+            .ptr(out.ptr),
+    )?;
+    stream.synchronize(what)?;
+    Ok(out)
 }
 
 impl CudaFast {
@@ -154,6 +185,7 @@ impl CudaFast {
             collect: source("fast_collect")?,
             spread_data: source("fast_spread_data")?,
             gather: source("fast_gather")?,
+            factor: source("fast_factor")?,
         };
         let index = match &lattice.index {
             Some(idx) => {
@@ -162,20 +194,25 @@ impl CudaFast {
             }
             None => None,
         };
-        let temporal = upload_complex(
+        let started = std::time::Instant::now();
+        let temporal = evaluate_factor(
             &device,
+            &kernels.factor,
             &separation.temporal,
             double,
-            "expansion a_l(t) (K x M)",
+            TEMPORAL,
         )?;
-        let spatial = upload_complex(
+        let spatial = evaluate_factor(
             &device,
+            &kernels.factor,
             &separation.spatial,
             double,
-            "expansion b_l(r) (K x N)",
+            SPATIAL,
         )?;
+        let factored = started.elapsed().as_secs_f64();
         let sensitivities = upload_sensitivities(&device, sensitivities)?;
         let buffers = Self::make_buffers(&device, k, g, m, chunk, complex_bytes)?;
+        let uploaded = started.elapsed().as_secs_f64();
 
         let upsampling = choose_upsampling(&modes, m, tolerance, double);
         let make = |count: usize| -> Result<Arc<Transforms>> {
@@ -197,7 +234,10 @@ impl CudaFast {
         );
         if setting("HORECON_CUDA_FAST_VERBOSE") == Some(1) {
             eprintln!(
-                "horecon: {name}: E by {}; EH by {}",
+                "horecon: {name}: factors {factored:.3} s, sensitivities and buffers {:.3} s, \
+                 NUFFT plans {:.3} s; E by {}; EH by {}",
+                uploaded - factored,
+                started.elapsed().as_secs_f64() - uploaded,
                 full.forward.describe(),
                 full.adjoint.describe()
             );

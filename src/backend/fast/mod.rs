@@ -26,6 +26,10 @@ use num_complex::Complex32;
 use rayon::prelude::*;
 use std::sync::Arc;
 
+/// The factors' names in errors.
+pub const TEMPORAL: &str = "expansion a_l(t) (K x M)";
+pub const SPATIAL: &str = "expansion b_l(r) (K x N)";
+
 /// Voxels per task of the adjoint's gather.
 const GATHER_BLOCK: usize = 512;
 
@@ -174,8 +178,8 @@ impl FastOperator {
             rank: k,
             grid_points,
             index: lattice.index.clone(),
-            temporal: narrow(&separation.temporal, "expansion a_l(t) (K x M)")?,
-            spatial: narrow(&separation.spatial, "expansion b_l(r) (K x N)")?,
+            temporal: narrow(&separation.temporal.values(TEMPORAL)?, TEMPORAL)?,
+            spatial: narrow(&separation.spatial.values(SPATIAL)?, SPATIAL)?,
             sensitivities: match sensitivities {
                 Some(s) => Some(crate::error::try_copy(s, "sensitivities")?),
                 None => None,

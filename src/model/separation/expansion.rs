@@ -28,6 +28,7 @@ use crate::error::{try_vec, Error, Result};
 use faer::{c64, Mat};
 use num_complex::Complex64;
 use rayon::prelude::*;
+use std::f64::consts::TAU;
 
 /// Times and voxels of the sampled matrix (at most).
 const SAMPLE_TIMES: usize = 1024;
@@ -61,14 +62,16 @@ pub enum Method {
     SampledVoxels,
 }
 
-/// a_l(t_j) and b_l(r_n).
+/// a_l(t) and b_l(r) as skeletons (step 4): evaluated at any time or voxel
+/// by [`Skeleton::evaluate_all`] on the host, or on the GPU from the same
+/// skeleton (src/backend/cuda/fast.rs).
 #[derive(Clone, Debug)]
 pub struct Expansion {
     pub rank: usize,
-    /// a_l(t_j), K×M, sample fastest.
-    pub temporal: Vec<Complex64>,
-    /// b_l(r_n), K×N, voxel fastest.
-    pub spatial: Vec<Complex64>,
+    /// a_l(t) = Σ_{j∈J} exp(i u(t)·g_j)·Y_{j,l}: the skeleton voxels J.
+    pub temporal: Skeleton,
+    /// b_l(n) = Σ_{i∈I} exp(i g(n)·u_i)·X_{l,i}: the skeleton times I.
+    pub spatial: Skeleton,
     /// The larger of the sampled and the independently checked relative error.
     pub sampled_error: f64,
     pub method: Method,
@@ -216,18 +219,19 @@ pub fn extreme_indices(column: &[f64]) -> (usize, usize) {
 /// from the mean in standardised g, and [`COVERAGE_EVEN`] voxels evenly spread
 /// over the index. They enter the sample with the same weight as the others.
 fn coverage(g: &[f64], terms: usize, n: usize) -> Vec<usize> {
-    let mut out = Vec::new();
-    let mut mean = vec![0.0; terms];
-    let mut spread = vec![0.0; terms];
-    for p in 0..terms {
-        let column = &g[p * n..(p + 1) * n];
-        let (lo, hi) = extreme_indices(column);
-        out.push(lo);
-        out.push(hi);
-        mean[p] = column.iter().sum::<f64>() / n as f64;
-        let var = column.iter().map(|x| (x - mean[p]).powi(2)).sum::<f64>() / n as f64;
-        spread[p] = var.sqrt().max(1e-300);
-    }
+    // Per term: its extremes, mean and standard deviation.
+    let stats: Vec<((usize, usize), f64, f64)> = (0..terms)
+        .into_par_iter()
+        .map(|p| {
+            let column = &g[p * n..(p + 1) * n];
+            let mean = column.iter().sum::<f64>() / n as f64;
+            let var = column.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64;
+            (extreme_indices(column), mean, var.sqrt().max(1e-300))
+        })
+        .collect();
+    let mut out: Vec<usize> = stats.iter().flat_map(|s| [s.0 .0, s.0 .1]).collect();
+    let mean: Vec<f64> = stats.iter().map(|s| s.1).collect();
+    let spread: Vec<f64> = stats.iter().map(|s| s.2).collect();
     let distance = |v: usize| -> f64 {
         (0..terms)
             .map(|p| ((g[p * n + v] - mean[p]) / spread[p]).powi(2))
@@ -321,20 +325,44 @@ fn to_c64(x: c64) -> Complex64 {
     Complex64::new(x.re, x.im)
 }
 
-/// One side of the factors: skeleton points with their features f_s (P each)
-/// and coefficient rows c_s (r each), evaluated at a point x as
-/// Σ_s exp(i x·f_s)·c_s[..k].
-struct Skeleton {
+/// One side of the factors: skeleton points s with their features f_s (P
+/// each) and coefficient rows c_s (K each), evaluated at a point x as
+///
+/// $$f(x)_l = \sum_s e^{i\,x\cdot f_s}\, c_{s,l}.$$
+#[derive(Clone, Debug)]
+pub struct Skeleton {
     /// f_s, P×|S| (point fastest).
-    features: Vec<f64>,
-    /// c_s, |S|×r (coefficient fastest).
-    rows: Vec<Complex64>,
-    rank: usize,
+    pub features: Vec<f64>,
+    /// c_s, |S|×K (coefficient fastest).
+    pub rows: Vec<Complex64>,
+    /// K.
+    pub rank: usize,
 }
 
 impl Skeleton {
+    /// The constant 1 (K = 1, no features): the factors of a linear phase.
+    fn one() -> Skeleton {
+        Skeleton {
+            features: Vec::new(),
+            rows: vec![Complex64::new(1.0, 0.0)],
+            rank: 1,
+        }
+    }
+
+    /// |S|.
+    pub fn points(&self) -> usize {
+        self.rows.len() / self.rank.max(1)
+    }
+
+    /// Whether every coefficient is finite and so is their sum of moduli
+    /// (then so is every value: each is a sum of |S| unit phasors times them).
+    fn is_finite(&self) -> bool {
+        self.rows.iter().map(|c| c.norm()).sum::<f64>().is_finite()
+    }
+
+    /// f(x)_l for l < k into `out`.
     fn evaluate(&self, x: &[f64], k: usize, out: &mut [Complex64]) {
-        let count = self.rows.len() / self.rank.max(1);
+        let count = self.points();
         out[..k]
             .iter_mut()
             .for_each(|o| *o = Complex64::new(0.0, 0.0));
@@ -349,6 +377,55 @@ impl Skeleton {
                 *o += c * e;
             }
         }
+    }
+
+    /// f_l(x_i)·exp(2πi·offset_i) at the `count` points of P×count
+    /// `features` (point fastest), returned K×count (point fastest);
+    /// `offset` (cycles) `None` = 0. In blocks of [`EVALUATE_BLOCK`] points,
+    /// each evaluated point by point and transposed into the K rows in parallel.
+    pub fn evaluate_all(
+        &self,
+        count: usize,
+        features: &[f64],
+        offset: Option<&[f64]>,
+        what: &str,
+    ) -> Result<Vec<Complex64>> {
+        let rank = self.rank;
+        let terms = features.len() / count.max(1);
+        let zero = Complex64::new(0.0, 0.0);
+        let mut out = try_vec(rank * count, zero, what)?;
+        if rank == 0 || count == 0 {
+            return Ok(out);
+        }
+        let mut by_point = try_vec(rank * EVALUATE_BLOCK.min(count), zero, what)?;
+        for start in (0..count).step_by(EVALUATE_BLOCK) {
+            let len = EVALUATE_BLOCK.min(count - start);
+            by_point[..rank * len]
+                .par_chunks_mut(rank)
+                .enumerate()
+                .for_each_init(
+                    || vec![0.0f64; terms],
+                    |x, (i, point)| {
+                        for (p, value) in x.iter_mut().enumerate() {
+                            *value = features[p * count + start + i];
+                        }
+                        self.evaluate(x, rank, point);
+                        if let Some(k0) = offset {
+                            let e = Complex64::from_polar(1.0, TAU * k0[start + i].fract());
+                            point.iter_mut().for_each(|v| *v *= e);
+                        }
+                    },
+                );
+            out.par_chunks_mut(count).enumerate().for_each(|(l, row)| {
+                for (o, point) in row[start..start + len]
+                    .iter_mut()
+                    .zip(by_point.chunks_exact(rank))
+                {
+                    *o = point[l];
+                }
+            });
+        }
+        Ok(out)
     }
 }
 
@@ -578,49 +655,6 @@ fn check_errors(f: &Factors, times: &Sample, voxels: &Sample, terms: usize) -> V
 /// Points evaluated per block of [`evaluate`] (its by-point buffer).
 const EVALUATE_BLOCK: usize = 1 << 16;
 
-/// `factor(features of point i, out)` for every point of P×count `features`,
-/// returned K×count (point fastest): in blocks of [`EVALUATE_BLOCK`] points,
-/// each evaluated point by point and transposed into the K rows in parallel.
-fn evaluate(
-    terms: usize,
-    count: usize,
-    features: &[f64],
-    rank: usize,
-    what: &str,
-    factor: impl Fn(&[f64], &mut [Complex64]) + Sync,
-) -> Result<Vec<Complex64>> {
-    let zero = Complex64::new(0.0, 0.0);
-    let mut out = try_vec(rank * count, zero, what)?;
-    if rank == 0 || count == 0 {
-        return Ok(out);
-    }
-    let mut by_point = try_vec(rank * EVALUATE_BLOCK.min(count), zero, what)?;
-    for start in (0..count).step_by(EVALUATE_BLOCK) {
-        let len = EVALUATE_BLOCK.min(count - start);
-        by_point[..rank * len]
-            .par_chunks_mut(rank)
-            .enumerate()
-            .for_each_init(
-                || vec![0.0f64; terms],
-                |x, (i, point)| {
-                    for (p, value) in x.iter_mut().enumerate() {
-                        *value = features[p * count + start + i];
-                    }
-                    factor(x, point);
-                },
-            );
-        out.par_chunks_mut(count).enumerate().for_each(|(l, row)| {
-            for (o, point) in row[start..start + len]
-                .iter_mut()
-                .zip(by_point.chunks_exact(rank))
-            {
-                *o = point[l];
-            }
-        });
-    }
-    Ok(out)
-}
-
 impl Expansion {
     /// The expansion of exp(iψ), ψ(j,n) = Σ_p u_p(j) g_p(n) (`temporal` u: P×M,
     /// `spatial` g: P×N), with relative error ≤ `target` on the voxel weights
@@ -641,8 +675,8 @@ impl Expansion {
         if terms == 0 {
             return Ok(Expansion {
                 rank: 1,
-                temporal: try_vec(m, Complex64::new(1.0, 0.0), "expansion a_l(t)")?,
-                spatial: try_vec(n, Complex64::new(1.0, 0.0), "expansion b_l(r)")?,
+                temporal: Skeleton::one(),
+                spatial: Skeleton::one(),
                 sampled_error: 0.0,
                 method: Method::Linear,
             });
@@ -685,34 +719,15 @@ impl Expansion {
             })?;
         let sampled_error = within(rank);
         let f = f.balanced(rank, &voxels);
-        let a = evaluate(
-            terms,
-            m,
-            temporal,
-            rank,
-            "expansion a_l(t) (K x M)",
-            |u, out| f.temporal(u, rank, out),
-        )?;
-        let b = evaluate(
-            terms,
-            n,
-            spatial,
-            rank,
-            "expansion b_l(r) (K x N)",
-            |g, out| f.spatial(g, rank, out),
-        )?;
-        if a.iter()
-            .chain(&b)
-            .any(|z| !(z.re.is_finite() && z.im.is_finite()))
-        {
+        if !(f.voxels.is_finite() && f.times.is_finite()) {
             return Err(Error::invalid(
                 "the separable expansion is numerically unstable for this phase (non-finite factors)",
             ));
         }
         Ok(Expansion {
             rank,
-            temporal: a,
-            spatial: b,
+            temporal: f.voxels,
+            spatial: f.times,
             sampled_error,
             method,
         })
@@ -726,14 +741,14 @@ mod tests {
     /// Relative weighted error of the expansion over every (t, n).
     fn full_error(e: &Expansion, terms: usize, u: &[f64], g: &[f64], w: &[f64]) -> f64 {
         let (m, n) = (u.len() / terms, g.len() / terms);
+        let a = e.temporal.evaluate_all(m, u, None, "a").unwrap();
+        let b = e.spatial.evaluate_all(n, g, None, "b").unwrap();
         let (mut num, mut den) = (0.0, 0.0);
         for j in 0..m {
             for v in 0..n {
                 let phase: f64 = (0..terms).map(|p| u[p * m + j] * g[p * n + v]).sum();
                 let exact = Complex64::from_polar(1.0, phase);
-                let approx: Complex64 = (0..e.rank)
-                    .map(|l| e.temporal[l * m + j] * e.spatial[l * n + v])
-                    .sum();
+                let approx: Complex64 = (0..e.rank).map(|l| a[l * m + j] * b[l * n + v]).sum();
                 num += w[v] * (exact - approx).norm_sqr();
                 den += w[v];
             }
@@ -801,6 +816,14 @@ mod tests {
     fn no_residual_is_rank_one() {
         let e = Expansion::new(0, 4, &[], &[], &[1.0; 5], 1e-3, &[]).unwrap();
         assert_eq!(e.rank, 1);
-        assert_eq!(e.spatial.len(), 5);
+        let b = e.spatial.evaluate_all(5, &[], None, "b").unwrap();
+        assert_eq!(b, vec![Complex64::new(1.0, 0.0); 5]);
+        let a = e
+            .temporal
+            .evaluate_all(4, &[], Some(&[0.25; 4]), "a")
+            .unwrap();
+        assert!(a
+            .iter()
+            .all(|z| (z - Complex64::new(0.0, 1.0)).norm() < 1e-15));
     }
 }

@@ -12,10 +12,10 @@
 pub mod expansion;
 pub mod split;
 
-use crate::error::{try_vec, Error, Result};
+use crate::error::{try_collect, try_vec, Error, Result};
 use crate::model::lattice::Lattice;
 use crate::model::{Features, Model};
-pub use expansion::Method;
+pub use expansion::{Method, Skeleton};
 use num_complex::Complex64;
 use rayon::prelude::*;
 
@@ -28,15 +28,44 @@ pub struct Separation {
     pub points: Vec<f64>,
     /// K.
     pub rank: usize,
-    /// ã_l(t_j) = a_l(t_j)·exp(2πi k0_j), K×M (sample fastest).
-    pub temporal: Vec<Complex64>,
-    /// b_l(r_n), K×N (voxel fastest).
-    pub spatial: Vec<Complex64>,
+    /// ã_l(t_j) = a_l(t_j)·exp(2πi k0_j) (M points).
+    pub temporal: Factor,
+    /// b_l(r_n) (N points).
+    pub spatial: Factor,
     /// The expansion's relative error measured on its samples (not the certificate).
     pub sampled_error: f64,
     pub method: Method,
     /// P, the residual (non-linear) phase terms.
     pub residual_terms: usize,
+}
+
+/// One factor of the expansion with the points it is evaluated at:
+///
+/// $$f_l(x_i)\,e^{2\pi i\,o_i},\qquad f_l(x) = \sum_s e^{i\,x\cdot f_s}\,c_{s,l}$$
+///
+/// (the skeleton's f_s and c_s), K×count values that the host evaluates with
+/// [`Factor::values`] and the GPU from the same skeleton.
+#[derive(Clone, Debug)]
+pub struct Factor {
+    pub skeleton: Skeleton,
+    /// The points' features x_i, P×count (point fastest).
+    pub features: Vec<f64>,
+    pub count: usize,
+    /// o_i in cycles within (−1, 1), `None` = 0.
+    pub offset: Option<Vec<f64>>,
+}
+
+impl Factor {
+    /// P.
+    pub fn terms(&self) -> usize {
+        self.features.len() / self.count.max(1)
+    }
+
+    /// The K×count values (point fastest), evaluated on the host.
+    pub fn values(&self, what: &str) -> Result<Vec<Complex64>> {
+        self.skeleton
+            .evaluate_all(self.count, &self.features, self.offset.as_deref(), what)
+    }
 }
 
 /// Lattice cells per axis of the regular sub-lattice [`lattice_cover`] takes.
@@ -89,20 +118,27 @@ impl Separation {
             target,
             &lattice_cover(&lattice, n),
         )?;
-        let mut temporal = e.temporal;
-        for (j, &k0) in split.offset.iter().enumerate() {
-            let phase = Complex64::from_polar(1.0, std::f64::consts::TAU * k0.fract());
-            for l in 0..e.rank {
-                temporal[l * m + j] *= phase;
-            }
-        }
+        let offset = try_collect(
+            split.offset.iter().map(|k0| k0.fract()),
+            "phase offsets (M)",
+        )?;
         Ok(Separation {
             lattice,
             ndims: split.ndims,
             points: split.points,
             rank: e.rank,
-            temporal,
-            spatial: e.spatial,
+            temporal: Factor {
+                skeleton: e.temporal,
+                features: split.temporal,
+                count: m,
+                offset: Some(offset),
+            },
+            spatial: Factor {
+                skeleton: e.spatial,
+                features: split.spatial,
+                count: n,
+                offset: None,
+            },
             sampled_error: e.sampled_error,
             method: e.method,
             residual_terms: split.residual_terms,

@@ -17,6 +17,9 @@ use crate::model::Features;
 use rayon::prelude::*;
 use std::f64::consts::TAU;
 
+/// Values per task of the residuals' evaluation.
+const RESIDUAL_BLOCK: usize = 1 << 15;
+
 /// A residual that moves the phase by less than this (radians) is dropped.
 const NEGLIGIBLE_PHASE: f64 = 1e-9;
 
@@ -87,10 +90,11 @@ impl Split {
                 || vec![0.0f64; cols * cols],
                 |a, b| a.iter().zip(&b).map(|(x, y)| x + y).collect(),
             );
-        // Each feature's linear fit and, when the rest matters, its residual g.
-        let fits = (0..f_count)
+        let fit = |coef: &[f64], v: usize| (0..cols).map(|i| coef[i] * design(i, v)).sum::<f64>();
+        // Each feature's linear fit, and whether the rest matters.
+        let fits: Vec<(Vec<f64>, bool)> = (0..f_count)
             .into_par_iter()
-            .map(|f| -> Result<(Vec<f64>, Option<Vec<f64>>)> {
+            .map(|f| {
                 let v_f = &features.voxel[f * n..(f + 1) * n];
                 let a_f = &features.sample[f * m..(f + 1) * m];
                 let mut rhs = vec![0.0f64; cols];
@@ -100,46 +104,66 @@ impl Split {
                     }
                 }
                 let coef = solve_small(&gram, &rhs, cols);
-                let mut g = try_vec(n, 0.0f64, "non-linear basis residual (N)")?;
-                let mut largest: f64 = 0.0;
-                for (v, out) in g.iter_mut().enumerate() {
-                    let fit: f64 = (0..cols).map(|i| coef[i] * design(i, v)).sum();
-                    *out = v_f[v] - fit;
-                    largest = largest.max(out.abs());
-                }
+                let largest = v_f
+                    .iter()
+                    .enumerate()
+                    .fold(0.0f64, |s, (v, x)| s.max((x - fit(&coef, v)).abs()));
                 let swing = a_f.iter().fold(0.0f64, |s, a| s.max(a.abs())) * TAU;
-                Ok((coef, (largest * swing > NEGLIGIBLE_PHASE).then_some(g)))
+                (coef, largest * swing > NEGLIGIBLE_PHASE)
             })
-            .collect::<Result<Vec<_>>>()?;
+            .collect();
+        let residual: Vec<usize> = (0..f_count).filter(|&f| fits[f].1).collect();
+        let residual_terms = residual.len();
+        // g_p = v_p − α_p − β_p·m and u_p = 2π a_p of those, each allocated once.
+        let mut spatial = try_vec(
+            residual_terms * n,
+            0.0f64,
+            "non-linear basis residual (P x N)",
+        )?;
+        spatial
+            .par_chunks_mut(RESIDUAL_BLOCK)
+            .enumerate()
+            .for_each(|(block, out)| {
+                let start = block * RESIDUAL_BLOCK;
+                for (i, o) in out.iter_mut().enumerate() {
+                    let (p, v) = ((start + i) / n, (start + i) % n);
+                    let f = residual[p];
+                    *o = features.voxel[f * n + v] - fit(&fits[f].0, v);
+                }
+            });
+        let mut temporal = try_vec(residual_terms * m, 0.0f64, "residual phase terms (P x M)")?;
+        temporal
+            .par_chunks_mut(m.max(1))
+            .zip(residual.par_iter())
+            .for_each(|(out, &f)| {
+                let a_f = &features.sample[f * m..(f + 1) * m];
+                out.iter_mut().zip(a_f).for_each(|(o, a)| *o = TAU * a);
+            });
+        // α in the uncentred coordinates: α = c_0 − Σ β·mean.
+        let alpha: Vec<f64> = fits
+            .iter()
+            .map(|(coef, _)| coef[0] - (1..cols).map(|i| coef[i] * mean[i - 1]).sum::<f64>())
+            .collect();
         let mut offset = try_vec(m, 0.0f64, "phase offsets k0 (M)")?;
+        offset.par_iter_mut().enumerate().for_each(|(j, o)| {
+            for (f, alpha) in alpha.iter().enumerate() {
+                *o += features.sample[f * m + j] * alpha;
+            }
+        });
         let mut points = try_vec(ndims * m, 0.0f64, "NUFFT points (M x ndims)")?;
-        let mut temporal = Vec::new();
-        let mut spatial = Vec::new();
-        let mut residual_terms = 0;
-        for (f, (coef, g)) in fits.into_iter().enumerate() {
-            let a_f = &features.sample[f * m..(f + 1) * m];
-            // α in the uncentred coordinates: α = c_0 − Σ β·mean.
-            let alpha = coef[0] - (1..cols).map(|i| coef[i] * mean[i - 1]).sum::<f64>();
-            for j in 0..m {
-                offset[j] += a_f[j] * alpha;
-                for (k, &axis) in axes.iter().enumerate() {
-                    if axis < ndims {
-                        points[axis * m + j] += TAU * a_f[j] * coef[1 + k];
+        points
+            .par_chunks_mut(m.max(1))
+            .enumerate()
+            .for_each(|(axis, column)| {
+                let Some(k) = axes.iter().position(|&a| a == axis) else {
+                    return;
+                };
+                for (j, x) in column.iter_mut().enumerate() {
+                    for (f, (coef, _)) in fits.iter().enumerate() {
+                        *x += TAU * features.sample[f * m + j] * coef[1 + k];
                     }
                 }
-            }
-            if let Some(g) = g {
-                residual_terms += 1;
-                temporal
-                    .try_reserve(m)
-                    .map_err(|_| crate::error::Error::out_of_memory("residual phase terms"))?;
-                temporal.extend(a_f.iter().map(|a| TAU * a));
-                spatial
-                    .try_reserve(n)
-                    .map_err(|_| crate::error::Error::out_of_memory("residual phase terms"))?;
-                spatial.extend_from_slice(&g);
-            }
-        }
+            });
         for x in points.iter_mut() {
             *x = wrap(*x);
         }
