@@ -574,7 +574,11 @@ impl Plan {
                 ))
             })?;
         self.toeplitz = enable.then_some(segments);
-        self.changed();
+        // E and Eᴴ (and the fast path, which takes precedence) stay as built.
+        *self
+            .toeplitz_operator
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner()) = None;
         Ok(())
     }
 
@@ -607,11 +611,11 @@ impl Plan {
             return Ok(op.clone());
         }
         let features = self.model.features()?;
-        let spec = ToeplitzSpec::new(&self.model, segments)?;
+        let model = &self.model;
         let op: Arc<dyn EncodingOperator> = Arc::from(backend::build_toeplitz(
             self.fft_backend(),
             &features,
-            spec,
+            move || ToeplitzSpec::new(model, segments),
             self.sizes(),
             &self.options,
             self.pool.clone(),

@@ -90,14 +90,14 @@ pub fn build(
 pub fn build_toeplitz(
     backend: BackendKind,
     features: &Features,
-    spec: ToeplitzSpec,
+    spec: impl FnOnce() -> Result<ToeplitzSpec> + Send,
     sizes: Sizes,
     options: &Options,
     pool: Arc<rayon::ThreadPool>,
 ) -> Result<Box<dyn EncodingOperator>> {
     one_device_only(options, "the Toeplitz normal operator")?;
     match backend {
-        BackendKind::Cpu => cpu::toeplitz::build(features, spec, sizes, options.precision, pool),
+        BackendKind::Cpu => cpu::toeplitz::build(features, spec()?, sizes, options.precision, pool),
         BackendKind::Cuda => cuda::build_toeplitz(
             features,
             spec,

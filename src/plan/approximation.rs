@@ -72,7 +72,8 @@ impl Plan {
             )));
         }
         self.approximation = tolerance;
-        self.changed();
+        // The exact operators (and Toeplitz's) stay as built.
+        *self.fast.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
         Ok(())
     }
 

@@ -167,14 +167,19 @@ pub fn build_cartesian(
 /// exact forward/adjoint from `features`, EᴴWE by FFTs from `spec`.
 pub fn build_toeplitz(
     features: &Features,
-    spec: crate::model::toeplitz::ToeplitzSpec,
+    spec: impl FnOnce() -> Result<crate::model::toeplitz::ToeplitzSpec> + Send,
     sizes: Sizes,
     precision: Precision,
     ordinal: usize,
 ) -> Result<Box<dyn EncodingOperator>> {
     let device = fft_device(ordinal)?;
+    // The host's time segmentation and the exact operator's planning overlap.
+    let (spec, exact) = rayon::join(spec, || {
+        operator::CudaOperator::new(device.clone(), features, sizes, precision)
+    });
+    let spec = spec?;
     Ok(Box::new(toeplitz::CudaToeplitz::new(
-        device, features, spec, sizes, precision,
+        exact?, spec, sizes, precision,
     )?))
 }
 

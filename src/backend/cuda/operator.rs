@@ -117,31 +117,27 @@ impl CudaOperator {
         let groups = coils.div_ceil(max_group);
         let coil_group = coils.div_ceil(groups);
         let terms = features.terms;
-        let adjoint = Side::new(
-            &device,
-            precision,
-            -1,
-            &features.voxel,
-            &features.sample,
-            terms,
-            n,
-            m,
-            coil_group,
-        )?;
-        let forward = if with_forward {
-            Some(Side::new(
-                &device,
-                precision,
-                1,
-                &features.sample,
-                &features.voxel,
-                terms,
-                m,
-                n,
-                coil_group,
-            )?)
-        } else {
-            None
+        // The two sides' host plans are independent: planned in parallel.
+        let target = Target::of(&device);
+        let (voxel, sample) = (&features.voxel, &features.sample);
+        let (adjoint, forward) = rayon::join(
+            || {
+                SidePlan::new(
+                    target, precision, -1, voxel, sample, terms, n, m, coil_group,
+                )
+            },
+            || {
+                with_forward
+                    .then(|| {
+                        SidePlan::new(target, precision, 1, sample, voxel, terms, m, n, coil_group)
+                    })
+                    .transpose()
+            },
+        );
+        let adjoint = Side::from_plan(&device, adjoint?, sample)?;
+        let forward = match forward? {
+            Some(plan) => Some(Side::from_plan(&device, plan, voxel)?),
+            None => None,
         };
         let sensitivities = upload_sensitivities(&device, features.sensitivities.as_deref())?;
         let work = Work::new(&device, sizes)?;

@@ -3,7 +3,7 @@
 //!   out_l(o) = Σ_i w_l(i)·exp(±i2π Σ_f a_f(i)·v_f(o))
 //!
 //! over outer points o (samples for E, voxels for Eᴴ) and inner points i. The
-//! geometry planner [`Side::new`] sorts the outer points into compact blocks
+//! geometry planner [`SidePlan::new`] sorts the outer points into compact blocks
 //! ([`super::layout`]), so that each block's float64 reference phase leaves
 //! only small float32 differences per pair, measures the float32 phase error
 //! ([`super::probe`]) to choose the split terms and the phase reduction, picks
@@ -468,30 +468,9 @@ impl SidePlan {
 }
 
 impl Side {
-    /// Lays out, compiles and uploads one direction (see [`SidePlan::new`]).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn new(
-        device: &Arc<Device>,
-        precision: Precision,
-        sign: i64,
-        outer: &[f64],
-        inner: &[f64],
-        terms: usize,
-        o: usize,
-        i: usize,
-        coil_group: usize,
-    ) -> Result<Side> {
-        let plan = SidePlan::new(
-            Target::of(device),
-            precision,
-            sign,
-            outer,
-            inner,
-            terms,
-            o,
-            i,
-            coil_group,
-        )?;
+    /// Compiles and uploads one direction laid out by `plan` ([`SidePlan::new`];
+    /// `inner` the inner features it was planned with).
+    pub(super) fn from_plan(device: &Arc<Device>, plan: SidePlan, inner: &[f64]) -> Result<Side> {
         let kernel = plan.kernel(device)?;
         let chunk_blocks = plan.chunk_blocks(chunk_budget(device)?);
         Ok(Side {
@@ -530,7 +509,7 @@ impl Side {
         })
     }
 
-    /// Makes the side what [`Side::new`] would build from `plan` (the same
+    /// Makes the side what [`Side::from_plan`] would build from `plan` (the same
     /// kernel, geometry and device data), reusing its device buffers where
     /// their sizes allow; `inner` is the new inner features (terms × i), or
     /// `None` when they are those the side was built with. The partial sums

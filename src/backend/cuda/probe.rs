@@ -1,6 +1,6 @@
 //! The phase probe: the float32 phase that the phase-sum kernels compute
 //! (kernels/phase_pair.cu), emulated on the host on sampled (outer, inner)
-//! pairs and compared with float64. `phase_sum::Side::new` uses it to decide
+//! pairs and compared with float64. `phase_sum::SidePlan::new` uses it to decide
 //! how many terms to split (accurate mode) and whether to reduce the phase
 //! before sin/cos.
 

@@ -31,7 +31,7 @@ use super::space::{solve_on, DeviceNormal};
 use super::work::take;
 use crate::error::{checked_bytes, try_copy, Result};
 use crate::model::toeplitz::{kernel_nufft_tolerance, ToeplitzSpec};
-use crate::model::{Features, Sizes};
+use crate::model::Sizes;
 use crate::nufft::{Modes, NufftSpec, NufftType, Upsampling};
 use crate::op::{CgReport, EncodingOperator, Precision};
 use crate::solver::CgProblem;
@@ -97,14 +97,15 @@ impl DeviceNormal for WithKernels<'_> {
 }
 
 impl CudaToeplitz {
+    /// The Toeplitz operator of `spec` around the exact operator `exact`
+    /// (of the same model, `sizes` and `precision`).
     pub fn new(
-        device: Arc<Device>,
-        features: &Features,
+        exact: CudaOperator,
         spec: ToeplitzSpec,
         sizes: Sizes,
         precision: Precision,
     ) -> Result<CudaToeplitz> {
-        let exact = CudaOperator::new(device.clone(), features, sizes, precision)?;
+        let device = exact.device.clone();
         let n = sizes.voxels;
         let phases = match &spec.segmentation {
             None => None,

@@ -59,9 +59,30 @@ pub fn memory_bytes(spec: &NufftSpec, npoints: usize, threads: usize) -> u64 {
     let grid = fine.saturating_mul(complex);
     let batch =
         (executor::BATCH_BYTES as u64 / grid.max(1)).clamp(1, spec.transforms.max(1) as u64);
+    // A thread's tiles (tile::TileBuffers): a tile spans the widest bin of
+    // each spread axis (sort::AxisBins) plus the kernel's reach (x: the row
+    // padded to the vector width), and transforms are grouped as far as
+    // TILE_BUDGET allows (tile::transform_group), at least one.
+    let spread = spec.fine.iter().filter(|&&f| f > 1).count();
+    let target = sort::target_width(spread);
+    let half_lanes = lanes(spec.kernel.width) / 2;
+    let tile = (0..3).fold(complex, |bytes, a| {
+        let f = spec.fine[a];
+        let bin = f.div_ceil((f / target).max(1));
+        let cells = match (f > 1, a) {
+            (true, 0) => bin + half_lanes - 1,
+            (true, _) => bin + spec.kernel.width - 1,
+            (false, 0) => half_lanes,
+            (false, _) => 1,
+        };
+        bytes.saturating_mul(cells as u64)
+    });
+    let tiles = (tile::TILE_BUDGET as u64 / tile.max(1))
+        .clamp(1, batch)
+        .saturating_mul(tile);
     let execution = batch
         .saturating_mul(grid.saturating_add(m.saturating_mul(complex)))
-        .saturating_add((2 * tile::TILE_BUDGET as u64).saturating_mul(threads.max(1) as u64));
+        .saturating_add(tiles.saturating_mul(threads.max(1) as u64));
     plan.saturating_add(execution.max(grid))
 }
 

@@ -34,7 +34,7 @@ use rayon::prelude::*;
 
 /// Bin widths aimed at (cells) per axis, by the number of spread axes:
 /// a tile of (B + reach)^d complex values stays in L1 (2D) or L2 (3D).
-fn target_width(spread_axes: usize) -> usize {
+pub(super) fn target_width(spread_axes: usize) -> usize {
     match spread_axes {
         0 | 1 => 1024,
         2 => 32,
