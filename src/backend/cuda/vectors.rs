@@ -8,7 +8,7 @@ use super::context::Device;
 use super::launch::{launch_over, mode_code, Args};
 use super::memory::{DeviceBuffer, Stream};
 use super::work::Work;
-use crate::error::{try_collect, Result};
+use crate::error::Result;
 use crate::model::Sizes;
 use crate::op::Precision;
 use cudarc::driver::CudaFunction;
@@ -159,10 +159,8 @@ pub(super) fn upload_sensitivities(
     device: &Arc<Device>,
     sensitivities: Option<&[Complex32]>,
 ) -> Result<Option<DeviceBuffer>> {
+    // Complex32 is #[repr(C)] { re, im }: the device's float2 as it is.
     sensitivities
-        .map(|s| {
-            let raw = try_collect(s.iter().map(|c| [c.re, c.im]), "coil sensitivities (N x L)")?;
-            DeviceBuffer::from_host(device, &raw, "coil sensitivities (N x L)")
-        })
+        .map(|s| DeviceBuffer::from_host(device, s, "coil sensitivities (N x L)"))
         .transpose()
 }
