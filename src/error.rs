@@ -267,3 +267,24 @@ pub fn check_available(bytes: u64, what: &str) -> Result<()> {
 }
 
 const GIB: f64 = (1u64 << 30) as f64;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_vectors_are_filled_and_copied_in_parallel_like_small_ones() {
+        for len in [0usize, 1, 1000, (PARALLEL_FILL_BYTES / 8) + 12_345] {
+            let v = try_vec(len, 1.5f64, "test").unwrap();
+            assert_eq!(v.len(), len);
+            assert!(v.iter().all(|&x| x == 1.5));
+            let source: Vec<u64> = (0..len as u64)
+                .map(|i| i.wrapping_mul(2_654_435_761))
+                .collect();
+            assert_eq!(try_copy(&source, "test").unwrap(), source);
+        }
+        // Values that own memory: every element its own clone.
+        let big = try_vec(PARALLEL_FILL_BYTES / 24 + 1, vec![7u8; 2], "vectors");
+        assert!(big.unwrap().iter().all(|v| v == &[7, 7]));
+    }
+}

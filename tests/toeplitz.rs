@@ -274,3 +274,34 @@ fn refused_models_and_arguments() {
         assert_eq!(e.status, Status::BackendUnavailable, "{}", e.message);
     }
 }
+
+/// Switching Toeplitz (or the approximation) on or off changes only the
+/// normal operator: the exact E and Eᴴ stay built (the same operator, not a
+/// rebuild), and the Toeplitz operator is rebuilt after a switch.
+#[test]
+fn switching_toeplitz_keeps_the_exact_operator() {
+    let mut rng = Rng::fresh("switching_toeplitz_keeps_the_exact_operator");
+    let p = lattice_problem(&mut rng, [6, 5, 1], 2, 40, 4, None);
+    let mut plan = p.plan(Precision::Accurate);
+    let exact = plan.operator().unwrap();
+    let x = rng.complex(p.voxels());
+    let mut first = vec![Complex32::default(); p.voxels()];
+    plan.set_toeplitz(true, 0).unwrap();
+    plan.normal(&x, &mut first).unwrap();
+    let toeplitz = plan.normal_operator().unwrap();
+    assert!(std::sync::Arc::ptr_eq(&exact, &plan.operator().unwrap()));
+    plan.set_approximation(1e-3).unwrap();
+    plan.set_approximation(0.0).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&exact, &plan.operator().unwrap()));
+    plan.set_toeplitz(false, 0).unwrap();
+    assert!(std::sync::Arc::ptr_eq(
+        &exact,
+        &plan.normal_operator().unwrap()
+    ));
+    plan.set_toeplitz(true, 0).unwrap();
+    let rebuilt = plan.normal_operator().unwrap();
+    assert!(!std::sync::Arc::ptr_eq(&toeplitz, &rebuilt));
+    let mut second = vec![Complex32::default(); p.voxels()];
+    plan.normal(&x, &mut second).unwrap();
+    assert_eq!(first, second);
+}

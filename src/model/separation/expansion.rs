@@ -813,6 +813,49 @@ mod tests {
     }
 
     #[test]
+    fn skeletons_evaluate_every_point_across_blocks() {
+        // Two features, three skeleton points, rank 2, more points than a block.
+        let skeleton = Skeleton {
+            features: vec![0.3, -1.1, 2.0, 0.7, 0.05, -0.4],
+            rows: [
+                (1.0, 0.5),
+                (-0.2, 0.1),
+                (0.3, -0.7),
+                (0.0, 1.0),
+                (2.0, 0.0),
+                (-1.0, -1.0),
+            ]
+            .map(|(re, im)| Complex64::new(re, im))
+            .to_vec(),
+            rank: 2,
+        };
+        let count = EVALUATE_BLOCK + 77;
+        let x: Vec<f64> = (0..2 * count)
+            .map(|i| ((i * 37) % 101) as f64 * 0.13 - 6.0)
+            .collect();
+        let offset: Vec<f64> = (0..count).map(|i| (i % 13) as f64 * 0.071 - 0.4).collect();
+        let values = skeleton
+            .evaluate_all(count, &x, Some(&offset), "test")
+            .unwrap();
+        for i in [0, 1, EVALUATE_BLOCK - 1, EVALUATE_BLOCK, count - 1] {
+            for l in 0..2 {
+                let direct: Complex64 = (0..3)
+                    .map(|s| {
+                        let phase =
+                            x[i] * skeleton.features[s] + x[count + i] * skeleton.features[3 + s];
+                        skeleton.rows[s * 2 + l] * Complex64::from_polar(1.0, phase)
+                    })
+                    .sum::<Complex64>()
+                    * Complex64::from_polar(1.0, TAU * offset[i]);
+                assert!(
+                    (values[l * count + i] - direct).norm() < 1e-12,
+                    "point {i} term {l}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn no_residual_is_rank_one() {
         let e = Expansion::new(0, 4, &[], &[], &[1.0; 5], 1e-3, &[]).unwrap();
         assert_eq!(e.rank, 1);
