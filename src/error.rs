@@ -176,14 +176,20 @@ pub fn checked_len(a: usize, b: usize, what: &str) -> Result<usize> {
     })
 }
 
-/// Vectors of at least this many bytes are filled by all threads (the page
-/// faults of a large first touch are the cost, e.g. 0.3 s per GB on one thread).
+/// Vectors of at least this many bytes are filled by all threads of the
+/// calling pool (the page faults of a large first touch are the cost, e.g.
+/// 0.3 s per GB on one thread).
 const PARALLEL_FILL_BYTES: usize = 8 << 20;
 /// Elements per task of a parallel fill.
 const FILL_CHUNK: usize = 1 << 16;
 
+/// Whether to fill `len` values of T in parallel: large ones, and only on a
+/// thread of a rayon pool (a plan's, built fallibly), never by starting
+/// rayon's global pool: when its threads cannot be created (address-space
+/// limits) it fails once and then panics on every later use in the process.
 fn parallel<T>(len: usize) -> bool {
     len.saturating_mul(std::mem::size_of::<T>()) >= PARALLEL_FILL_BYTES
+        && rayon::current_thread_index().is_some()
 }
 
 /// Allocates a vector of `len` copies of `value`, reporting failure as
@@ -274,6 +280,18 @@ mod tests {
 
     #[test]
     fn large_vectors_are_filled_and_copied_in_parallel_like_small_ones() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let large = (PARALLEL_FILL_BYTES / 8) + 12_345;
+        assert!(!parallel::<f64>(large), "parallel outside a pool");
+        pool.install(|| assert!(parallel::<f64>(large)));
+        pool.install(fill_and_copy);
+        fill_and_copy();
+    }
+
+    fn fill_and_copy() {
         for len in [0usize, 1, 1000, (PARALLEL_FILL_BYTES / 8) + 12_345] {
             let v = try_vec(len, 1.5f64, "test").unwrap();
             assert_eq!(v.len(), len);

@@ -106,7 +106,9 @@ impl Plan {
     fn fast_path<T>(&self, read: impl FnOnce(&FastPath) -> T) -> Result<T> {
         let mut slot = self.fast.lock().unwrap_or_else(|e| e.into_inner());
         if slot.is_none() {
-            *slot = Some(self.build_fast_path()?);
+            // On the plan's threads (never rayon's global pool).
+            let progress = crate::progress::Progress::current();
+            *slot = Some(progress.install(&self.pool, || self.build_fast_path())?);
         }
         slot.as_ref()
             .map(read)
