@@ -547,10 +547,7 @@ impl Plan {
         if let Some(op) = slot.as_ref() {
             return Ok(op.clone());
         }
-        // Built on the plan's threads (never rayon's global pool, whose
-        // creation can fail under memory limits and then panics on every use).
-        let op =
-            crate::progress::Progress::current().install(&self.pool, || self.build_operator())?;
+        let op = self.build_operator()?;
         *slot = Some(op.clone());
         Ok(op)
     }
@@ -615,17 +612,14 @@ impl Plan {
         }
         let features = self.model.features()?;
         let model = &self.model;
-        let progress = crate::progress::Progress::current();
-        let op: Arc<dyn EncodingOperator> = Arc::from(progress.install(&self.pool, || {
-            backend::build_toeplitz(
-                self.fft_backend(),
-                &features,
-                move || ToeplitzSpec::new(model, segments),
-                self.sizes(),
-                &self.options,
-                self.pool.clone(),
-            )
-        })?);
+        let op: Arc<dyn EncodingOperator> = Arc::from(backend::build_toeplitz(
+            self.fft_backend(),
+            &features,
+            move || ToeplitzSpec::new(model, segments),
+            self.sizes(),
+            &self.options,
+            self.pool.clone(),
+        )?);
         *slot = Some(op.clone());
         Ok(op)
     }
