@@ -15,7 +15,7 @@ use horecon::backend::cuda::nufft::{build, CudaNufft};
 use horecon::nufft::{direct, Modes, NufftSpec, NufftType, Upsampling};
 use horecon::Status;
 use num_complex::{Complex32, Complex64};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 /// Serialises the tests (some set the executor's environment knobs).
 static ENV: Mutex<()> = Mutex::new(());
@@ -30,6 +30,12 @@ fn gpu(test: &str) -> bool {
         return false;
     }
     true
+}
+
+/// The tests' lock on the environment knobs, when a GPU can run `test`.
+fn serialised_gpu(test: &str) -> Option<MutexGuard<'static, ()>> {
+    let env = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    gpu(test).then_some(env)
 }
 
 fn spec(
@@ -170,10 +176,9 @@ const SIZES: [&[i64]; 11] = [
 #[test]
 fn types_1_and_2_match_float64_direct_sums() {
     let test = "types_1_and_2_match_float64_direct_sums";
-    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
-    if !gpu(test) {
+    let Some(_env) = serialised_gpu(test) else {
         return;
-    }
+    };
     let mut rng = Rng::fresh(test);
     let mut worst = 0.0f64;
     let mut failures = Vec::new();
@@ -226,10 +231,9 @@ fn types_1_and_2_match_float64_direct_sums() {
 #[test]
 fn both_spreading_methods_match_direct_sums() {
     let test = "both_spreading_methods_match_direct_sums";
-    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
-    if !gpu(test) {
+    let Some(_env) = serialised_gpu(test) else {
         return;
-    }
+    };
     let mut rng = Rng::fresh(test);
     let mut failures = Vec::new();
     for method in ["1", "2", "3"] {
@@ -317,10 +321,9 @@ fn output_driven_cases(rng: &mut Rng, cases: &[(&[i64], usize)]) -> Vec<String> 
 #[test]
 fn output_driven_spreading_small_sizes() {
     let test = "output_driven_spreading_small_sizes";
-    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
-    if !gpu(test) {
+    let Some(_env) = serialised_gpu(test) else {
         return;
-    }
+    };
     let mut rng = Rng::fresh(test);
     let cases: Vec<(&[i64], usize)> = SIZES.iter().map(|s| (*s, 0)).collect();
     let failures = output_driven_cases(&mut rng, &cases);
@@ -335,10 +338,9 @@ fn output_driven_spreading_small_sizes() {
 #[test]
 fn output_driven_spreading_dense_and_clustered() {
     let test = "output_driven_spreading_dense_and_clustered";
-    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
-    if !gpu(test) {
+    let Some(_env) = serialised_gpu(test) else {
         return;
-    }
+    };
     let mut rng = Rng::fresh(test);
     let cases: [(&[i64], usize); 5] = [
         (&[300], 3000),
@@ -362,10 +364,9 @@ fn output_driven_spreading_dense_and_clustered() {
 #[test]
 fn single_precision_meets_1e_6_with_a_dense_cluster_in_3d() {
     let test = "single_precision_meets_1e_6_with_a_dense_cluster_in_3d";
-    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
-    if !gpu(test) {
+    let Some(_env) = serialised_gpu(test) else {
         return;
-    }
+    };
     let mut rng = Rng::fresh(test);
     let sizes: &[i64] = &[24, 20, 18];
     let m = 3000;
@@ -406,10 +407,9 @@ fn single_precision_meets_1e_6_with_a_dense_cluster_in_3d() {
 #[test]
 fn type_2_is_the_adjoint_of_type_1() {
     let test = "type_2_is_the_adjoint_of_type_1";
-    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
-    if !gpu(test) {
+    let Some(_env) = serialised_gpu(test) else {
         return;
-    }
+    };
     let mut rng = Rng::fresh(test);
     for (sizes, double, tol) in [
         (&[50i64][..], false, 1e-6),
@@ -439,10 +439,9 @@ fn type_2_is_the_adjoint_of_type_1() {
 #[test]
 fn batched_equals_one_by_one_and_chunked() {
     let test = "batched_equals_one_by_one_and_chunked";
-    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
-    if !gpu(test) {
+    let Some(_env) = serialised_gpu(test) else {
         return;
-    }
+    };
     let mut rng = Rng::fresh(test);
     let mut failures = Vec::new();
     for (kind, sizes, double) in [
@@ -496,10 +495,9 @@ fn batched_equals_one_by_one_and_chunked() {
 #[test]
 fn device_interface_equals_host_interface() {
     let test = "device_interface_equals_host_interface";
-    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
-    if !gpu(test) {
+    let Some(_env) = serialised_gpu(test) else {
         return;
-    }
+    };
     let mut rng = Rng::fresh(test);
     let device = horecon::backend::cuda::context::device(0).expect("device 0");
     for (kind, double) in [(NufftType::One, false), (NufftType::Two, true)] {
@@ -561,10 +559,9 @@ fn device_interface_equals_host_interface() {
 #[test]
 fn bad_input_and_out_of_memory_are_errors() {
     let test = "bad_input_and_out_of_memory_are_errors";
-    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
-    if !gpu(test) {
+    let Some(_env) = serialised_gpu(test) else {
         return;
-    }
+    };
     let s = spec(NufftType::One, &[16, 16], 1, 1e-6, 1, false);
     let mut x = vec![0.5; 2 * 10];
     x[13] = f64::NAN;
