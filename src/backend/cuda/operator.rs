@@ -76,6 +76,27 @@ pub(super) fn check_index_range(sizes: Sizes) -> Result<()> {
     Ok(())
 }
 
+/// The host plans of the adjoint side (outer = voxels) and, when
+/// `with_forward`, the forward side (outer = samples) of `terms` features
+/// `voxel` (terms × n) and `sample` (terms × m): independent, so planned in
+/// parallel.
+fn plan_sides(
+    target: Target,
+    precision: Precision,
+    (voxel, sample, terms): (&[f64], &[f64], usize),
+    (n, m, group): (usize, usize, usize),
+    with_forward: bool,
+) -> (Result<SidePlan>, Result<Option<SidePlan>>) {
+    rayon::join(
+        || SidePlan::new(target, precision, -1, voxel, sample, terms, n, m, group),
+        || {
+            with_forward
+                .then(|| SidePlan::new(target, precision, 1, sample, voxel, terms, m, n, group))
+                .transpose()
+        },
+    )
+}
+
 impl CudaOperator {
     pub fn new(
         device: Arc<Device>,
@@ -117,22 +138,13 @@ impl CudaOperator {
         let groups = coils.div_ceil(max_group);
         let coil_group = coils.div_ceil(groups);
         let terms = features.terms;
-        // The two sides' host plans are independent: planned in parallel.
-        let target = Target::of(&device);
         let (voxel, sample) = (&features.voxel, &features.sample);
-        let (adjoint, forward) = rayon::join(
-            || {
-                SidePlan::new(
-                    target, precision, -1, voxel, sample, terms, n, m, coil_group,
-                )
-            },
-            || {
-                with_forward
-                    .then(|| {
-                        SidePlan::new(target, precision, 1, sample, voxel, terms, m, n, coil_group)
-                    })
-                    .transpose()
-            },
+        let (adjoint, forward) = plan_sides(
+            Target::of(&device),
+            precision,
+            (voxel, sample, terms),
+            (n, m, coil_group),
+            with_forward,
         );
         let adjoint = Side::from_plan(&device, adjoint?, sample)?;
         let forward = match forward? {
@@ -170,17 +182,12 @@ impl CudaOperator {
             return Ok(false);
         }
         let device = self.device.clone();
-        let target = Target::of(&device);
-        let (precision, group) = (self.precision, self.coil_group);
-        let with_forward = self.forward.is_some();
-        // The two sides' host plans are independent: planned in parallel.
-        let (adjoint, forward) = rayon::join(
-            || SidePlan::new(target, precision, -1, voxel, sample, terms, n, m, group),
-            || {
-                with_forward
-                    .then(|| SidePlan::new(target, precision, 1, sample, voxel, terms, m, n, group))
-                    .transpose()
-            },
+        let (adjoint, forward) = plan_sides(
+            Target::of(&device),
+            self.precision,
+            (voxel, sample, terms),
+            (n, m, self.coil_group),
+            self.forward.is_some(),
         );
         self.adjoint.update(&device, adjoint?, Some(sample))?;
         if let (Some(side), Some(plan)) = (self.forward.as_mut(), forward?) {
