@@ -192,41 +192,46 @@ fn parallel<T>(len: usize) -> bool {
         && rayon::current_thread_index().is_some()
 }
 
+/// A vector of `value(i)` for i < `len`, written by the calling pool's
+/// threads in chunks of [`FILL_CHUNK`] (only when [`parallel`] says so).
+fn filled_in_parallel<T: Send>(
+    len: usize,
+    value: impl Fn(usize) -> T + Sync,
+    what: &str,
+) -> Result<Vec<T>> {
+    let mut v = try_with_capacity(len, what)?;
+    v.spare_capacity_mut()[..len]
+        .par_chunks_mut(FILL_CHUNK)
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            for (i, x) in chunk.iter_mut().enumerate() {
+                x.write(value(c * FILL_CHUNK + i));
+            }
+        });
+    // SAFETY: the capacity is at least `len` and its first `len` elements were written above.
+    unsafe { v.set_len(len) };
+    Ok(v)
+}
+
 /// Allocates a vector of `len` copies of `value`, reporting failure as
 /// `OutOfMemory` instead of aborting the process.
 pub fn try_vec<T: Clone + Send + Sync>(len: usize, value: T, what: &str) -> Result<Vec<T>> {
-    let mut v = try_with_capacity(len, what)?;
     if parallel::<T>(len) {
-        v.spare_capacity_mut()[..len]
-            .par_chunks_mut(FILL_CHUNK)
-            .for_each(|chunk| chunk.iter_mut().for_each(|x| _ = x.write(value.clone())));
-        // SAFETY: the capacity is at least `len` and its first `len` elements were written above.
-        unsafe { v.set_len(len) };
-    } else {
-        v.resize(len, value);
+        return filled_in_parallel(len, |_| value.clone(), what);
     }
+    let mut v = try_with_capacity(len, what)?;
+    v.resize(len, value);
     Ok(v)
 }
 
 /// Copies `values` into a new vector (a fallible `to_vec`): failure is
 /// `OutOfMemory`, never an abort of the caller's process.
 pub fn try_copy<T: Clone + Send + Sync>(values: &[T], what: &str) -> Result<Vec<T>> {
-    let len = values.len();
-    let mut v = try_with_capacity(len, what)?;
-    if parallel::<T>(len) {
-        v.spare_capacity_mut()[..len]
-            .par_chunks_mut(FILL_CHUNK)
-            .zip(values.par_chunks(FILL_CHUNK))
-            .for_each(|(out, input)| {
-                out.iter_mut()
-                    .zip(input)
-                    .for_each(|(x, value)| _ = x.write(value.clone()))
-            });
-        // SAFETY: the capacity is at least `len` and its first `len` elements were written above.
-        unsafe { v.set_len(len) };
-    } else {
-        v.extend_from_slice(values);
+    if parallel::<T>(values.len()) {
+        return filled_in_parallel(values.len(), |i| values[i].clone(), what);
     }
+    let mut v = try_with_capacity(values.len(), what)?;
+    v.extend_from_slice(values);
     Ok(v)
 }
 
