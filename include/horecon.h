@@ -84,6 +84,9 @@
 // Iterations of the Pipe–Menon density compensation.
 #define PIPE_MENON_ITERATIONS 20
 
+// Indices per chunk.
+#define CHUNK 4096
+
 // An opaque non-uniform FFT plan (horecon_nufft_create).
 typedef struct horecon_nufft horecon_nufft;
 
@@ -202,8 +205,10 @@ typedef struct horecon_cg_info {
   int32_t converged;
   double rel_residual;
   double seconds;
-  // HORECON_STOP_TOLERANCE (1), _MAX_ITERATIONS (2), _DISCREPANCY (3) or
-  // _BREAKDOWN (4: pᴴAp ≤ 0, no further progress possible).
+  // HORECON_STOP_TOLERANCE (1: the tolerance, or the rounding level of the
+  // plan's arithmetic, 16 units of roundoff, which also ends a solve with
+  // tolerance 0), _MAX_ITERATIONS (2), _DISCREPANCY (3) or _BREAKDOWN (4:
+  // pᴴAp ≤ 0, no further progress possible).
   int32_t stop_reason;
   // ‖W^{1/2}(Eρ − d)‖ of the result with the discrepancy rule on, else −1.
   double data_residual;

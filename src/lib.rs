@@ -29,6 +29,7 @@ pub mod op;
 pub mod options;
 pub mod plan;
 pub mod progress;
+pub(crate) mod reduce;
 // The toolkit reaches C only through src/ffi/sim.rs: cbindgen skips the module.
 /// cbindgen:ignore
 pub mod sim;

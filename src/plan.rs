@@ -731,6 +731,7 @@ impl Plan {
                 sigma: options.sigma,
                 max_iterations: options.max_iterations,
                 tolerance: options.tolerance,
+                residual_floor: crate::solver::residual_floor(self.options.precision),
                 warm_start: options.warm_start,
                 progress: Some(&progress),
                 preconditioner: preconditioner.as_ref(),

@@ -387,6 +387,7 @@ fn rust_api_mistakes_are_argument_errors() {
         sigma: 1.0,
         max_iterations: 3,
         tolerance: 0.0,
+        residual_floor: 0.0,
         warm_start: false,
         progress: None,
         preconditioner: None,

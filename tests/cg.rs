@@ -285,3 +285,123 @@ fn warm_start_cancellation_and_iteration_limit() {
     assert_eq!(image, before, "cancelled CG wrote the image");
     assert_eq!(*seen.lock().unwrap(), vec![1, 2, 3]);
 }
+
+/// A problem of rank ≤ `coils`: one user basis function that is the same
+/// at every voxel, so each coil sees one phase per sample.
+fn rank_deficient(rng: &mut Rng) -> Problem {
+    let (nx, ny) = (rng.int(4, 9), rng.int(3, 7));
+    let n = nx * ny;
+    let coils = rng.int(1, 3);
+    let m = rng.int(10, 60);
+    Problem {
+        dims: [nx, ny, 1],
+        coils,
+        samples: m,
+        positions: (0..3 * n).map(|_| rng.range(-0.1, 0.1)).collect(),
+        terms: 1,
+        user_basis: Some(vec![1.0; n]),
+        coefficients: (0..m).map(|_| rng.range(-3.0, 3.0)).collect(),
+        off_resonance: None,
+        sensitivities: Some(rng.complex(n * coils)),
+    }
+}
+
+/// Once a singular system is solved to the rounding level, CG stops
+/// (tolerance 0 included) instead of dividing rounding noise by a vanishing
+/// pᴴAp: the image after many iterations is the one at convergence, and its
+/// normal-equation residual is at rounding level (it went 9e-16 → 5 in
+/// three more iterations before the floor, and differed between runs).
+#[test]
+fn cg_stops_at_the_rounding_level_of_a_singular_system() {
+    let mut rng = Rng::fresh("cg_stops_at_the_rounding_level_of_a_singular_system");
+    let mut backends = vec![horecon::BackendKind::Cpu];
+    match horecon::backend::cuda::context::probe() {
+        Ok(_) => backends.push(horecon::BackendKind::Cuda),
+        Err(reason) => eprintln!("CUDA skipped ({reason})"),
+    }
+    for _ in 0..4 {
+        let problem = rank_deficient(&mut rng);
+        let data = rng.complex(problem.samples * problem.coils);
+        for &backend in &backends {
+            for precision in [Precision::Double, Precision::Accurate, Precision::Fast] {
+                let plan = problem.plan_with(horecon::Options {
+                    backend,
+                    precision,
+                    ..Default::default()
+                });
+                let run = |iterations: usize| {
+                    let history = std::sync::Mutex::new(Vec::new());
+                    let record = |_: usize, r: f64| {
+                        history.lock().unwrap().push(r);
+                        false
+                    };
+                    let options = CgOptions {
+                        max_iterations: iterations,
+                        tolerance: 0.0,
+                        progress: Some(&record),
+                        ..Default::default()
+                    };
+                    let mut x = vec![Complex32::default(); problem.voxels()];
+                    let info = plan.cg(&data, &options, &mut x).unwrap();
+                    (x, info, history.into_inner().unwrap())
+                };
+                let (x, info, history) = run(40);
+                let floor = horecon::solver::residual_floor(precision);
+                eprintln!(
+                    "{backend:?} {precision:?} coils {}: {info:?} history {:.1e}",
+                    problem.coils,
+                    Floats(&history)
+                );
+                assert!(info.iterations < 40, "{info:?}");
+                assert!(info.rel_residual <= floor, "{info:?} floor {floor:.1e}");
+                assert!(
+                    history.iter().all(|&r| r <= 1.0),
+                    "the residual grew: {history:?}"
+                );
+                // The same image as a solve told to stop there.
+                let (again, _, _) = run(info.iterations);
+                assert_eq!(rel_error(&x, &to_c64(&again)), 0.0);
+                let expect = direct_minimum_norm_check(&problem, &data, &x);
+                assert!(expect <= 1e-3, "normal-equation residual {expect:.1e}");
+            }
+        }
+    }
+}
+
+/// ‖Eᴴ(E x − d)‖ / ‖Eᴴ d‖ in float64 with the dense E.
+fn direct_minimum_norm_check(problem: &Problem, d: &[Complex32], x: &[Complex32]) -> f64 {
+    let e = problem.dense();
+    let n = problem.voxels();
+    let r: Vec<Complex64> = e
+        .iter()
+        .zip(d)
+        .map(|(row, d)| {
+            (0..n)
+                .map(|v| row[v] * Complex64::new(x[v].re as f64, x[v].im as f64))
+                .sum::<Complex64>()
+                - Complex64::new(d.re as f64, d.im as f64)
+        })
+        .collect();
+    let adjoint = |y: &[Complex64]| -> Vec<Complex64> {
+        (0..n)
+            .map(|v| e.iter().zip(y).map(|(row, y)| row[v].conj() * y).sum())
+            .collect()
+    };
+    let norm = |v: &[Complex64]| v.iter().map(|c| c.norm_sqr()).sum::<f64>().sqrt();
+    let dd: Vec<Complex64> = d
+        .iter()
+        .map(|d| Complex64::new(d.re as f64, d.im as f64))
+        .collect();
+    norm(&adjoint(&r)) / norm(&adjoint(&dd))
+}
+
+/// Residuals printed in scientific notation.
+struct Floats<'a>(&'a [f64]);
+impl std::fmt::LowerExp for Floats<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for r in self.0 {
+            write!(f, " {r:.1e}")?;
+        }
+        Ok(())
+    }
+}

@@ -1061,6 +1061,7 @@ fn laplace_continues_epsilon_by_a_tenth_per_weight_update() {
         sigma: 2.0,
         max_iterations: 10,
         tolerance: 0.0,
+        residual_floor: 0.0,
         warm_start: false,
         progress: None,
         preconditioner: None,

@@ -193,8 +193,10 @@ pub struct horecon_cg_info {
     pub converged: i32,
     pub rel_residual: f64,
     pub seconds: f64,
-    /// HORECON_STOP_TOLERANCE (1), _MAX_ITERATIONS (2), _DISCREPANCY (3) or
-    /// _BREAKDOWN (4: pᴴAp ≤ 0, no further progress possible).
+    /// HORECON_STOP_TOLERANCE (1: the tolerance, or the rounding level of the
+    /// plan's arithmetic, 16 units of roundoff, which also ends a solve with
+    /// tolerance 0), _MAX_ITERATIONS (2), _DISCREPANCY (3) or _BREAKDOWN (4:
+    /// pᴴAp ≤ 0, no further progress possible).
     pub stop_reason: i32,
     /// ‖W^{1/2}(Eρ − d)‖ of the result with the discrepancy rule on, else −1.
     pub data_residual: f64,

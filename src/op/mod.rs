@@ -44,7 +44,8 @@ impl std::str::FromStr for Precision {
 #[repr(i32)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum StopReason {
-    /// ‖b − Aρ‖/‖b‖ reached the tolerance (also: b = 0).
+    /// ‖b − Aρ‖/‖b‖ reached the tolerance, or the rounding level of the
+    /// plan's arithmetic (`CgProblem::residual_floor`; also: b = 0).
     Tolerance = 1,
     /// `max_iterations` were done.
     #[default]

@@ -154,7 +154,8 @@ pub(crate) fn weighted_cg<S: CgSpace>(
         stop: StopReason::MaxIterations,
         data_residual: None,
     };
-    if rr == 0.0 || report.rel_residual <= problem.tolerance {
+    let stop_at = problem.tolerance.max(problem.residual_floor);
+    if rr == 0.0 || report.rel_residual <= stop_at {
         report.converged = true;
         report.stop = StopReason::Tolerance;
         return finish(space, x, check.as_mut(), report);
@@ -201,7 +202,7 @@ pub(crate) fn weighted_cg<S: CgSpace>(
                 ));
             }
         }
-        if report.rel_residual <= problem.tolerance {
+        if report.rel_residual <= stop_at {
             report.converged = true;
             report.stop = StopReason::Tolerance;
             break;

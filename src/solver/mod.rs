@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::op::CgReport;
 pub use penalty::Penalty;
 pub use precondition::{Preconditioner, PreconditionerKind};
-pub use problem::{CgProblem, Discrepancy, Neighbourhood, Regularizer};
+pub use problem::{residual_floor, CgProblem, Discrepancy, Neighbourhood, Regularizer};
 pub use reweight::reweighted_cg;
 pub use space::CgSpace;
 

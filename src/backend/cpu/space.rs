@@ -90,11 +90,11 @@ impl<T: Real, Op: CpuNormal<T>> CgSpace for CpuSpace<'_, T, Op> {
     }
 
     fn dot_re(&self, a: &Self::Vector, b: &Self::Vector) -> f64 {
+        // In a fixed order: the same bits on every run (crate::reduce).
         self.op.pool().install(|| {
-            a.par_iter()
-                .zip(b)
-                .map(|(a, b)| a.re.to_f64() * b.re.to_f64() + a.im.to_f64() * b.im.to_f64())
-                .sum()
+            crate::reduce::sum(a.len(), |i| {
+                a[i].re.to_f64() * b[i].re.to_f64() + a[i].im.to_f64() * b[i].im.to_f64()
+            })
         })
     }
 

@@ -73,23 +73,22 @@ impl Split {
                 coords[(col - 1) * n + v]
             }
         };
-        let gram = (0..n)
-            .into_par_iter()
-            .fold(
-                || vec![0.0f64; cols * cols],
-                |mut gram, v| {
-                    for i in 0..cols {
-                        for j in 0..cols {
-                            gram[i * cols + j] += design(i, v) * design(j, v);
-                        }
+        // Summed in a fixed order (crate::reduce): the same fit on every run.
+        let gram = crate::reduce::partials(n, |voxels| {
+            let mut gram = vec![0.0f64; cols * cols];
+            for v in voxels {
+                for i in 0..cols {
+                    for j in 0..cols {
+                        gram[i * cols + j] += design(i, v) * design(j, v);
                     }
-                    gram
-                },
-            )
-            .reduce(
-                || vec![0.0f64; cols * cols],
-                |a, b| a.iter().zip(&b).map(|(x, y)| x + y).collect(),
-            );
+                }
+            }
+            gram
+        })
+        .into_iter()
+        .fold(vec![0.0f64; cols * cols], |a, b| {
+            a.iter().zip(&b).map(|(x, y)| x + y).collect()
+        });
         let fit = |coef: &[f64], v: usize| (0..cols).map(|i| coef[i] * design(i, v)).sum::<f64>();
         // Each feature's linear fit, and whether the rest matters.
         let fits: Vec<(Vec<f64>, bool)> = (0..f_count)
