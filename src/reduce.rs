@@ -17,7 +17,7 @@ use rayon::prelude::*;
 use std::ops::Range;
 
 /// Indices per chunk.
-pub const CHUNK: usize = 4096;
+const CHUNK: usize = 4096;
 
 /// partial(chunk) for every chunk of 0..`len`, in chunk order (computed in
 /// parallel on the current rayon pool).
