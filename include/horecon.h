@@ -84,9 +84,6 @@
 // Iterations of the Pipe–Menon density compensation.
 #define PIPE_MENON_ITERATIONS 20
 
-// Indices per chunk.
-#define CHUNK 4096
-
 // An opaque non-uniform FFT plan (horecon_nufft_create).
 typedef struct horecon_nufft horecon_nufft;
 
