@@ -280,8 +280,9 @@ typedef struct horecon_approximation_info {
   // operator, measured on random probes (128 samples, all coils, and 128
   // voxels) when the plan was prepared; 0 when inactive.
   double estimated_error;
-  // Why active = 0 (e.g. "voxels are not on a lattice: ..."), "" when
-  // active; NUL-terminated, cut to fit.
+  // Why active = 0 (e.g. "voxels are not on a lattice: ..."); when
+  // active, what limits it ("num_devices = 2: the fast path runs on device
+  // 0 only so far"), else ""; NUL-terminated, cut to fit.
   char reason[HORECON_APPROXIMATION_REASON_LENGTH];
 } horecon_approximation_info;
 
@@ -752,7 +753,10 @@ horecon_status horecon_plan_memory(const struct horecon_plan *plan, int32_t call
 // in float64, ACCURATE and FAST in float32; num_threads CPU threads (0 =
 // all); backend AUTO (CUDA when usable, else the CPU), CPU, or CUDA
 // (device `options->device`; HORECON_ERR_BACKEND_UNAVAILABLE without a
-// usable GPU, driver, NVRTC or cuFFT).
+// usable GPU, driver, NVRTC or cuFFT). With CUDA, num_devices = D > 1
+// shares the transforms out over devices device … device+D−1 (each
+// transform on one GPU, as it would run alone; at most one device per
+// transform; more devices than exist: BACKEND_UNAVAILABLE).
 //
 // The points are sorted once here; execute reuses the plan. Errors:
 // NULL_POINTER (out, modes, points with npoints > 0), INVALID_ARGUMENT

@@ -459,3 +459,132 @@ fn two_devices_match_one() {
         }
     }
 }
+
+/// The standalone NUFFT with its transforms shared out over parts
+/// (backend/cuda/nufft/split.rs): every transform as on one device, types 1
+/// and 2, 1D to 3D, float32 and float64, more parts than transforms.
+#[test]
+fn nufft_transforms_shared_out_over_parts_match_one_device() {
+    use horecon::nufft::plan::Nufft;
+    use horecon::nufft::NufftType;
+    use num_complex::Complex64;
+    if gpus("nufft_transforms_shared_out_over_parts_match_one_device", 1) == 0 {
+        return;
+    }
+    let mut rng = Rng::fresh("nufft_transforms_shared_out_over_parts_match_one_device");
+    for case in 0..8 {
+        let ndims = 1 + case % 3;
+        let modes: Vec<i64> = (0..ndims).map(|_| rng.int(1, 24) as i64).collect();
+        let m = rng.int(1, 600);
+        let transforms = rng.int(1, 7);
+        let parts = rng.int(2, 4);
+        let double = case % 2 == 1;
+        let kind = if case % 4 < 2 {
+            NufftType::One
+        } else {
+            NufftType::Two
+        };
+        let points: Vec<f64> = (0..ndims * m).map(|_| rng.range(-9.0, 9.0)).collect();
+        let total: usize = modes.iter().map(|&n| n as usize).product();
+        let input_c = rng.complex(transforms * m);
+        let input_g = rng.complex(transforms * total);
+        let options = cuda(
+            if double {
+                Precision::Double
+            } else {
+                Precision::Accurate
+            },
+            1,
+        );
+        let run = |parts: Option<usize>| -> (Vec<Complex64>, String) {
+            let _env = parts_setting(parts);
+            let plan = Nufft::new(
+                kind,
+                ndims as i32,
+                &modes,
+                m as i64,
+                &points,
+                if kind == NufftType::One { -1 } else { 1 },
+                if double { 1e-9 } else { 1e-5 },
+                transforms as i32,
+                &options,
+            )
+            .expect("plan");
+            let widen = |v: &[Complex32]| -> Vec<Complex64> {
+                v.iter()
+                    .map(|c| Complex64::new(c.re as f64, c.im as f64))
+                    .collect()
+            };
+            let (mut c, mut g) = (widen(&input_c), widen(&input_g));
+            plan.execute_c64(&mut c, &mut g).expect("execute");
+            (
+                if kind == NufftType::One { g } else { c },
+                plan.backend_name(),
+            )
+        };
+        let (split, name) = run(Some(parts));
+        let (alone, _) = run(None);
+        let used = parts.min(transforms);
+        assert_eq!(
+            name.matches('+').count(),
+            used - 1,
+            "{name}: {used} parts expected"
+        );
+        let norm = |v: &[Complex64]| v.iter().map(|c| c.norm_sqr()).sum::<f64>().sqrt();
+        let diff: Vec<Complex64> = split.iter().zip(&alone).map(|(a, b)| a - b).collect();
+        let e = norm(&diff) / norm(&alone).max(f64::MIN_POSITIVE);
+        eprintln!(
+            "{kind:?} {ndims}D modes {modes:?} M {m} T {transforms} parts {used} double {double}: {e:.1e} ({name})"
+        );
+        assert!(
+            e <= if double { 1e-12 } else { 1e-6 },
+            "split vs one device {e:e}"
+        );
+    }
+}
+
+/// Gridding's type-1 NUFFT (one transform per coil) shared out over parts
+/// gives the one-device image.
+#[test]
+fn gridding_with_parts_on_one_gpu_matches_one_part() {
+    if gpus("gridding_with_parts_on_one_gpu_matches_one_part", 1) == 0 {
+        return;
+    }
+    let mut rng = Rng::fresh("gridding_with_parts_on_one_gpu_matches_one_part");
+    let (nx, ny, coils, m) = (
+        rng.int(4, 20),
+        rng.int(4, 20),
+        rng.int(2, 5),
+        rng.int(50, 400),
+    );
+    let k: Vec<f64> = (0..2 * m).map(|_| rng.range(-60.0, 60.0)).collect();
+    let sensitivities = rng.complex(nx * ny * coils);
+    let data = rng.complex(m * coils);
+    let dcf: Vec<f32> = (0..m).map(|_| rng.range(0.5, 1.5) as f32).collect();
+    let image = |parts: Option<usize>| {
+        let _env = parts_setting(parts);
+        let mut plan = Plan::new(
+            cuda(Precision::Accurate, 1),
+            nx as i64,
+            ny as i64,
+            1,
+            coils as i64,
+            m as i64,
+        )
+        .expect("plan");
+        plan.set_grid_positions([0.2, 0.2, 0.01], [0.0; 3])
+            .expect("grid");
+        plan.set_trajectory(2, &k).expect("trajectory");
+        plan.set_sensitivities(Some(&sensitivities))
+            .expect("sensitivities");
+        let mut out = vec![Complex32::default(); nx * ny];
+        plan.gridding(&data, Some(&dcf), &mut out)
+            .expect("gridding");
+        out
+    };
+    let split = image(Some(3));
+    let alone = image(None);
+    let e = rel_error(&split, &to_c64(&alone));
+    eprintln!("gridding {nx}x{ny}, {coils} coils, M {m}: parts vs one {e:.1e}");
+    assert!(e <= 1e-6, "gridding with parts differs by {e:e}");
+}

@@ -55,7 +55,7 @@ fn one_device_only(options: &Options, path: &str) -> Result<()> {
     if options.num_devices > 1 {
         return Err(Error::invalid(format!(
             "num_devices = {}: {path} runs on one device so far; use num_devices = 1 for it \
-             (the exact operators, Fᴴd, Q and CG use several)",
+             (the exact operators, Fᴴd, Q, CG, gridding and the standalone NUFFT use several)",
             options.num_devices
         )));
     }

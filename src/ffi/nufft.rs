@@ -133,7 +133,10 @@ unsafe fn execute<D: CData>(
 /// in float64, ACCURATE and FAST in float32; num_threads CPU threads (0 =
 /// all); backend AUTO (CUDA when usable, else the CPU), CPU, or CUDA
 /// (device `options->device`; HORECON_ERR_BACKEND_UNAVAILABLE without a
-/// usable GPU, driver, NVRTC or cuFFT).
+/// usable GPU, driver, NVRTC or cuFFT). With CUDA, num_devices = D > 1
+/// shares the transforms out over devices device … device+D−1 (each
+/// transform on one GPU, as it would run alone; at most one device per
+/// transform; more devices than exist: BACKEND_UNAVAILABLE).
 ///
 /// The points are sorted once here; execute reuses the plan. Errors:
 /// NULL_POINTER (out, modes, points with npoints > 0), INVALID_ARGUMENT

@@ -156,12 +156,8 @@ impl Nufft {
         };
         let (backend, executor) = match backend {
             BackendKind::Cuda => {
-                let built = crate::backend::cuda::nufft::build(
-                    &spec,
-                    points,
-                    npoints,
-                    options.device as usize,
-                );
+                let built =
+                    crate::backend::cuda::nufft::split::build(&spec, points, npoints, options);
                 match built {
                     Ok(executor) => (BackendKind::Cuda, executor),
                     // AUTO on a GPU that cannot run it (cuFFT missing): the CPU.

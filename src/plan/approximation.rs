@@ -41,7 +41,8 @@ pub struct ApproximationInfo {
     /// The larger relative RMS error of E and Eᴴ measured against the exact
     /// operator on random probes when the plan was prepared.
     pub estimated_error: f64,
-    /// Why the fast path is not in use ("" when active).
+    /// Why the fast path is not in use; when in use, what limits it (a
+    /// plan of several devices runs it on the first only), else "".
     pub reason: String,
 }
 
@@ -177,13 +178,25 @@ impl Plan {
                 operator.backend_name()
             );
         }
+        let reason = if self.options.num_devices > 1 {
+            let note = format!(
+                "num_devices = {}: the fast path runs on device {} only so far",
+                self.options.num_devices, self.options.device
+            );
+            if self.options.verbosity >= 1 {
+                eprintln!("horecon: {note}");
+            }
+            note
+        } else {
+            String::new()
+        };
         Ok(FastPath {
             operator: Some(operator),
             info: ApproximationInfo {
                 active: true,
                 rank: separation.rank,
                 estimated_error,
-                reason: String::new(),
+                reason,
             },
         })
     }

@@ -26,6 +26,7 @@
 
 pub mod kernels;
 pub mod layout;
+pub mod split;
 
 use super::context::{driver_error, Device};
 use super::fft::{Direction, FftPlan};
@@ -284,6 +285,11 @@ impl CudaNufft {
 
     pub fn spec(&self) -> &NufftSpec {
         &self.spec
+    }
+
+    /// The device it runs on.
+    pub fn device_ordinal(&self) -> usize {
+        self.device.ordinal
     }
 
     /// The plan's own stream (the host interface runs on it).
