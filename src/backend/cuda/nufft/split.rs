@@ -36,7 +36,7 @@ pub fn build(
         let count = (p + 1) * spec.transforms / parts - first;
         let part_spec = NufftSpec {
             transforms: count,
-            ..spec.clone()
+            ..super::host_arithmetic(spec, npoints)
         };
         let nufft = CudaNufft::new(&part_spec, points, npoints, device.ordinal)?;
         built.push(Part {
