@@ -55,7 +55,7 @@ pub fn build(
 
 /// Points per mode above which a float32 type-1 plan asked for less than
 /// [`crate::nufft::cpu::FLOAT32_ARITHMETIC_TOLERANCE`] runs in float64.
-pub const DENSE_POINTS_PER_MODE: f64 = 4.0;
+const DENSE_POINTS_PER_MODE: f64 = 4.0;
 
 /// The arithmetic a host-interface plan of `spec` runs in: float32 type-1
 /// plans asked for less than 1e-5 with more than [`DENSE_POINTS_PER_MODE`]
