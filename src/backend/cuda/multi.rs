@@ -54,12 +54,14 @@ pub struct CudaMulti {
     work: Mutex<Work>,
 }
 
-/// The contiguous sample ranges of `parts` parts of `samples` (sizes differ by at most one).
-fn sample_ranges(samples: usize, parts: usize) -> Vec<(usize, usize)> {
+/// The contiguous ranges (first, len) of `parts` parts of `count` items
+/// (sizes differ by at most one): the samples of the exact operator's parts,
+/// the transforms of a split NUFFT's.
+pub(super) fn part_ranges(count: usize, parts: usize) -> Vec<(usize, usize)> {
     (0..parts)
         .map(|p| {
-            let first = p * samples / parts;
-            (first, (p + 1) * samples / parts - first)
+            let first = p * count / parts;
+            (first, (p + 1) * count / parts - first)
         })
         .collect()
 }
@@ -99,7 +101,7 @@ impl CudaMulti {
         }
         let parts = devices
             .iter()
-            .zip(sample_ranges(sizes.samples, devices.len()))
+            .zip(part_ranges(sizes.samples, devices.len()))
             .map(|(device, (first, len))| {
                 let part_sizes = Sizes {
                     samples: len,
@@ -359,13 +361,13 @@ impl DeviceExact for CudaMulti {
 
 #[cfg(test)]
 mod tests {
-    use super::sample_ranges;
+    use super::part_ranges;
 
     #[test]
     fn sample_ranges_cover_every_sample_once() {
         for samples in 1..40 {
             for parts in 1..=samples.min(9) {
-                let ranges = sample_ranges(samples, parts);
+                let ranges = part_ranges(samples, parts);
                 assert_eq!(ranges.len(), parts);
                 let mut next = 0;
                 for &(first, len) in &ranges {

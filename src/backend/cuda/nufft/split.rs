@@ -11,6 +11,7 @@
 //! ([`crate::backend::cuda::placement`]), as for the exact operator.
 
 use super::CudaNufft;
+use crate::backend::cuda::multi::part_ranges;
 use crate::backend::cuda::placement;
 use crate::error::{Error, Result};
 use crate::nufft::{NufftExecutor, NufftSpec};
@@ -30,13 +31,12 @@ pub fn build(
     if parts == 1 {
         return super::build(spec, points, npoints, devices[0].ordinal);
     }
+    let arithmetic = super::host_arithmetic(spec, npoints);
     let mut built = Vec::with_capacity(parts);
-    for (p, device) in devices.iter().take(parts).enumerate() {
-        let first = p * spec.transforms / parts;
-        let count = (p + 1) * spec.transforms / parts - first;
+    for (device, (first, count)) in devices.iter().zip(part_ranges(spec.transforms, parts)) {
         let part_spec = NufftSpec {
             transforms: count,
-            ..super::host_arithmetic(spec, npoints)
+            ..arithmetic.clone()
         };
         let nufft = CudaNufft::new(&part_spec, points, npoints, device.ordinal)?;
         built.push(Part {
