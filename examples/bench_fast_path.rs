@@ -15,6 +15,7 @@
 //!       one also on the prepared plan)
 //!   HORECON_BENCH_CHECK=16                 samples and voxels checked against float64
 //!       direct sums (0: none)
+//!   HORECON_BENCH_DEVICES=D               D CUDA devices (`num_devices`, split by coils)
 //!   HORECON_BENCH_VERBOSITY=2             the plans' verbosity (2: set-up times)
 //!   HORECON_BENCH_REPS=3                   fast E, Eᴴ, EᴴE: the best of so many
 //!       calls; exact (full): one warm-up call, then one timed
@@ -96,6 +97,7 @@ fn main() {
     let options = Options {
         backend,
         verbosity: env("HORECON_BENCH_VERBOSITY", 0),
+        num_devices: env("HORECON_BENCH_DEVICES", 1),
         ..Options::default()
     };
     for name in &cases {

@@ -15,6 +15,7 @@
 //! `sim::field::off_resonance_map` (default 0: none; Toeplitz then uses
 //! automatic time segmentation), HORECON_BENCH_DWELL = the spiral's dwell
 //! time in seconds (default 4e-6; the readout lasts M × dwell).
+//! HORECON_BENCH_DEVICES=D runs on D CUDA devices (`num_devices`, split by coils).
 //! HORECON_BENCH_UNDERSAMPLING=R sets the spiral's radial spacing (default 1;
 //! 0.526 gives M = 6143 at 64²). HORECON_BENCH_SETUP=1 times only the
 //! Toeplitz set-up: `set_toeplitz` + the first normal (time segmentation and
@@ -73,6 +74,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let options = Options {
         backend,
         precision,
+        num_devices: env("HORECON_BENCH_DEVICES", 1.0) as i32,
         ..Options::default()
     };
     let make_plan = || -> horecon::Result<Plan> {

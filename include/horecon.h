@@ -282,9 +282,8 @@ typedef struct horecon_approximation_info {
   // operator, measured on random probes (128 samples, all coils, and 128
   // voxels) when the plan was prepared; 0 when inactive.
   double estimated_error;
-  // Why active = 0 (e.g. "voxels are not on a lattice: ..."); when
-  // active, what limits it ("num_devices = 2: the fast path runs on device
-  // 0 only so far"), else ""; NUL-terminated, cut to fit.
+  // Why active = 0 (e.g. "voxels are not on a lattice: ..."), else "";
+  // NUL-terminated, cut to fit.
   char reason[HORECON_APPROXIMATION_REASON_LENGTH];
 } horecon_approximation_info;
 

@@ -249,8 +249,19 @@ fn cuda_fft_regularized_cg_matches_cpu() {
             let mut y = vec![Complex32::default(); n];
             cpu.cg(data, &cg, &mut y).expect("CPU cg");
             let e = rel_error(&x, &to_c64(&y));
-            eprintln!("{name} {regularizer:?}: CUDA vs CPU {e:.2e}");
-            assert!(e <= 1e-6, "{name} {regularizer:?}: {e:e}");
+            // The reweighted CGs may amplify float64 rounding strongly (seed
+            // 1795588535561065701: Laplace 2.4e-6 between the backends): the
+            // bound is also 10x how far one ulp of one datum moves the CPU's.
+            let mut nudged = data.to_vec();
+            nudged[0].re = f32::from_bits(nudged[0].re.to_bits() + 1);
+            let mut moved = vec![Complex32::default(); n];
+            cpu.cg(&nudged, &cg, &mut moved).expect("CPU cg");
+            let class = 10.0 * rel_error(&moved, &to_c64(&y));
+            eprintln!("{name} {regularizer:?}: CUDA vs CPU {e:.2e} (class {class:.2e})");
+            assert!(
+                e <= class.max(1e-6),
+                "{name} {regularizer:?}: {e:e}, class {class:e}"
+            );
         }
     }
 }

@@ -297,20 +297,20 @@ fn fhd_and_q_with_parts_on_one_gpu_match_one_part() {
     }
 }
 
-/// The paths that run on one GPU so far refuse num_devices > 1 with
-/// InvalidArgument naming it (checked with the parts setting, which lets a
-/// one-GPU machine make such a plan); more parts than samples fall back to
-/// one part per sample; concurrent calls on one split plan agree.
+/// With one coil, the Toeplitz and Cartesian operators asked for two parts
+/// run on one (nothing to split); more parts than samples fall back to one
+/// part per sample; concurrent calls on one split plan agree.
 #[test]
-fn one_device_paths_refuse_num_devices_and_splits_stay_consistent() {
+fn splits_with_few_coils_or_samples_and_concurrent_calls_stay_consistent() {
     if gpus(
-        "one_device_paths_refuse_num_devices_and_splits_stay_consistent",
+        "splits_with_few_coils_or_samples_and_concurrent_calls_stay_consistent",
         1,
     ) == 0
     {
         return;
     }
-    let mut rng = Rng::fresh("one_device_paths_refuse_num_devices_and_splits_stay_consistent");
+    let mut rng =
+        Rng::fresh("splits_with_few_coils_or_samples_and_concurrent_calls_stay_consistent");
     let _env = parts_setting(Some(2));
     let mut plan = Plan::new(cuda(Precision::Accurate, 2), 8, 8, 1, 1, 64).expect("plan");
     plan.set_grid_positions([0.2, 0.2, 0.01], [0.0; 3])
@@ -322,11 +322,17 @@ fn one_device_paths_refuse_num_devices_and_splits_stay_consistent() {
     plan.normal(&image, &mut out)
         .expect("the exact normal runs on the parts");
     plan.set_toeplitz(true, 0).expect("toeplitz");
-    let e = plan
-        .normal(&image, &mut out)
-        .expect_err("Toeplitz with num_devices = 2");
-    assert_eq!(e.status, Status::InvalidArgument, "{}", e.message);
-    assert!(e.message.contains("num_devices = 2"), "{}", e.message);
+    let toeplitz = plan
+        .normal_operator()
+        .expect("Toeplitz with num_devices = 2");
+    toeplitz
+        .normal(&image, &mut out, None)
+        .expect("Toeplitz normal");
+    assert!(
+        !toeplitz.backend_name().contains("by coils"),
+        "{}",
+        toeplitz.backend_name()
+    );
     let mask: Vec<u8> = (0..64).map(|i| u8::from(i % 2 == 0 || i < 8)).collect();
     let mut cart = Plan::new(
         cuda(Precision::Accurate, 2),
@@ -341,11 +347,10 @@ fn one_device_paths_refuse_num_devices_and_splits_stay_consistent() {
         .expect("grid");
     cart.set_cartesian(&mask).expect("cartesian");
     let mut d = vec![Complex32::default(); cart.sizes().samples];
-    let e = cart
-        .forward(&image, &mut d)
-        .expect_err("Cartesian with num_devices = 2");
-    assert_eq!(e.status, Status::InvalidArgument, "{}", e.message);
-    assert!(e.message.contains("num_devices = 2"), "{}", e.message);
+    cart.forward(&image, &mut d)
+        .expect("Cartesian with num_devices = 2");
+    let name = cart.operator().expect("operator").backend_name();
+    assert!(!name.contains("by coils"), "{name}");
     drop(_env);
 
     // three parts for two samples: two parts of one sample each
@@ -465,6 +470,165 @@ fn two_devices_match_one() {
                 ec <= 10.0 * bound.max(1e-5),
                 "{precision:?}: CG differs by {ec:e}"
             );
+        }
+    }
+}
+
+/// One plan of each FFT-based path (backend/cuda/coil_split.rs): Toeplitz
+/// with off-resonance, Cartesian, and the fast path of a higher-order model.
+fn fft_path_plan(
+    path: &str,
+    rng_case: &FftCase,
+    precision: Precision,
+) -> (Plan, std::sync::Arc<dyn horecon::op::EncodingOperator>) {
+    let options = cuda(precision, 1);
+    let plan = match path {
+        "Toeplitz" => {
+            let mut plan = rng_case.lattice.plan_with(options);
+            plan.set_toeplitz(true, 0).expect("toeplitz");
+            plan
+        }
+        "Cartesian" => {
+            let c = &rng_case.cart;
+            let [nx, ny, nz] = c.problem.dims;
+            let mut plan = Plan::new(
+                options,
+                nx as i64,
+                ny as i64,
+                nz as i64,
+                c.problem.coils as i64,
+                c.problem.samples as i64,
+            )
+            .expect("plan");
+            plan.set_grid_positions(c.fov, c.center).expect("grid");
+            plan.set_cartesian(&c.mask).expect("cartesian");
+            plan.set_sensitivities(c.problem.sensitivities.as_deref())
+                .expect("sensitivities");
+            plan
+        }
+        _ => {
+            let mut plan = rng_case.higher.plan_with(options);
+            plan.set_approximation(1e-3).expect("approximation");
+            plan
+        }
+    };
+    let op = plan.normal_operator().expect("operator");
+    (plan, op)
+}
+
+/// The problems of one round of [`fft_paths_split_by_coils_match_one_part`].
+struct FftCase {
+    lattice: Problem,
+    cart: Cart,
+    higher: Problem,
+}
+
+/// The Toeplitz, Cartesian and fast-path operators split by coils over 2 and
+/// 3 parts on one GPU: E, Eᴴ, EᴴWE with sample weights and a weighted CG
+/// equal one part's (the parts compute the same per-coil arithmetic; only
+/// the order of the coil sum differs, and the fast path's NUFFT batches) in
+/// float32 and float64 modes, with as many parts as coils at most; the CG
+/// within its bound or its accuracy class, whichever is larger.
+#[test]
+fn fft_paths_split_by_coils_match_one_part() {
+    if gpus("fft_paths_split_by_coils_match_one_part", 1) == 0 {
+        return;
+    }
+    let mut rng = Rng::fresh("fft_paths_split_by_coils_match_one_part");
+    for round in 0..3 {
+        let coils = [2, 3, rng.int(4, 6)][round];
+        let dims = [rng.int(3, 14), rng.int(2, 11), rng.int(1, 4)];
+        let samples = rng.int(40, 400);
+        let case = FftCase {
+            lattice: lattice_problem(&mut rng, dims, coils, samples, 4, Some((100.0, 0.02))),
+            cart: random_cart(&mut rng, dims, coils),
+            higher: higher_order_problem(
+                &mut rng,
+                Kind::Grid,
+                [dims[0] + 4, dims[1] + 3, dims[2]],
+                coils,
+                samples,
+            ),
+        };
+        // inputs of every plan: the first values of one random pool
+        let pool = rng.complex(4096);
+        let weight_pool: Vec<f32> = (0..1024).map(|_| rng.range(0.2, 2.0) as f32).collect();
+        for path in ["Toeplitz", "Cartesian", "fast path"] {
+            // E x, Eᴴ d, EᴴWE x and the CG solution of the data E x (its
+            // first value one float32 ulp larger when `nudged`)
+            let run = |precision, parts: Option<usize>, nudged: bool| {
+                let _env = parts_setting(parts);
+                let (plan, op) = fft_path_plan(path, &case, precision);
+                let s = plan.sizes();
+                let (n, m, l) = (s.voxels, s.samples, s.coils);
+                let (x, d, weights) = (&pool[..n], &pool[..m * l], &weight_pool[..m]);
+                let mut y = vec![Complex32::default(); m * l];
+                op.forward(x, &mut y).expect("forward");
+                let mut z = vec![Complex32::default(); n];
+                op.adjoint(d, &mut z).expect("adjoint");
+                let mut nw = vec![Complex32::default(); n];
+                op.normal(x, &mut nw, Some(weights)).expect("normal");
+                let options = CgOptions {
+                    max_iterations: 12,
+                    tolerance: 0.0,
+                    regularizer: Regularizer::Tikhonov,
+                    lambda: 0.1 * (m * l) as f64,
+                    sample_weights: Some(weights),
+                    ..CgOptions::default()
+                };
+                let mut data = y.clone();
+                if nudged {
+                    data[0].re = f32::from_bits(data[0].re.to_bits() + 1);
+                }
+                let mut image = vec![Complex32::default(); n];
+                plan.cg(&data, &options, &mut image).expect("cg");
+                (op.backend_name(), [y, z, nw, image])
+            };
+            // How strongly this CG amplifies rounding (its accuracy class): the
+            // float32 mode's distance from float64, and 10x how far one ulp of
+            // one datum moves the float64 solution.
+            let double = run(Precision::Double, None, false).1;
+            let nudged = run(Precision::Double, None, true).1;
+            let moved = rel_error(&nudged[3], &to_c64(&double[3]));
+            for (precision, bound, cg_bound) in [
+                (Precision::Accurate, 1e-5, 1e-4f64),
+                (Precision::Double, 1e-10, 1e-8),
+            ] {
+                let one = if precision == Precision::Double {
+                    double.clone()
+                } else {
+                    run(precision, None, false).1
+                };
+                let class = if precision == Precision::Double {
+                    10.0 * moved
+                } else {
+                    2.0 * rel_error(&one[3], &to_c64(&double[3]))
+                };
+                for parts in [2, 3] {
+                    let (name, split) = run(precision, Some(parts), false);
+                    let errors: Vec<f64> = one
+                        .iter()
+                        .zip(&split)
+                        .map(|(a, b)| rel_error(b, &to_c64(a)))
+                        .collect();
+                    eprintln!(
+                        "round {round} {path} {precision:?} {parts} parts, {coils} coils ({name}): \
+                         E {:.1e}, Eᴴ {:.1e}, EᴴWE {:.1e}, CG {:.1e} (class {class:.1e}) against one part",
+                        errors[0], errors[1], errors[2], errors[3]
+                    );
+                    assert!(
+                        name.starts_with(&format!(
+                            "cuda:{} by coils",
+                            vec!["0"; parts.min(coils)].join("+")
+                        )),
+                        "{name}"
+                    );
+                    assert!(
+                        errors[..3].iter().all(|&e| e <= bound) && errors[3] <= cg_bound.max(class),
+                        "{path} {precision:?} {parts} parts: {errors:?}, class {class:e}"
+                    );
+                }
+            }
         }
     }
 }

@@ -14,7 +14,10 @@
 #                       suite, then compute-sanitizer memcheck (leak check) on the multi-GPU tests
 #       bench.log       bench_multi_gpu: bieri-512 E/EH (kernel, api, error vs float64), 50 CG
 #                       iterations, stone-fhd FHd, for 1 and 2 GPUs (or all present), speed-ups;
-#                       then the same with 2 parts on GPU 0 (the split's overhead on one GPU)
+#                       then the same with 2 parts on GPU 0 (the split's overhead on one GPU);
+#                       then the FFT-based paths split by coils, 1 and 2 GPUs: bench_fast_path
+#                       ho3d-96 E/EH/EHE and bieri-512 50 CG at 1e-3, bench_toeplitz 256^2, 8 coils,
+#                       30 Hz, set-up + 50 CG
 #       batch.log       64 bieri-256 slices (50 CG iterations each) through horecon.batch with 1 and
 #                       with 2 Dask workers (one per GPU) against a plain loop, same run
 # Keep NVLink multicast off (nothing here turns it on).
@@ -26,9 +29,9 @@ if [ "$MODE" = stage ]; then
   DEST=${2:-$ROOT/.devcarry/cuda}
   cd "$ROOT"
   mkdir -p "$DEST"
-  cargo build --release --lib --example bench_multi_gpu
+  cargo build --release --lib --example bench_multi_gpu --example bench_fast_path --example bench_toeplitz
   bash scripts/gpu/strip_tests.sh "$DEST" --test multi_gpu --test cuda
-  strip -o "$DEST/bench_multi_gpu" target/release/examples/bench_multi_gpu
+  for b in bench_multi_gpu bench_fast_path bench_toeplitz; do strip -o "$DEST/$b" target/release/examples/$b; done
   strip -o "$DEST/libhorecon.so" target/release/libhorecon.so
   rm -rf "$DEST/wheels"
   python3 -m pip download -q --only-binary=:all: --python-version "${PYVER:-3.12}" \
@@ -43,7 +46,7 @@ cd "$ROOT"
 D=$ROOT/.devcarry/cuda
 O=${OUT:-/tmp/horecon-gpu-out}
 mkdir -p "$O"
-chmod +x "$D"/*_tests "$D"/bench_multi_gpu 2>/dev/null
+chmod +x "$D"/*_tests "$D"/bench_* 2>/dev/null
 {
   date -u
   git -C "$ROOT" log --oneline -1 2>/dev/null
@@ -60,7 +63,8 @@ GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
   echo "== memcheck"
   HORECON_TEST_SEED=12345 timeout 200 compute-sanitizer --tool memcheck --leak-check full "$D/multi_gpu_tests" \
     --test-threads=1 parts_on_one_gpu_match_float64_and_one_part cg_with_parts_on_one_gpu_matches_one_part \
-    one_device_paths_refuse_num_devices_and_splits_stay_consistent two_devices_match_one
+    splits_with_few_coils_or_samples_and_concurrent_calls_stay_consistent two_devices_match_one \
+    fft_paths_split_by_coils_match_one_part
   echo "memcheck rc=$?"
 } > "$O/multi_tests.log" 2>&1
 [[ $STAGES == *bench* ]] && {
@@ -68,6 +72,15 @@ GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
   timeout 300 "$D/bench_multi_gpu"; echo "bench rc=$?"
   echo "== 2 parts on GPU 0 (the split's overhead)"
   timeout 240 "$D/bench_multi_gpu" --test-parts; echo "bench (test parts) rc=$?"
+  for g in 1 $([ "$GPUS" -ge 2 ] && echo 2); do
+    echo "== FFT-based paths split by coils, $g GPU(s)"
+    export HORECON_BENCH_DEVICES=$g HORECON_BENCH_BACKEND=cuda HORECON_BENCH_TOLERANCE=1e-3
+    HORECON_BENCH_EXACT=none timeout 100 "$D/bench_fast_path" ho3d-96; echo "fast path ho3d-96 rc=$?"
+    HORECON_BENCH_EXACT=none HORECON_BENCH_CG=50 timeout 60 "$D/bench_fast_path" bieri-512
+    echo "fast path bieri-512 rc=$?"
+    HORECON_BENCH_EXACT=estimate HORECON_BENCH_OFFRES_HZ=30 HORECON_BENCH_DWELL=1e-6 timeout 60 \
+      "$D/bench_toeplitz" 256 8 50; echo "toeplitz rc=$?"
+  done
 } > "$O/bench.log" 2>&1
 [[ $STAGES == *batch* ]] && {
   if ! python3 -c "import distributed" 2>/dev/null; then

@@ -50,18 +50,6 @@ pub fn resolve(options: &Options) -> Result<BackendKind> {
     }
 }
 
-/// Refuses `num_devices` > 1 for a path that runs on one GPU so far.
-fn one_device_only(options: &Options, path: &str) -> Result<()> {
-    if options.num_devices > 1 {
-        return Err(Error::invalid(format!(
-            "num_devices = {}: {path} runs on one device so far; use num_devices = 1 for it \
-             (the exact operators, Fᴴd, Q, CG, gridding and the standalone NUFFT use several)",
-            options.num_devices
-        )));
-    }
-    Ok(())
-}
-
 /// The error of a build on `Auto`: the backend must be resolved first.
 fn unresolved(backend: BackendKind) -> Error {
     Error::invalid(format!(
@@ -95,16 +83,9 @@ pub fn build_toeplitz(
     options: &Options,
     pool: Arc<rayon::ThreadPool>,
 ) -> Result<Box<dyn EncodingOperator>> {
-    one_device_only(options, "the Toeplitz normal operator")?;
     match backend {
         BackendKind::Cpu => cpu::toeplitz::build(features, spec()?, sizes, options.precision, pool),
-        BackendKind::Cuda => cuda::build_toeplitz(
-            features,
-            spec,
-            sizes,
-            options.precision,
-            options.device as usize,
-        ),
+        BackendKind::Cuda => cuda::build_toeplitz(features, spec, sizes, options),
         other => Err(unresolved(other)),
     }
 }
@@ -118,19 +99,12 @@ pub fn build_cartesian(
     options: &Options,
     pool: Arc<rayon::ThreadPool>,
 ) -> Result<Box<dyn EncodingOperator>> {
-    one_device_only(options, "Cartesian mode")?;
     cartesian.check_sizes(sizes)?;
     match backend {
         BackendKind::Cpu => {
             cpu::cartesian::build(cartesian, sensitivities, sizes, options.precision, pool)
         }
-        BackendKind::Cuda => cuda::build_cartesian(
-            &cartesian,
-            sensitivities,
-            sizes,
-            options.precision,
-            options.device as usize,
-        ),
+        BackendKind::Cuda => cuda::build_cartesian(&cartesian, sensitivities, sizes, options),
         other => Err(unresolved(other)),
     }
 }

@@ -21,9 +21,8 @@ pub struct horecon_approximation_info {
     /// operator, measured on random probes (128 samples, all coils, and 128
     /// voxels) when the plan was prepared; 0 when inactive.
     pub estimated_error: f64,
-    /// Why active = 0 (e.g. "voxels are not on a lattice: ..."); when
-    /// active, what limits it ("num_devices = 2: the fast path runs on device
-    /// 0 only so far"), else ""; NUL-terminated, cut to fit.
+    /// Why active = 0 (e.g. "voxels are not on a lattice: ..."), else "";
+    /// NUL-terminated, cut to fit.
     pub reason: [std::os::raw::c_char; HORECON_APPROXIMATION_REASON_LENGTH],
 }
 

@@ -5,7 +5,7 @@
 //! the exact path, with the reason kept for [`Plan::approximation_info`].
 
 use super::Plan;
-use crate::backend::cuda::fast::CudaFast;
+use crate::backend::cuda;
 use crate::backend::fast::{certificate, nufft_tolerance, FastOperator};
 use crate::error::{Error, Result, Status};
 use crate::model::separation::Separation;
@@ -14,7 +14,7 @@ use crate::op::EncodingOperator;
 use crate::plan::BackendKind;
 use std::sync::Arc;
 
-/// Whether CUDA plans run the fast path device-resident ([`CudaFast`]):
+/// Whether CUDA plans run the fast path device-resident ([`cuda::fast::CudaFast`]):
 /// yes unless `HORECON_CUDA_FAST_DEVICE=0` (then the CPU-side products with
 /// the NUFFTs through the CUDA executor's host interface, the earlier path).
 fn device_resident() -> bool {
@@ -178,25 +178,13 @@ impl Plan {
                 operator.backend_name()
             );
         }
-        let reason = if self.options.num_devices > 1 {
-            let note = format!(
-                "num_devices = {}: the fast path runs on device {} only so far",
-                self.options.num_devices, self.options.device
-            );
-            if self.options.verbosity >= 1 {
-                eprintln!("horecon: {note}");
-            }
-            note
-        } else {
-            String::new()
-        };
         Ok(FastPath {
             operator: Some(operator),
             info: ApproximationInfo {
                 active: true,
                 rank: separation.rank,
                 estimated_error,
-                reason,
+                reason: String::new(),
             },
         })
     }
@@ -216,16 +204,9 @@ impl Plan {
             Error::invalid(format!("device must be >= 0, got {}", self.options.device))
         })?;
         if self.backend == BackendKind::Cuda && device_resident() {
-            match CudaFast::new(
-                separation,
-                sensitivities,
-                sizes,
-                nufft,
-                self.options.precision,
-                device,
-            ) {
+            match cuda::build_fast(separation, sensitivities, sizes, nufft, &self.options) {
                 Err(e) if e.status == Status::BackendUnavailable => {}
-                built => return Ok(Arc::new(built?)),
+                built => return Ok(Arc::from(built?)),
             }
         }
         Ok(Arc::new(FastOperator::new(

@@ -1,4 +1,8 @@
-//! The CUDA backend: the exact operators and CG on one GPU.
+//! The CUDA backend: the exact operators, the FFT-based ones (Toeplitz,
+//! Cartesian, NUFFT, fast path) and CG, on one GPU or several of one
+//! process (`num_devices`: [`multi`] splits the exact operator by samples,
+//! `coil_split` the FFT-based operators by coils, `nufft::split` a NUFFT
+//! plan by transforms).
 //!
 //! Kernels live in `kernels/*.cu`, are embedded in the library and compiled
 //! by NVRTC at first use for the device's architecture (cached per process
@@ -19,11 +23,12 @@
 //! `HORECON_CUDA_TENSOR` (0 off, 1 also for groups under 3 coils), `_MT`,
 //! `_SEGMENT`;
 //! `HORECON_CUDA_DUMP_PTX=dir` writes the compiled PTX;
-//! `HORECON_CUDA_TEST_PARTS=P` splits the exact operator into P parts on
+//! `HORECON_CUDA_TEST_PARTS=P` splits every operator into P parts on
 //! the plan's one device, as `num_devices = P` would over P devices
-//! ([`multi`], for tests of the multi-GPU path on one GPU).
+//! ([`placement`], for tests of the multi-GPU paths on one GPU).
 
 pub mod cartesian;
+mod coil_split;
 pub mod context;
 pub mod fast;
 mod fd;
@@ -44,7 +49,7 @@ mod work;
 
 use crate::error::{Error, Result, Status};
 use crate::model::{Features, Sizes};
-use crate::op::{EncodingOperator, Precision};
+use crate::op::EncodingOperator;
 use crate::options::Options;
 use context::{unavailable, Device};
 use memory::knob;
@@ -145,47 +150,132 @@ pub fn build(
     Ok(Box::new(multi))
 }
 
-/// Builds the Cartesian FFT operator ([`cartesian`]) on device `ordinal`.
+/// Builds the Cartesian FFT operator ([`cartesian`]) on the devices of
+/// [`placement`], split by coils over several ([`coil_split`]).
 pub fn build_cartesian(
     cartesian: &crate::model::cartesian::Cartesian,
     sensitivities: Option<&[num_complex::Complex32]>,
     sizes: Sizes,
-    precision: Precision,
-    ordinal: usize,
+    options: &Options,
 ) -> Result<Box<dyn EncodingOperator>> {
-    let device = fft_device(ordinal)?;
-    Ok(Box::new(cartesian::CudaCartesian::new(
-        device,
+    let devices = fft_devices(options)?;
+    coil_split::build(
+        devices,
         sizes,
-        precision,
-        cartesian,
-        sensitivities,
-    )?))
+        options.precision,
+        options.verbosity,
+        "Cartesian mode",
+        |device, first, part| {
+            let sens = coil_slice(sensitivities, sizes.voxels, first, part.coils);
+            Ok(Box::new(cartesian::CudaCartesian::new(
+                device,
+                part,
+                options.precision,
+                cartesian,
+                sens,
+            )?))
+        },
+    )
 }
 
-/// Builds the Toeplitz normal operator ([`toeplitz`]) on device `ordinal`:
-/// exact forward/adjoint from `features`, EᴴWE by FFTs from `spec`.
+/// Builds the Toeplitz normal operator ([`toeplitz`]) on the devices of
+/// [`placement`] (split by coils over several, [`coil_split`]): exact
+/// forward/adjoint from `features`, EᴴWE by FFTs from `spec`.
 pub fn build_toeplitz(
     features: &Features,
     spec: impl FnOnce() -> Result<crate::model::toeplitz::ToeplitzSpec> + Send,
     sizes: Sizes,
-    precision: Precision,
-    ordinal: usize,
+    options: &Options,
 ) -> Result<Box<dyn EncodingOperator>> {
-    let device = fft_device(ordinal)?;
-    // The host's time segmentation and the exact operator's planning overlap.
-    let (spec, exact) = rayon::join(spec, || {
-        operator::CudaOperator::new(device.clone(), features, sizes, precision)
-    });
-    let spec = spec?;
-    Ok(Box::new(toeplitz::CudaToeplitz::new(
-        exact?, spec, sizes, precision,
-    )?))
+    let precision = options.precision;
+    let devices = fft_devices(options)?;
+    if devices.len() == 1 || sizes.coils == 1 {
+        let device = devices[0].clone();
+        // The host's time segmentation and the exact operator's planning overlap.
+        let (spec, exact) = rayon::join(spec, || {
+            operator::CudaOperator::new(device, features, sizes, precision)
+        });
+        return Ok(Box::new(toeplitz::CudaToeplitz::new(
+            exact?, spec?, sizes, precision,
+        )?));
+    }
+    let spec = spec()?;
+    coil_split::build(
+        devices,
+        sizes,
+        precision,
+        options.verbosity,
+        "the Toeplitz normal operator",
+        |device, first, part| {
+            let coils = Features {
+                sensitivities: coil_slice(
+                    features.sensitivities.as_deref(),
+                    sizes.voxels,
+                    first,
+                    part.coils,
+                )
+                .map(|s| crate::error::try_copy(s, "a part's sensitivities"))
+                .transpose()?,
+                voxel: crate::error::try_copy(&features.voxel, "a part's voxel features")?,
+                sample: crate::error::try_copy(&features.sample, "a part's sample features")?,
+                terms: features.terms,
+            };
+            let exact = operator::CudaOperator::new(device, &coils, part, precision)?;
+            Ok(Box::new(toeplitz::CudaToeplitz::new(
+                exact,
+                spec.clone(),
+                part,
+                precision,
+            )?))
+        },
+    )
 }
 
-/// Device `ordinal` for an FFT-based operator (cuFFT must load too).
-fn fft_device(ordinal: usize) -> Result<Arc<Device>> {
-    let device = context::device(ordinal).map_err(unavailable)?;
+/// Builds the fast path's operator ([`fast`]) of `separation` on the
+/// devices of [`placement`] (split by coils over several, [`coil_split`]),
+/// NUFFTs of relative tolerance `tolerance` (float64 arithmetic when
+/// `double`).
+pub fn build_fast(
+    separation: &crate::model::separation::Separation,
+    sensitivities: Option<&[num_complex::Complex32]>,
+    sizes: Sizes,
+    nufft: (f64, bool),
+    options: &Options,
+) -> Result<Box<dyn EncodingOperator>> {
+    let devices = fft_devices(options)?;
+    coil_split::build(
+        devices,
+        sizes,
+        options.precision,
+        options.verbosity,
+        "the fast path",
+        |device, first, part| {
+            let sens = coil_slice(sensitivities, sizes.voxels, first, part.coils);
+            Ok(Box::new(fast::CudaFast::new(
+                separation,
+                sens,
+                part,
+                nufft,
+                options.precision,
+                device.ordinal,
+            )?))
+        },
+    )
+}
+
+/// The sensitivities of coils [first, first + count) of N×L ones.
+fn coil_slice(
+    sensitivities: Option<&[num_complex::Complex32]>,
+    voxels: usize,
+    first: usize,
+    count: usize,
+) -> Option<&[num_complex::Complex32]> {
+    sensitivities.map(|s| &s[first * voxels..(first + count) * voxels])
+}
+
+/// The devices of [`placement`] for an FFT-based operator (cuFFT must load too).
+fn fft_devices(options: &Options) -> Result<Vec<Arc<Device>>> {
+    let devices = placement(options)?;
     fft::available().map_err(unavailable)?;
-    Ok(device)
+    Ok(devices)
 }

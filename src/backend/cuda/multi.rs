@@ -145,48 +145,18 @@ impl CudaMulti {
     }
 
     /// Runs `each(part, its workspace, its stream)` on every part and waits
-    /// for it, the parts concurrently (one host thread each, so that the
-    /// chunk loops' cancellation points, which wait for their stream, do not
-    /// serialise the GPUs), and leaves the first device current. `stream` is
-    /// the caller's stream on the first device: the inputs it is producing
-    /// are waited for first. The first failing part's error is returned.
+    /// for it ([`on_part_streams`]).
     fn on_parts(
         &self,
         works: &[WorkGuard<'_>],
         stream: Stream,
         each: impl Fn(&Part, &Work, Stream) -> Result<()> + Sync,
     ) -> Result<()> {
-        self.core.device.bind()?;
-        stream.synchronize("waiting for the inputs of the GPU parts")?;
-        // the call's progress span, for the parts' cancellation points
-        let span = Progress::current();
-        let outcomes: Vec<Result<()>> = std::thread::scope(|scope| {
-            let threads: Vec<_> = self
-                .parts
-                .iter()
-                .zip(works)
-                .map(|(part, w)| {
-                    let (w, span, each): (&Work, _, _) = (w, &span, &each);
-                    scope.spawn(move || {
-                        span.enter(|| {
-                            part.op.device.bind()?;
-                            let ps = Stream(w.stream.cu_stream());
-                            each(part, w, ps)?;
-                            ps.synchronize("running the GPU parts")
-                        })
-                    })
-                })
-                .collect();
-            threads
-                .into_iter()
-                .map(|t| {
-                    t.join()
-                        .unwrap_or_else(|_| Err(Error::internal("a GPU part's thread panicked")))
-                })
-                .collect()
-        });
-        self.core.device.bind()?;
-        outcomes.into_iter().collect()
+        let devices: Vec<&Arc<Device>> = self.parts.iter().map(|p| &p.op.device).collect();
+        let works: Vec<&Work> = works.iter().map(|w| &**w).collect();
+        on_part_streams(&self.core.device, &devices, &works, stream, |p, w, ps| {
+            each(&self.parts[p], w, ps)
+        })
     }
 
     /// A part's inputs on its stream: the image `x` (first device) into its
@@ -211,32 +181,6 @@ impl CudaMulti {
             .transpose()
     }
 
-    /// out (N, first device) = Σ_p images_p: the parts' `image_out` summed in
-    /// part order, through the first part's `image` as the landing buffer.
-    fn sum_images(&self, works: &[WorkGuard<'_>], out: &DeviceBuffer, s: Stream) -> Result<()> {
-        let bytes = self.core.sizes.voxels * COMPLEX;
-        let landing = &works[0].image;
-        for (p, w) in works.iter().enumerate() {
-            if p == 0 {
-                out.copy_range_from(0, &w.image_out, 0, bytes, s)?;
-            } else {
-                landing.copy_range_from(0, &w.image_out, 0, bytes, s)?;
-                launch_over(
-                    &self.core.k.axpy,
-                    self.core.sizes.voxels,
-                    s,
-                    Args::default()
-                        .f64(1.0)
-                        .ptr(landing.ptr)
-                        .ptr(out.ptr)
-                        .int(self.core.sizes.voxels as i64),
-                )?;
-            }
-        }
-        // the landing buffer is reused by the next call on the parts' streams
-        s.synchronize("summing the GPU parts' images")
-    }
-
     fn adjoint_parts(&self, d: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
         let works = self.lock_parts()?;
         let Sizes {
@@ -254,7 +198,7 @@ impl CudaMulti {
             }
             part.op.adjoint_dev(&w.data, &w.image_out, ps)
         })?;
-        self.sum_images(&works, out, s)
+        sum_part_images(&self.core, &guarded(&works), out, s)
     }
 
     fn normal_parts(
@@ -269,7 +213,7 @@ impl CudaMulti {
             let wp = self.part_inputs(part, w, x, weights, ps)?;
             part.op.normal_dev(&w.image, &w.image_out, wp, &w.data, ps)
         })?;
-        self.sum_images(&works, y, s)
+        sum_part_images(&self.core, &guarded(&works), y, s)
     }
 
     /// Seconds of the fastest of `reps` device-resident applications
@@ -357,6 +301,101 @@ impl DeviceExact for CudaMulti {
     fn devices(&self) -> Vec<usize> {
         CudaMulti::devices(self)
     }
+}
+
+/// The workspaces behind their guards.
+pub(super) fn guarded<'a>(works: &'a [WorkGuard<'_>]) -> Vec<&'a Work> {
+    works.iter().map(|w| &**w).collect()
+}
+
+/// Runs `each(i)` for every part i on a host thread of its own with
+/// `devices[i]` bound (the parts concurrently, so that the chunk loops'
+/// cancellation points, which wait for their stream, do not serialise the
+/// GPUs), inside the caller's progress span, and leaves `first` bound. The
+/// parts' results in order, or the first failing part's error.
+pub(super) fn on_devices<T: Send>(
+    first: &Device,
+    devices: &[&Arc<Device>],
+    each: impl Fn(usize) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    // the call's progress span, for the parts' cancellation points
+    let span = Progress::current();
+    let outcomes: Vec<Result<T>> = std::thread::scope(|scope| {
+        let threads: Vec<_> = devices
+            .iter()
+            .enumerate()
+            .map(|(p, device)| {
+                let (span, each) = (&span, &each);
+                scope.spawn(move || {
+                    span.enter(|| {
+                        device.bind()?;
+                        each(p)
+                    })
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| {
+                t.join()
+                    .unwrap_or_else(|_| Err(Error::internal("a GPU part's thread panicked")))
+            })
+            .collect()
+    });
+    first.bind()?;
+    outcomes.into_iter().collect()
+}
+
+/// Runs `each(i, works[i], its stream)` on every part ([`on_devices`]) and
+/// waits for the parts' streams. `stream` is the caller's stream on `first`:
+/// the inputs it is producing are waited for first.
+pub(super) fn on_part_streams(
+    first: &Device,
+    devices: &[&Arc<Device>],
+    works: &[&Work],
+    stream: Stream,
+    each: impl Fn(usize, &Work, Stream) -> Result<()> + Sync,
+) -> Result<()> {
+    first.bind()?;
+    stream.synchronize("waiting for the inputs of the GPU parts")?;
+    on_devices(first, devices, |p| {
+        let ps = Stream(works[p].stream.cu_stream());
+        each(p, works[p], ps)?;
+        ps.synchronize("running the GPU parts")
+    })
+    .map(|_| ())
+}
+
+/// out (N, the first device of `core`) = Σ_p images_p: the parts' `image_out`
+/// summed in part order (results do not depend on timing), through the first
+/// part's `image` as the landing buffer.
+pub(super) fn sum_part_images(
+    core: &CudaCore,
+    works: &[&Work],
+    out: &DeviceBuffer,
+    s: Stream,
+) -> Result<()> {
+    let bytes = core.sizes.voxels * COMPLEX;
+    let landing = &works[0].image;
+    for (p, w) in works.iter().enumerate() {
+        if p == 0 {
+            out.copy_range_from(0, &w.image_out, 0, bytes, s)?;
+        } else {
+            landing.copy_range_from(0, &w.image_out, 0, bytes, s)?;
+            launch_over(
+                &core.k.axpy,
+                core.sizes.voxels,
+                s,
+                Args::default()
+                    .f64(1.0)
+                    .ptr(landing.ptr)
+                    .ptr(out.ptr)
+                    .int(core.sizes.voxels as i64),
+            )?;
+        }
+    }
+    // the landing buffer is reused by the next call on the parts' streams
+    s.synchronize("summing the GPU parts' images")
 }
 
 #[cfg(test)]

@@ -34,6 +34,25 @@ pub(super) trait DeviceNormal: Sync {
     ) -> Result<()>;
 }
 
+/// A borrowed operator applies as the operator does (a coil split's parts
+/// hand themselves out so).
+impl<T: DeviceNormal + ?Sized> DeviceNormal for &T {
+    fn adjoint_dev(&self, d: &DeviceBuffer, out: &DeviceBuffer, stream: Stream) -> Result<()> {
+        (**self).adjoint_dev(d, out, stream)
+    }
+
+    fn normal_dev(
+        &self,
+        x: &DeviceBuffer,
+        y: &DeviceBuffer,
+        weights: Option<&DeviceBuffer>,
+        scratch: &DeviceBuffer,
+        stream: Stream,
+    ) -> Result<()> {
+        (**self).normal_dev(x, y, weights, scratch, stream)
+    }
+}
+
 /// CG on the device with `normal` applying EᴴWE and Eᴴ, the vectors and
 /// transfers of `core`, and the workspace `w` (held by the caller).
 pub(super) fn solve_on(

@@ -20,6 +20,7 @@
 //! //! operator's. Grids are float32 complex in accurate and fast modes and
 //! float64 in double mode; images stay float64 on the device.
 
+use super::coil_split::CoilPart;
 use super::context::{driver_error, Device};
 use super::fft::{coil_batch, complex_bytes, to_pairs, Direction, FftOps, FftPlan};
 use super::launch::mode_code;
@@ -28,6 +29,7 @@ use super::memory::{DeviceBuffer, Stream};
 use super::nufft::CudaNufft;
 use super::operator::{CudaOperator, DeviceExact};
 use super::space::{solve_on, DeviceNormal};
+use super::vectors::CudaCore;
 use super::work::take;
 use crate::error::{checked_bytes, try_copy, Result};
 use crate::model::toeplitz::{kernel_nufft_tolerance, ToeplitzSpec};
@@ -76,7 +78,7 @@ pub struct CudaToeplitz {
 /// The operator with the kernels of one solve, as CG applies it.
 struct WithKernels<'a> {
     op: &'a CudaToeplitz,
-    kernels: &'a Kernels,
+    kernels: Arc<Kernels>,
 }
 
 impl DeviceNormal for WithKernels<'_> {
@@ -92,7 +94,7 @@ impl DeviceNormal for WithKernels<'_> {
         _scratch: &DeviceBuffer,
         stream: Stream,
     ) -> Result<()> {
-        self.op.normal_with(self.kernels, x, y, stream)
+        self.op.normal_with(&self.kernels, x, y, stream)
     }
 }
 
@@ -430,10 +432,7 @@ impl EncodingOperator for CudaToeplitz {
     fn solve(&self, problem: &CgProblem<'_>, image: &mut [Complex32]) -> Result<CgReport> {
         let kernels = self.kernels(problem.sample_weights)?;
         let w = self.exact.lock()?;
-        let normal = WithKernels {
-            op: self,
-            kernels: &kernels,
-        };
+        let normal = WithKernels { op: self, kernels };
         solve_on(&self.exact, &normal, &w, problem, image)
     }
 
@@ -482,5 +481,25 @@ impl EncodingOperator for CudaToeplitz {
 
     fn backend_name(&self) -> String {
         format!("cuda:{}", self.exact.device.ordinal)
+    }
+}
+
+/// A part of a coil split: its coils' exact E and Eᴴ, EᴴWE with its kernels.
+impl CoilPart for CudaToeplitz {
+    fn core(&self) -> &CudaCore {
+        self.exact.core()
+    }
+
+    fn forward_part(&self, x: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
+        self.exact.forward_dev(x, out, None, s)
+    }
+
+    fn adjoint_part(&self, d: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
+        self.exact.adjoint_dev(d, out, s)
+    }
+
+    fn normal_part(&self, weights: Option<&[f32]>) -> Result<Box<dyn DeviceNormal + Send + '_>> {
+        let kernels = self.kernels(weights)?;
+        Ok(Box::new(WithKernels { op: self, kernels }))
     }
 }

@@ -1,0 +1,351 @@
+//! The FFT-based operators (Toeplitz, Cartesian, the fast path) on several
+//! GPUs of one process ([`CoilSplit`]), split by coils: part p holds the
+//! coils [c_p, c_p + L_p) (counts differing by at most one) as a one-GPU
+//! operator of its own, built from the model with only those coils'
+//! sensitivities. With E_p the rows of those coils,
+//!
+//!   E x = [E_0 x; E_1 x; …]        (x broadcast; the parts' data are
+//!                                   contiguous runs of the M×L data)
+//!   Eᴴ d = Σ_p E_pᴴ d_p            (each part's run of d, the images summed)
+//!   EᴴWE x = Σ_p E_pᴴ W E_p x      (W broadcast; no data moves)
+//!
+//! Coils, not samples, because these operators' work (FFTs of coil grids,
+//! NUFFTs of coil transforms) is per coil, while their set-up (Toeplitz
+//! kernels, NUFFT point sorting) is per sample set: every part repeats the
+//! set-up for all samples and does 1/P of each application. Vectors live on
+//! the first part's device (CG's among them), the images are summed there in
+//! part order, and every copy between parts is a device-to-device copy, as in
+//! [`super::multi`] (whose helpers these are). `HORECON_CUDA_TEST_PARTS=P`
+//! places the P parts on one GPU for the tests.
+
+use super::context::{enable_peer_access, Device};
+use super::memory::{DeviceBuffer, Stream};
+use super::multi::{guarded, on_devices, on_part_streams, part_ranges, sum_part_images};
+use super::space::{solve_on, DeviceNormal};
+use super::vectors::CudaCore;
+use super::work::{Work, WorkGuard};
+use crate::error::{Error, Result};
+use crate::model::Sizes;
+use crate::op::{CgReport, EncodingOperator, Precision};
+use crate::solver::CgProblem;
+use num_complex::{Complex32, Complex64};
+use std::sync::{Arc, Mutex};
+
+/// Bytes of one device complex value (double2).
+const COMPLEX: usize = 16;
+/// Bytes of one device sample weight (double).
+const WEIGHT: usize = 8;
+
+/// A one-GPU operator of some of the coils, as a [`CoilSplit`] part uses it.
+pub(super) trait CoilPart: EncodingOperator {
+    /// Its device, its sizes (its coils) and its O(N) kernels.
+    fn core(&self) -> &CudaCore;
+    /// out (M × its coils, double2) = E x on the device, unweighted.
+    fn forward_part(&self, x: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()>;
+    /// out (N) = Eᴴ d for its coils' data d on the device.
+    fn adjoint_part(&self, d: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()>;
+    /// EᴴWE as CG applies it with the sample weights `weights` (`None` = 1):
+    /// the Toeplitz operator's kernels for those weights are made here.
+    fn normal_part(&self, weights: Option<&[f32]>) -> Result<Box<dyn DeviceNormal + Send + '_>>;
+}
+
+/// One part: its operator, its first coil and its workspace on its device.
+struct Part {
+    op: Box<dyn CoilPart>,
+    first: usize,
+    work: Mutex<Work>,
+}
+
+impl Part {
+    fn device(&self) -> &Arc<Device> {
+        &self.op.core().device
+    }
+
+    fn sizes(&self) -> Sizes {
+        self.op.core().sizes
+    }
+
+    fn lock(&self) -> Result<WorkGuard<'_>> {
+        let key = &self.work as *const Mutex<Work> as usize;
+        WorkGuard::lock(&self.work, key, self.device(), self.sizes())
+    }
+}
+
+/// An FFT-based operator split by coils over several devices (module documentation).
+pub struct CoilSplit {
+    /// The first part's device, the whole sizes and the O(N) kernels.
+    core: CudaCore,
+    parts: Vec<Part>,
+    /// Whole-size vectors on the first device (host transfers, CG).
+    work: Mutex<Work>,
+    name: String,
+}
+
+/// The parts' normal operators for one call or solve, with their workspaces.
+struct SplitNormal<'a> {
+    split: &'a CoilSplit,
+    normals: Vec<Box<dyn DeviceNormal + Send + 'a>>,
+    works: Vec<WorkGuard<'a>>,
+}
+
+impl CoilSplit {
+    /// The parts `make(device, first coil, part sizes)` over `devices` (one
+    /// part each, in order; a device may repeat), made concurrently. Needs at
+    /// least two devices and as many coils.
+    pub(super) fn new(
+        devices: &[Arc<Device>],
+        sizes: Sizes,
+        precision: Precision,
+        make: impl Fn(Arc<Device>, usize, Sizes) -> Result<Box<dyn CoilPart>> + Sync,
+    ) -> Result<CoilSplit> {
+        if devices.len() < 2 || devices.len() > sizes.coils {
+            return Err(Error::internal(format!(
+                "a split over {} parts of {} coils",
+                devices.len(),
+                sizes.coils
+            )));
+        }
+        let first = devices[0].clone();
+        let ranges = part_ranges(sizes.coils, devices.len());
+        let refs: Vec<&Arc<Device>> = devices.iter().collect();
+        let ops = on_devices(&first, &refs, |p| {
+            let (coil, coils) = ranges[p];
+            make(devices[p].clone(), coil, Sizes { coils, ..sizes })
+        })?;
+        let mut parts = Vec::with_capacity(ops.len());
+        for (op, (coil, _)) in ops.into_iter().zip(&ranges) {
+            let work = Work::new(&op.core().device, op.core().sizes)?;
+            parts.push(Part {
+                op,
+                first: *coil,
+                work: Mutex::new(work),
+            });
+        }
+        first.bind()?;
+        let mut peer = true;
+        for device in &devices[1..] {
+            peer &= enable_peer_access(&first, device)?;
+        }
+        let ordinals: Vec<String> = devices.iter().map(|d| d.ordinal.to_string()).collect();
+        let name = format!(
+            "cuda:{} by coils ({}; {})",
+            ordinals.join("+"),
+            parts[0].op.backend_name(),
+            if peer {
+                "peer access"
+            } else {
+                "copies staged through the host"
+            }
+        );
+        Ok(CoilSplit {
+            core: CudaCore::new(first.clone(), sizes, precision)?,
+            work: Mutex::new(Work::new(&first, sizes)?),
+            parts,
+            name,
+        })
+    }
+
+    fn lock(&self) -> Result<WorkGuard<'_>> {
+        let key = self as *const CoilSplit as usize;
+        WorkGuard::lock(&self.work, key, &self.core.device, self.core.sizes)
+    }
+
+    fn lock_parts(&self) -> Result<Vec<WorkGuard<'_>>> {
+        self.parts.iter().map(Part::lock).collect()
+    }
+
+    fn devices(&self) -> Vec<&Arc<Device>> {
+        self.parts.iter().map(Part::device).collect()
+    }
+
+    /// Byte range of part `p`'s coils in the M×L device data.
+    fn data_range(&self, p: usize) -> (usize, usize) {
+        let m = self.core.sizes.samples;
+        let part = &self.parts[p];
+        (part.first * m * COMPLEX, part.sizes().coils * m * COMPLEX)
+    }
+
+    /// The parts' normal operators for `weights` (made concurrently) and workspaces.
+    fn normals(&self, weights: Option<&[f32]>) -> Result<SplitNormal<'_>> {
+        let works = self.lock_parts()?;
+        let normals = on_devices(&self.core.device, &self.devices(), |p| {
+            self.parts[p].op.normal_part(weights)
+        })?;
+        Ok(SplitNormal {
+            split: self,
+            normals,
+            works,
+        })
+    }
+
+    /// out (M×L, first device) = E x.
+    fn forward_dev(&self, x: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
+        let works = self.lock_parts()?;
+        let bytes = self.core.sizes.voxels * COMPLEX;
+        on_part_streams(
+            &self.core.device,
+            &self.devices(),
+            &guarded(&works),
+            s,
+            |p, w, ps| {
+                w.image.copy_range_from(0, x, 0, bytes, ps)?;
+                self.parts[p].op.forward_part(&w.image, &w.data, ps)
+            },
+        )?;
+        for (p, w) in works.iter().enumerate() {
+            let (at, len) = self.data_range(p);
+            out.copy_range_from(at, &w.data, 0, len, s)?;
+        }
+        // the parts' data buffers are read by these copies
+        s.synchronize("gathering the GPU parts' data")
+    }
+}
+
+impl DeviceNormal for SplitNormal<'_> {
+    fn adjoint_dev(&self, d: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
+        let split = self.split;
+        let works = guarded(&self.works);
+        on_part_streams(
+            &split.core.device,
+            &split.devices(),
+            &works,
+            s,
+            |p, w, ps| {
+                let (from, len) = split.data_range(p);
+                w.data.copy_range_from(0, d, from, len, ps)?;
+                self.normals[p].adjoint_dev(&w.data, &w.image_out, ps)
+            },
+        )?;
+        sum_part_images(&split.core, &works, out, s)
+    }
+
+    fn normal_dev(
+        &self,
+        x: &DeviceBuffer,
+        y: &DeviceBuffer,
+        weights: Option<&DeviceBuffer>,
+        _scratch: &DeviceBuffer,
+        s: Stream,
+    ) -> Result<()> {
+        let split = self.split;
+        let works = guarded(&self.works);
+        let Sizes {
+            voxels: n,
+            samples: m,
+            ..
+        } = split.core.sizes;
+        on_part_streams(
+            &split.core.device,
+            &split.devices(),
+            &works,
+            s,
+            |p, w, ps| {
+                w.image.copy_range_from(0, x, 0, n * COMPLEX, ps)?;
+                let wp = match weights {
+                    Some(all) => {
+                        w.sample_weights
+                            .copy_range_from(0, all, 0, m * WEIGHT, ps)?;
+                        Some(&w.sample_weights)
+                    }
+                    None => None,
+                };
+                self.normals[p].normal_dev(&w.image, &w.image_out, wp, &w.data, ps)
+            },
+        )?;
+        sum_part_images(&split.core, &works, y, s)
+    }
+}
+
+/// Host calls: one upload on the first device, the parts, one download; CG
+/// on the first device.
+impl EncodingOperator for CoilSplit {
+    fn forward(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
+        let w = self.lock()?;
+        let run = |s| self.forward_dev(&w.image, &w.data, s);
+        self.core.call(&w, image, &w.image, run, &w.data, data)
+    }
+
+    fn adjoint(&self, data: &[Complex32], image: &mut [Complex32]) -> Result<()> {
+        let w = self.lock()?;
+        let works = self.lock_parts()?;
+        let split = guarded(&works);
+        let run = |s| {
+            on_part_streams(
+                &self.core.device,
+                &self.devices(),
+                &split,
+                s,
+                |p, pw, ps| {
+                    let (from, len) = self.data_range(p);
+                    pw.data.copy_range_from(0, &w.data, from, len, ps)?;
+                    self.parts[p].op.adjoint_part(&pw.data, &pw.image_out, ps)
+                },
+            )?;
+            sum_part_images(&self.core, &split, &w.image_out, s)
+        };
+        self.core.call(&w, data, &w.data, run, &w.image_out, image)
+    }
+
+    fn normal(
+        &self,
+        image: &[Complex32],
+        out: &mut [Complex32],
+        weights: Option<&[f32]>,
+    ) -> Result<()> {
+        let w = self.lock()?;
+        let normal = self.normals(weights)?;
+        let run = |s| {
+            let staged = w.stage_weights(weights, s)?;
+            normal.normal_dev(&w.image, &w.image_out, staged.device(), &w.data, s)?;
+            Ok(staged)
+        };
+        self.core.call(&w, image, &w.image, run, &w.image_out, out)
+    }
+
+    fn solve(&self, problem: &CgProblem<'_>, image: &mut [Complex32]) -> Result<CgReport> {
+        let w = self.lock()?;
+        let normal = self.normals(problem.sample_weights)?;
+        solve_on(&self.core, &normal, &w, problem, image)
+    }
+
+    fn backend_name(&self) -> String {
+        self.name.clone()
+    }
+
+    /// The first part's: the kernels do not depend on the coils.
+    fn toeplitz_kernel(
+        &self,
+        weights: Option<&[f32]>,
+    ) -> Result<Option<(Vec<Complex64>, [usize; 3])>> {
+        self.parts[0].op.toeplitz_kernel(weights)
+    }
+}
+
+/// The operator for `devices` (from [`super::placement`]) with `coils` coils:
+/// `make(device, 0, sizes)` on the first device when there is one device or
+/// one coil, else a [`CoilSplit`] over as many devices as there are coils (at
+/// most). `what` names the operator in the verbose note.
+pub(super) fn build(
+    mut devices: Vec<Arc<Device>>,
+    sizes: Sizes,
+    precision: Precision,
+    verbosity: i32,
+    what: &str,
+    make: impl Fn(Arc<Device>, usize, Sizes) -> Result<Box<dyn CoilPart>> + Sync,
+) -> Result<Box<dyn EncodingOperator>> {
+    devices.truncate(sizes.coils.max(1));
+    if devices.len() == 1 {
+        let op: Box<dyn EncodingOperator> = make(devices.remove(0), 0, sizes)?;
+        return Ok(op);
+    }
+    let split = CoilSplit::new(&devices, sizes, precision, make)?;
+    if verbosity >= 1 {
+        eprintln!(
+            "horecon: {what} runs on {} parts split by coils: {}; images move between them by \
+             device-to-device copies (no NCCL)",
+            devices.len(),
+            split.name
+        );
+    }
+    Ok(Box::new(split))
+}
