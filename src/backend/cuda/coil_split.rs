@@ -27,6 +27,7 @@ use super::work::{Work, WorkGuard};
 use crate::error::{Error, Result};
 use crate::model::Sizes;
 use crate::op::{CgReport, EncodingOperator, Precision};
+use crate::options::Options;
 use crate::solver::CgProblem;
 use num_complex::{Complex32, Complex64};
 use std::sync::{Arc, Mutex};
@@ -294,12 +295,9 @@ impl EncodingOperator for CoilSplit {
     ) -> Result<()> {
         let w = self.lock()?;
         let normal = self.normals(weights)?;
-        let run = |s| {
-            let staged = w.stage_weights(weights, s)?;
-            normal.normal_dev(&w.image, &w.image_out, staged.device(), &w.data, s)?;
-            Ok(staged)
-        };
-        self.core.call(&w, image, &w.image, run, &w.image_out, out)
+        self.core.call_normal(&w, image, weights, out, |wd, s| {
+            normal.normal_dev(&w.image, &w.image_out, wd, &w.data, s)
+        })
     }
 
     fn solve(&self, problem: &CgProblem<'_>, image: &mut [Complex32]) -> Result<CgReport> {
@@ -321,25 +319,33 @@ impl EncodingOperator for CoilSplit {
     }
 }
 
-/// The operator for `devices` (from [`super::placement`]) with `coils` coils:
-/// `make(device, 0, sizes)` on the first device when there is one device or
-/// one coil, else a [`CoilSplit`] over as many devices as there are coils (at
-/// most). `what` names the operator in the verbose note.
+/// The operator for `options` with `sizes.coils` coils of sensitivities
+/// `sensitivities` (N×L, `None` = 1): `make(device, part sizes, part
+/// sensitivities)` on the first device of [`super::placement`] when it
+/// gives one device or there is one coil, else a [`CoilSplit`] over as many
+/// of its devices as there are coils (at most). cuFFT must load. `what`
+/// names the operator in the verbose note.
 pub(super) fn build(
-    mut devices: Vec<Arc<Device>>,
+    options: &Options,
     sizes: Sizes,
-    precision: Precision,
-    verbosity: i32,
+    sensitivities: Option<&[Complex32]>,
     what: &str,
-    make: impl Fn(Arc<Device>, usize, Sizes) -> Result<Box<dyn CoilPart>> + Sync,
+    make: impl Fn(Arc<Device>, Sizes, Option<&[Complex32]>) -> Result<Box<dyn CoilPart>> + Sync,
 ) -> Result<Box<dyn EncodingOperator>> {
+    let mut devices = super::placement(options)?;
+    super::fft::available().map_err(super::context::unavailable)?;
     devices.truncate(sizes.coils.max(1));
+    let part = |device, first, part: Sizes| {
+        let n = sizes.voxels;
+        let sens = sensitivities.map(|s| &s[first * n..(first + part.coils) * n]);
+        make(device, part, sens)
+    };
     if devices.len() == 1 {
-        let op: Box<dyn EncodingOperator> = make(devices.remove(0), 0, sizes)?;
+        let op: Box<dyn EncodingOperator> = part(devices.remove(0), 0, sizes)?;
         return Ok(op);
     }
-    let split = CoilSplit::new(&devices, sizes, precision, make)?;
-    if verbosity >= 1 {
+    let split = CoilSplit::new(&devices, sizes, options.precision, part)?;
+    if options.verbosity >= 1 {
         eprintln!(
             "horecon: {what} runs on {} parts split by coils: {}; images move between them by \
              device-to-device copies (no NCCL)",

@@ -24,8 +24,8 @@ use super::context::{device, unavailable};
 use super::launch::{launch_over, Args};
 use super::memory::{knob, setting, DeviceBuffer, Stream};
 use super::nufft::CudaNufft;
-use super::operator::check_index_range;
-use super::space::{solve_on, DeviceNormal};
+use super::operator::{check_index_range, DeviceOperator};
+use super::space::DeviceNormal;
 use super::vectors::{upload_sensitivities, CudaCore};
 use super::work::{take, Work, WorkGuard};
 use crate::backend::fast::{coil_chunks, pair_specs, SPATIAL, TEMPORAL};
@@ -34,8 +34,7 @@ use crate::model::separation::{Factor, Separation};
 use crate::model::Sizes;
 use crate::nufft::plan::choose_upsampling;
 use crate::nufft::{Modes, NufftSpec};
-use crate::op::{CgReport, EncodingOperator, Precision};
-use crate::solver::CgProblem;
+use crate::op::Precision;
 use cudarc::driver::CudaFunction;
 use num_complex::Complex32;
 use std::sync::{Arc, Mutex};
@@ -329,7 +328,7 @@ impl CudaFast {
     }
 
     /// out (M×L double2) = W·E x for device x (N double2); `weights` M float64.
-    fn forward_dev(
+    fn forward_with(
         &self,
         x: &DeviceBuffer,
         out: &DeviceBuffer,
@@ -432,11 +431,6 @@ impl CudaFast {
         }
         Ok(())
     }
-
-    fn lock(&self) -> Result<WorkGuard<'_>> {
-        let key = self as *const CudaFast as usize;
-        WorkGuard::lock(&self.work, key, &self.core.device, self.core.sizes)
-    }
 }
 
 impl DeviceNormal for CudaFast {
@@ -452,46 +446,38 @@ impl DeviceNormal for CudaFast {
         scratch: &DeviceBuffer,
         stream: Stream,
     ) -> Result<()> {
-        self.forward_dev(x, scratch, weights, stream)?;
+        self.forward_with(x, scratch, weights, stream)?;
         self.adjoint_with(scratch, y, stream)
     }
 }
 
-/// Host calls: one upload, the device work, one download; CG on the device.
-impl EncodingOperator for CudaFast {
-    fn forward(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
-        let w = self.lock()?;
-        let run = |s| self.forward_dev(&w.image, &w.data, None, s);
-        self.core.call(&w, image, &w.image, run, &w.data, data)
+/// Host calls: one upload, the device work, one download; CG on the device
+/// (the blanket [`crate::op::EncodingOperator`] of a [`DeviceOperator`]).
+impl DeviceOperator for CudaFast {
+    fn core(&self) -> &CudaCore {
+        &self.core
     }
 
-    fn adjoint(&self, data: &[Complex32], image: &mut [Complex32]) -> Result<()> {
-        let w = self.lock()?;
-        let run = |s| self.adjoint_with(&w.data, &w.image_out, s);
-        self.core.call(&w, data, &w.data, run, &w.image_out, image)
+    fn lock(&self) -> Result<WorkGuard<'_>> {
+        let key = self as *const CudaFast as usize;
+        WorkGuard::lock(&self.work, key, &self.core.device, self.core.sizes)
     }
 
-    fn normal(
+    fn forward_dev(
         &self,
-        image: &[Complex32],
-        out: &mut [Complex32],
-        weights: Option<&[f32]>,
+        x: &DeviceBuffer,
+        out: &DeviceBuffer,
+        weights: Option<&DeviceBuffer>,
+        stream: Stream,
     ) -> Result<()> {
-        let w = self.lock()?;
-        let run = |s| {
-            let weights = w.stage_weights(weights, s)?;
-            self.normal_dev(&w.image, &w.image_out, weights.device(), &w.data, s)?;
-            Ok(weights)
-        };
-        self.core.call(&w, image, &w.image, run, &w.image_out, out)
+        self.forward_with(x, out, weights, stream)
     }
 
-    fn solve(&self, problem: &CgProblem<'_>, image: &mut [Complex32]) -> Result<CgReport> {
-        let w = self.lock()?;
-        solve_on(&self.core, self, &w, problem, image)
+    fn devices(&self) -> Vec<usize> {
+        vec![self.core.device.ordinal]
     }
 
-    fn backend_name(&self) -> String {
+    fn name(&self) -> String {
         self.name.clone()
     }
 }
@@ -503,7 +489,7 @@ impl CoilPart for CudaFast {
     }
 
     fn forward_part(&self, x: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
-        self.forward_dev(x, out, None, s)
+        self.forward_with(x, out, None, s)
     }
 
     fn adjoint_part(&self, d: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {

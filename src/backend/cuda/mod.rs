@@ -158,15 +158,12 @@ pub fn build_cartesian(
     sizes: Sizes,
     options: &Options,
 ) -> Result<Box<dyn EncodingOperator>> {
-    let devices = fft_devices(options)?;
     coil_split::build(
-        devices,
+        options,
         sizes,
-        options.precision,
-        options.verbosity,
+        sensitivities,
         "Cartesian mode",
-        |device, first, part| {
-            let sens = coil_slice(sensitivities, sizes.voxels, first, part.coils);
+        |device, part, sens| {
             Ok(Box::new(cartesian::CudaCartesian::new(
                 device,
                 part,
@@ -188,9 +185,10 @@ pub fn build_toeplitz(
     options: &Options,
 ) -> Result<Box<dyn EncodingOperator>> {
     let precision = options.precision;
-    let devices = fft_devices(options)?;
+    let mut devices = placement(options)?;
     if devices.len() == 1 || sizes.coils == 1 {
-        let device = devices[0].clone();
+        let device = devices.remove(0);
+        fft::available().map_err(unavailable)?;
         // The host's time segmentation and the exact operator's planning overlap.
         let (spec, exact) = rayon::join(spec, || {
             operator::CudaOperator::new(device, features, sizes, precision)
@@ -200,35 +198,25 @@ pub fn build_toeplitz(
         )?));
     }
     let spec = spec()?;
-    coil_split::build(
-        devices,
-        sizes,
-        precision,
-        options.verbosity,
-        "the Toeplitz normal operator",
-        |device, first, part| {
-            let coils = Features {
-                sensitivities: coil_slice(
-                    features.sensitivities.as_deref(),
-                    sizes.voxels,
-                    first,
-                    part.coils,
-                )
+    let sensitivities = features.sensitivities.as_deref();
+    let what = "the Toeplitz normal operator";
+    coil_split::build(options, sizes, sensitivities, what, |device, part, sens| {
+        let coils = Features {
+            sensitivities: sens
                 .map(|s| crate::error::try_copy(s, "a part's sensitivities"))
                 .transpose()?,
-                voxel: crate::error::try_copy(&features.voxel, "a part's voxel features")?,
-                sample: crate::error::try_copy(&features.sample, "a part's sample features")?,
-                terms: features.terms,
-            };
-            let exact = operator::CudaOperator::new(device, &coils, part, precision)?;
-            Ok(Box::new(toeplitz::CudaToeplitz::new(
-                exact,
-                spec.clone(),
-                part,
-                precision,
-            )?))
-        },
-    )
+            voxel: crate::error::try_copy(&features.voxel, "a part's voxel features")?,
+            sample: crate::error::try_copy(&features.sample, "a part's sample features")?,
+            terms: features.terms,
+        };
+        let exact = operator::CudaOperator::new(device, &coils, part, precision)?;
+        Ok(Box::new(toeplitz::CudaToeplitz::new(
+            exact,
+            spec.clone(),
+            part,
+            precision,
+        )?))
+    })
 }
 
 /// Builds the fast path's operator ([`fast`]) of `separation` on the
@@ -242,15 +230,12 @@ pub fn build_fast(
     nufft: (f64, bool),
     options: &Options,
 ) -> Result<Box<dyn EncodingOperator>> {
-    let devices = fft_devices(options)?;
     coil_split::build(
-        devices,
+        options,
         sizes,
-        options.precision,
-        options.verbosity,
+        sensitivities,
         "the fast path",
-        |device, first, part| {
-            let sens = coil_slice(sensitivities, sizes.voxels, first, part.coils);
+        |device, part, sens| {
             Ok(Box::new(fast::CudaFast::new(
                 separation,
                 sens,
@@ -261,21 +246,4 @@ pub fn build_fast(
             )?))
         },
     )
-}
-
-/// The sensitivities of coils [first, first + count) of N×L ones.
-fn coil_slice(
-    sensitivities: Option<&[num_complex::Complex32]>,
-    voxels: usize,
-    first: usize,
-    count: usize,
-) -> Option<&[num_complex::Complex32]> {
-    sensitivities.map(|s| &s[first * voxels..(first + count) * voxels])
-}
-
-/// The devices of [`placement`] for an FFT-based operator (cuFFT must load too).
-fn fft_devices(options: &Options) -> Result<Vec<Arc<Device>>> {
-    let devices = placement(options)?;
-    fft::available().map_err(unavailable)?;
-    Ok(devices)
 }

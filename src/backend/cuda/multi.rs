@@ -21,7 +21,7 @@
 use super::context::{enable_peer_access, Device};
 use super::launch::{launch_over, Args};
 use super::memory::{DeviceBuffer, Stream};
-use super::operator::{time_resident, CudaOperator, DeviceExact};
+use super::operator::{time_resident, CudaOperator, DeviceOperator};
 use super::space::DeviceNormal;
 use super::vectors::CudaCore;
 use super::work::{Work, WorkGuard};
@@ -257,7 +257,7 @@ impl DeviceNormal for CudaMulti {
     }
 }
 
-impl DeviceExact for CudaMulti {
+impl DeviceOperator for CudaMulti {
     fn core(&self) -> &CudaCore {
         &self.core
     }

@@ -307,9 +307,10 @@ impl CudaOperator {
     }
 }
 
-/// An exact operator held on the device (one GPU, or split over several,
-/// [`super::CudaMulti`]): what its host calls need beyond [`DeviceNormal`].
-pub(super) trait DeviceExact: DeviceNormal {
+/// An operator held on the device (the exact one on one GPU or split over
+/// several, [`super::CudaMulti`]; the fast path's, [`super::fast::CudaFast`]):
+/// what its host calls need beyond [`DeviceNormal`].
+pub(super) trait DeviceOperator: DeviceNormal {
     /// The device of its vectors, the whole sizes and the O(N) kernels.
     fn core(&self) -> &CudaCore;
     /// Its whole-size workspace for one call (or one solve).
@@ -324,6 +325,11 @@ pub(super) trait DeviceExact: DeviceNormal {
     ) -> Result<()>;
     /// The devices it runs on (its parts' in order).
     fn devices(&self) -> Vec<usize>;
+    /// [`EncodingOperator::backend_name`]: by default "cuda:" and the devices.
+    fn name(&self) -> String {
+        let devices: Vec<String> = self.devices().iter().map(|d| d.to_string()).collect();
+        format!("cuda:{}", devices.join("+"))
+    }
     /// [`EncodingOperator::update_samples`]; by default not in place.
     fn update_samples(&mut self, voxel: &[f64], sample: &[f64]) -> Result<bool> {
         let _ = (voxel, sample);
@@ -333,7 +339,7 @@ pub(super) trait DeviceExact: DeviceNormal {
 
 /// The host calls of an exact device operator: one upload, the device
 /// work, one download; CG entirely on the device.
-impl<T: DeviceExact + Send + Sync> EncodingOperator for T {
+impl<T: DeviceOperator + Send + Sync> EncodingOperator for T {
     fn forward(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
         let w = self.lock()?;
         let run = |s| self.forward_dev(&w.image, &w.data, None, s);
@@ -354,13 +360,9 @@ impl<T: DeviceExact + Send + Sync> EncodingOperator for T {
         weights: Option<&[f32]>,
     ) -> Result<()> {
         let w = self.lock()?;
-        let run = |s| {
-            let weights = w.stage_weights(weights, s)?;
-            self.normal_dev(&w.image, &w.image_out, weights.device(), &w.data, s)?;
-            Ok(weights)
-        };
-        self.core()
-            .call(&w, image, &w.image, run, &w.image_out, out)
+        self.core().call_normal(&w, image, weights, out, |wd, s| {
+            self.normal_dev(&w.image, &w.image_out, wd, &w.data, s)
+        })
     }
 
     fn solve(&self, problem: &CgProblem<'_>, image: &mut [Complex32]) -> Result<CgReport> {
@@ -369,16 +371,15 @@ impl<T: DeviceExact + Send + Sync> EncodingOperator for T {
     }
 
     fn update_samples(&mut self, voxel: &[f64], sample: &[f64]) -> Result<bool> {
-        DeviceExact::update_samples(self, voxel, sample)
+        DeviceOperator::update_samples(self, voxel, sample)
     }
 
     fn backend_name(&self) -> String {
-        let devices: Vec<String> = self.devices().iter().map(|d| d.to_string()).collect();
-        format!("cuda:{}", devices.join("+"))
+        self.name()
     }
 }
 
-impl DeviceExact for CudaOperator {
+impl DeviceOperator for CudaOperator {
     fn core(&self) -> &CudaCore {
         &self.core
     }
@@ -422,7 +423,7 @@ impl DeviceExact for CudaOperator {
 
 /// Seconds of the fastest of `reps` device-resident applications of `op`
 /// (forward or adjoint on its whole-size buffers; no host transfers).
-pub(super) fn time_resident(op: &impl DeviceExact, forward: bool, reps: usize) -> Result<f64> {
+pub(super) fn time_resident(op: &impl DeviceOperator, forward: bool, reps: usize) -> Result<f64> {
     let w = op.lock()?;
     let s = Stream(w.stream.cu_stream());
     w.image.zero(s)?;

@@ -27,7 +27,7 @@ use super::launch::mode_code;
 use super::launch::{launch_over, Args};
 use super::memory::{DeviceBuffer, Stream};
 use super::nufft::CudaNufft;
-use super::operator::{CudaOperator, DeviceExact};
+use super::operator::{CudaOperator, DeviceOperator};
 use super::space::{solve_on, DeviceNormal};
 use super::vectors::CudaCore;
 use super::work::take;

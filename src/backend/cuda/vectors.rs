@@ -154,6 +154,27 @@ impl CudaCore {
     }
 }
 
+impl CudaCore {
+    /// One host call of EᴴWE on the workspace `w`: `image` uploaded into
+    /// `w.image`, the sample weights staged (`None` = 1), `apply(weights,
+    /// stream)` queued to write `w.image_out`, which is downloaded into `out`.
+    pub(super) fn call_normal(
+        &self,
+        w: &Work,
+        image: &[Complex32],
+        weights: Option<&[f32]>,
+        out: &mut [Complex32],
+        apply: impl FnOnce(Option<&DeviceBuffer>, Stream) -> Result<()>,
+    ) -> Result<()> {
+        let run = |s| {
+            let staged = w.stage_weights(weights, s)?;
+            apply(staged.device(), s)?;
+            Ok(staged)
+        };
+        self.call(w, image, &w.image, run, &w.image_out, out)
+    }
+}
+
 /// The coil sensitivities (N×L complex64) on `device`, or `None` (S ≡ 1).
 pub(super) fn upload_sensitivities(
     device: &Arc<Device>,
