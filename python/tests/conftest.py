@@ -68,3 +68,15 @@ class SeededRng:
     def complex(self, *shape):
         """Standard complex normal values (never zeros)."""
         return self.generator.standard_normal(shape) + 1j * self.generator.standard_normal(shape)
+
+
+@pytest.fixture
+def sigint():
+    """Ctrl-C raises KeyboardInterrupt during the test even where the test
+    process was started with SIGINT ignored (a background job of a
+    non-interactive shell: Python then installs no handler of its own)."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

@@ -110,7 +110,7 @@ def test_cg_exception_in_progress_is_reraised(rng):
         assert ok["converged"]
 
 
-def test_keyboard_interrupt_stops_the_solve(rng):
+def test_keyboard_interrupt_stops_the_solve(rng, sigint):
     """Ctrl-C (SIGINT) during cg stops the solve after the current iteration
     and re-raises KeyboardInterrupt, chained to the CANCELLED error."""
     import signal

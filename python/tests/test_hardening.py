@@ -106,7 +106,7 @@ def test_cancel_from_another_thread(rng):
     assert time.monotonic() - started < 10
 
 
-def test_ctrl_c_cancels_a_long_call_and_the_plan_stays_usable(rng):
+def test_ctrl_c_cancels_a_long_call_and_the_plan_stays_usable(rng, sigint):
     plan = long_plan(rng, n=48, m=200000, coils=4)
     threading.Timer(0.3, _thread.interrupt_main).start()
     with pytest.raises(KeyboardInterrupt) as e:
