@@ -98,7 +98,11 @@ typedef struct horecon_options {
   int32_t backend;
   // First CUDA device index.
   int32_t device;
-  // CUDA devices to use (1).
+  // CUDA devices to use (1): device … device + num_devices − 1 (more than
+  // present: HORECON_ERR_BACKEND_UNAVAILABLE). The exact operators are split
+  // by samples, the Toeplitz, Cartesian and fast-path operators by coils, a
+  // NUFFT plan by transforms; results as on one device within the accuracy
+  // class. > 1 with the CPU backend: HORECON_ERR_INVALID_ARGUMENT.
   int32_t num_devices;
   // CPU threads, 0 = all cores.
   int32_t num_threads;

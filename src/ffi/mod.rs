@@ -94,7 +94,11 @@ pub struct horecon_options {
     pub backend: i32,
     /// First CUDA device index.
     pub device: i32,
-    /// CUDA devices to use (1).
+    /// CUDA devices to use (1): device … device + num_devices − 1 (more than
+    /// present: HORECON_ERR_BACKEND_UNAVAILABLE). The exact operators are split
+    /// by samples, the Toeplitz, Cartesian and fast-path operators by coils, a
+    /// NUFFT plan by transforms; results as on one device within the accuracy
+    /// class. > 1 with the CPU backend: HORECON_ERR_INVALID_ARGUMENT.
     pub num_devices: i32,
     /// CPU threads, 0 = all cores.
     pub num_threads: i32,
