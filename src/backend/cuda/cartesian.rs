@@ -18,15 +18,14 @@ use super::context::Device;
 use super::fft::{coil_batch, complex_bytes, to_pairs, Direction, FftOps, FftPlan};
 use super::launch::{launch_over, Args};
 use super::memory::{DeviceBuffer, Stream};
-use super::operator::check_index_range;
-use super::space::{solve_on, DeviceNormal};
+use super::operator::{check_index_range, DeviceOperator};
+use super::space::DeviceNormal;
 use super::vectors::{upload_sensitivities, CudaCore};
-use super::work::{take, Work};
+use super::work::{take, Work, WorkGuard};
 use crate::error::{try_collect, Result};
 use crate::model::cartesian::Cartesian;
 use crate::model::Sizes;
-use crate::op::{CgReport, EncodingOperator, Precision};
-use crate::solver::CgProblem;
+use crate::op::Precision;
 use num_complex::{Complex32, Complex64};
 use std::sync::{Arc, Mutex};
 
@@ -51,7 +50,7 @@ pub struct CudaCartesian {
     sensitivities: Option<DeviceBuffer>,
     ops: FftOps,
     engine: Mutex<Option<Engine>>,
-    work: Mutex<Option<Work>>,
+    work: Mutex<Work>,
 }
 
 impl CudaCartesian {
@@ -84,6 +83,7 @@ impl CudaCartesian {
         let per_coil = n * complex_bytes(precision);
         let batch = coil_batch(&device, coils, per_coil)?;
         let sensitivities = upload_sensitivities(&device, sensitivities)?;
+        let work = Work::new(&device, sizes)?;
         Ok(CudaCartesian {
             bins: DeviceBuffer::from_host(&device, &bins, "Cartesian FFT bins (M)")?,
             theta: DeviceBuffer::from_host(&device, &theta, "Cartesian sample phases (M)")?,
@@ -94,7 +94,7 @@ impl CudaCartesian {
             dims,
             batch,
             engine: Mutex::new(None),
-            work: Mutex::new(None),
+            work: Mutex::new(work),
         })
     }
 
@@ -120,18 +120,6 @@ impl CudaCartesian {
             )?,
             wgrid: DeviceBuffer::new::<u8>(&self.core.device, n * bytes / 2, "grid weights (N)")?,
         })
-    }
-
-    fn make_work(&self) -> Result<Work> {
-        Work::new(&self.core.device, self.core.sizes)
-    }
-
-    /// Runs `f` with the workspace, the FFT engine and the stream of one call.
-    fn call<R>(&self, f: impl FnOnce(&Work, &Engine, Stream) -> Result<R>) -> Result<R> {
-        self.core.device.bind()?;
-        let w = take(&self.work, || self.make_work())?;
-        let e = take(&self.engine, || self.make_engine())?;
-        f(&w, &e, Stream(w.stream.cu_stream()))
     }
 
     fn sens_ptr(&self) -> u64 {
@@ -186,7 +174,7 @@ impl CudaCartesian {
     }
 
     /// d (M×L) = W·E x on the device.
-    fn forward_dev(
+    fn forward_with(
         &self,
         e: &Engine,
         x: &DeviceBuffer,
@@ -320,46 +308,31 @@ impl DeviceNormal for CudaCartesian {
     }
 }
 
-impl EncodingOperator for CudaCartesian {
-    fn forward(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
-        self.call(|w, e, s| {
-            self.core.upload(w, image, &w.image, s)?;
-            self.forward_dev(e, &w.image, &w.data, None, s)?;
-            self.core.download(w, &w.data, data, s)
-        })
+/// Host calls: one upload, the device work, one download; CG on the device
+/// (the blanket [`crate::op::EncodingOperator`] of a [`DeviceOperator`]).
+impl DeviceOperator for CudaCartesian {
+    fn core(&self) -> &CudaCore {
+        &self.core
     }
 
-    fn adjoint(&self, data: &[Complex32], image: &mut [Complex32]) -> Result<()> {
-        self.call(|w, e, s| {
-            self.core.upload(w, data, &w.data, s)?;
-            self.adjoint_with(e, &w.data, &w.image_out, s)?;
-            self.core.download(w, &w.image_out, image, s)
-        })
+    fn lock(&self) -> Result<WorkGuard<'_>> {
+        let key = self as *const CudaCartesian as usize;
+        WorkGuard::lock(&self.work, key, &self.core.device, self.core.sizes)
     }
 
-    fn normal(
+    fn forward_dev(
         &self,
-        image: &[Complex32],
-        out: &mut [Complex32],
-        weights: Option<&[f32]>,
+        x: &DeviceBuffer,
+        out: &DeviceBuffer,
+        weights: Option<&DeviceBuffer>,
+        stream: Stream,
     ) -> Result<()> {
-        self.call(|w, e, s| {
-            self.core.upload(w, image, &w.image, s)?;
-            let weights = w.stage_weights(weights, s)?;
-            self.normal_with(e, &w.image, &w.image_out, weights.device(), s)?;
-            // (the download synchronises the stream before the staged weights are dropped)
-            self.core.download(w, &w.image_out, out, s)
-        })
+        let e = take(&self.engine, || self.make_engine())?;
+        self.forward_with(&e, x, out, weights, stream)
     }
 
-    fn solve(&self, problem: &CgProblem<'_>, image: &mut [Complex32]) -> Result<CgReport> {
-        self.core.device.bind()?;
-        let w = take(&self.work, || self.make_work())?;
-        solve_on(&self.core, self, &w, problem, image)
-    }
-
-    fn backend_name(&self) -> String {
-        format!("cuda:{}", self.core.device.ordinal)
+    fn devices(&self) -> Vec<usize> {
+        vec![self.core.device.ordinal]
     }
 }
 
@@ -370,8 +343,7 @@ impl CoilPart for CudaCartesian {
     }
 
     fn forward_part(&self, x: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
-        let e = take(&self.engine, || self.make_engine())?;
-        self.forward_dev(&e, x, out, None, s)
+        self.forward_dev(x, out, None, s)
     }
 
     fn adjoint_part(&self, d: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {

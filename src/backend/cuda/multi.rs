@@ -181,21 +181,35 @@ impl CudaMulti {
             .transpose()
     }
 
-    fn adjoint_parts(&self, d: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
-        let works = self.lock_parts()?;
+    /// Copies `part`'s samples of every coil between the whole M×L data
+    /// `whole` and its len×L `data`: into `data` when `into_part`, else back.
+    fn part_samples(
+        &self,
+        part: &Part,
+        data: &DeviceBuffer,
+        whole: &DeviceBuffer,
+        into_part: bool,
+        s: Stream,
+    ) -> Result<()> {
         let Sizes {
             samples: m, coils, ..
         } = self.core.sizes;
-        self.on_parts(&works, s, |part, w, ps| {
-            for c in 0..coils {
-                w.data.copy_range_from(
-                    c * part.len * COMPLEX,
-                    d,
-                    (c * m + part.first) * COMPLEX,
-                    part.len * COMPLEX,
-                    ps,
-                )?;
+        let len = part.len * COMPLEX;
+        for c in 0..coils {
+            let (in_part, in_whole) = (c * len, (c * m + part.first) * COMPLEX);
+            if into_part {
+                data.copy_range_from(in_part, whole, in_whole, len, s)?;
+            } else {
+                whole.copy_range_from(in_whole, data, in_part, len, s)?;
             }
+        }
+        Ok(())
+    }
+
+    fn adjoint_parts(&self, d: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
+        let works = self.lock_parts()?;
+        self.on_parts(&works, s, |part, w, ps| {
+            self.part_samples(part, &w.data, d, true, ps)?;
             part.op.adjoint_dev(&w.data, &w.image_out, ps)
         })?;
         sum_part_images(&self.core, &guarded(&works), out, s)
@@ -280,19 +294,8 @@ impl DeviceOperator for CudaMulti {
             let wp = self.part_inputs(part, w, x, weights, ps)?;
             part.op.forward_dev(&w.image, &w.data, wp, ps)
         })?;
-        let Sizes {
-            samples: m, coils, ..
-        } = self.core.sizes;
         for (part, w) in self.parts.iter().zip(&works) {
-            for c in 0..coils {
-                out.copy_range_from(
-                    (c * m + part.first) * COMPLEX,
-                    &w.data,
-                    c * part.len * COMPLEX,
-                    part.len * COMPLEX,
-                    s,
-                )?;
-            }
+            self.part_samples(part, &w.data, out, false, s)?;
         }
         // the parts' data buffers are read by these copies
         s.synchronize("gathering the GPU parts' data")
