@@ -13,7 +13,6 @@
 //! float64 on the device as in the exact operator. Coils are transformed in
 //! batches sized from the free memory (`fft::coil_batch`).
 
-use super::coil_split::CoilPart;
 use super::context::Device;
 use super::fft::{coil_batch, complex_bytes, to_pairs, Direction, FftOps, FftPlan};
 use super::launch::{launch_over, Args};
@@ -333,24 +332,5 @@ impl DeviceOperator for CudaCartesian {
 
     fn devices(&self) -> Vec<usize> {
         vec![self.core.device.ordinal]
-    }
-}
-
-/// A part of a coil split.
-impl CoilPart for CudaCartesian {
-    fn core(&self) -> &CudaCore {
-        &self.core
-    }
-
-    fn forward_part(&self, x: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
-        self.forward_dev(x, out, None, s)
-    }
-
-    fn adjoint_part(&self, d: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
-        self.adjoint_dev(d, out, s)
-    }
-
-    fn normal_part(&self, _weights: Option<&[f32]>) -> Result<Box<dyn DeviceNormal + Send + '_>> {
-        Ok(Box::new(self))
     }
 }

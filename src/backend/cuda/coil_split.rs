@@ -21,6 +21,7 @@
 use super::context::{enable_peer_access, Device};
 use super::memory::{DeviceBuffer, Stream};
 use super::multi::{guarded, on_devices, on_part_streams, part_ranges, sum_part_images};
+use super::operator::DeviceOperator;
 use super::space::{solve_on, DeviceNormal};
 use super::vectors::CudaCore;
 use super::work::{Work, WorkGuard};
@@ -48,6 +49,26 @@ pub(super) trait CoilPart: EncodingOperator {
     /// EᴴWE as CG applies it with the sample weights `weights` (`None` = 1):
     /// the Toeplitz operator's kernels for those weights are made here.
     fn normal_part(&self, weights: Option<&[f32]>) -> Result<Box<dyn DeviceNormal + Send + '_>>;
+}
+
+/// A one-GPU device operator (Cartesian, the fast path) is a part as it
+/// stands: its EᴴWE needs nothing made per set of sample weights.
+impl<T: DeviceOperator + Send + Sync> CoilPart for T {
+    fn core(&self) -> &CudaCore {
+        DeviceOperator::core(self)
+    }
+
+    fn forward_part(&self, x: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
+        self.forward_dev(x, out, None, s)
+    }
+
+    fn adjoint_part(&self, d: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
+        self.adjoint_dev(d, out, s)
+    }
+
+    fn normal_part(&self, _weights: Option<&[f32]>) -> Result<Box<dyn DeviceNormal + Send + '_>> {
+        Ok(Box::new(self))
+    }
 }
 
 /// One part: its operator, its first coil and its workspace on its device.

@@ -19,7 +19,6 @@
 //! `HORECON_CUDA_FAST_VERBOSE=1` prints the NUFFT pair's layout when the
 //! operator is built (a benchmark knob).
 
-use super::coil_split::CoilPart;
 use super::context::{device, unavailable};
 use super::launch::{launch_over, Args};
 use super::memory::{knob, setting, DeviceBuffer, Stream};
@@ -479,24 +478,5 @@ impl DeviceOperator for CudaFast {
 
     fn name(&self) -> String {
         self.name.clone()
-    }
-}
-
-/// A part of a coil split.
-impl CoilPart for CudaFast {
-    fn core(&self) -> &CudaCore {
-        &self.core
-    }
-
-    fn forward_part(&self, x: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
-        self.forward_with(x, out, None, s)
-    }
-
-    fn adjoint_part(&self, d: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
-        self.adjoint_with(d, out, s)
-    }
-
-    fn normal_part(&self, _weights: Option<&[f32]>) -> Result<Box<dyn DeviceNormal + Send + '_>> {
-        Ok(Box::new(self))
     }
 }

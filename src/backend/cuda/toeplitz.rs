@@ -487,7 +487,7 @@ impl EncodingOperator for CudaToeplitz {
 /// A part of a coil split: its coils' exact E and Eᴴ, EᴴWE with its kernels.
 impl CoilPart for CudaToeplitz {
     fn core(&self) -> &CudaCore {
-        self.exact.core()
+        DeviceOperator::core(&self.exact)
     }
 
     fn forward_part(&self, x: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
