@@ -413,9 +413,11 @@ fn splits_with_few_coils_or_samples_and_concurrent_calls_stay_consistent() {
         ..CgOptions::default()
     };
     let mut x = vec![Complex32::default(); problem.voxels()];
-    split.cg(&data, &options, &mut x).expect("cg");
+    let info = split.cg(&data, &options, &mut x).expect("cg");
     let inside = inside.into_inner().unwrap();
-    assert_eq!(inside.len(), 3);
+    // one callback per iteration (fewer than 3 where a tiny problem's CG
+    // reaches the rounding level first: seed 1795592670959874520)
+    assert!(info.iterations >= 1 && inside.len() == info.iterations, "{info:?}");
     assert!(
         inside.iter().all(|r| *r == alone),
         "operators inside the callback differ"
