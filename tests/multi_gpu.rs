@@ -417,7 +417,10 @@ fn splits_with_few_coils_or_samples_and_concurrent_calls_stay_consistent() {
     let inside = inside.into_inner().unwrap();
     // one callback per iteration (fewer than 3 where a tiny problem's CG
     // reaches the rounding level first: seed 1795592670959874520)
-    assert!(info.iterations >= 1 && inside.len() == info.iterations, "{info:?}");
+    assert!(
+        info.iterations >= 1 && inside.len() == info.iterations,
+        "{info:?}"
+    );
     assert!(
         inside.iter().all(|r| *r == alone),
         "operators inside the callback differ"
