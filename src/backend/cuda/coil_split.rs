@@ -200,6 +200,26 @@ impl CoilSplit {
         })
     }
 
+    /// out (N, first device) = Σ_p E_pᴴ d_p: each part's run of the device
+    /// data d (M×L) into its workspace `works[p]`, `adjoint(p, d_p, image_p,
+    /// stream)` there (its operator's Eᴴ, or its CG normal operator's), the
+    /// images summed.
+    fn adjoint_dev(
+        &self,
+        works: &[&Work],
+        d: &DeviceBuffer,
+        out: &DeviceBuffer,
+        s: Stream,
+        adjoint: impl Fn(usize, &DeviceBuffer, &DeviceBuffer, Stream) -> Result<()> + Sync,
+    ) -> Result<()> {
+        on_part_streams(&self.core.device, &self.devices(), works, s, |p, w, ps| {
+            let (from, len) = self.data_range(p);
+            w.data.copy_range_from(0, d, from, len, ps)?;
+            adjoint(p, &w.data, &w.image_out, ps)
+        })?;
+        sum_part_images(&self.core, works, out, s)
+    }
+
     /// out (M×L, first device) = E x.
     fn forward_dev(&self, x: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
         let works = self.lock_parts()?;
@@ -225,20 +245,10 @@ impl CoilSplit {
 
 impl DeviceNormal for SplitNormal<'_> {
     fn adjoint_dev(&self, d: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
-        let split = self.split;
         let works = guarded(&self.works);
-        on_part_streams(
-            &split.core.device,
-            &split.devices(),
-            &works,
-            s,
-            |p, w, ps| {
-                let (from, len) = split.data_range(p);
-                w.data.copy_range_from(0, d, from, len, ps)?;
-                self.normals[p].adjoint_dev(&w.data, &w.image_out, ps)
-            },
-        )?;
-        sum_part_images(&split.core, &works, out, s)
+        self.split.adjoint_dev(&works, d, out, s, |p, dp, op, ps| {
+            self.normals[p].adjoint_dev(dp, op, ps)
+        })
     }
 
     fn normal_dev(
@@ -290,20 +300,14 @@ impl EncodingOperator for CoilSplit {
     fn adjoint(&self, data: &[Complex32], image: &mut [Complex32]) -> Result<()> {
         let w = self.lock()?;
         let works = self.lock_parts()?;
-        let split = guarded(&works);
         let run = |s| {
-            on_part_streams(
-                &self.core.device,
-                &self.devices(),
-                &split,
+            self.adjoint_dev(
+                &guarded(&works),
+                &w.data,
+                &w.image_out,
                 s,
-                |p, pw, ps| {
-                    let (from, len) = self.data_range(p);
-                    pw.data.copy_range_from(0, &w.data, from, len, ps)?;
-                    self.parts[p].op.adjoint_part(&pw.data, &pw.image_out, ps)
-                },
-            )?;
-            sum_part_images(&self.core, &split, &w.image_out, s)
+                |p, dp, op, ps| self.parts[p].op.adjoint_part(dp, op, ps),
+            )
         };
         self.core.call(&w, data, &w.data, run, &w.image_out, image)
     }
