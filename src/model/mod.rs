@@ -8,6 +8,8 @@
 pub mod cartesian;
 pub mod grid;
 pub mod harmonics;
+/// cbindgen:ignore
+pub mod kernel_basis;
 pub mod lattice;
 /// cbindgen:ignore
 pub mod separation;

@@ -48,7 +48,8 @@
 //!   T_{l,l'}(Δ) = Σ_j w_j·conj(a_l(t_j))·a_l'(t_j)·exp(−2πi κ_j·Δ),
 //!
 //! with T_{l',l}(Δ) = conj(T_{l,l'}(−Δ)), i.e. FFT(T_{l',l}) = conj(FFT(T_{l,l'})):
-//! L(L+1)/2 kernels are computed ([`ToeplitzSpec::kernel_pairs`]).
+//! L(L+1)/2 kernels are computed ([`ToeplitzSpec::kernel_pairs`]); on the CPU
+//! from fewer transforms where the pairs' products allow ([`super::kernel_basis`]).
 //!
 //! The interpolation error ε(t) = sqrt(mean_n |exp(iδ_n t) − Σ_l a_l(t) e^{iδ_n τ_l}|²)
 //! is measured on the voxels themselves (up to [`ERROR_VOXELS`] of them,
@@ -61,6 +62,7 @@
 use super::grid::lattice_steps;
 use super::harmonics::ORDER;
 use super::{Basis, Model, Sizes};
+use crate::backend::cpu::kernel::on_widest_isa;
 use crate::error::{try_vec, Error, Result};
 use num_complex::Complex64;
 use std::f64::consts::TAU;
@@ -168,6 +170,9 @@ pub struct TimeSegmentation {
     pub coefficients: Vec<Complex64>,
     /// max_t ε(t), the measured interpolation error (module documentation).
     pub error: f64,
+    /// Samples spread over the readout's time on which the kernels' pair
+    /// basis is found ([`super::kernel_basis::basis_rows`]).
+    pub basis_rows: Vec<usize>,
 }
 
 fn toeplitz_invalid(reason: String) -> Error {
@@ -286,17 +291,20 @@ impl ToeplitzSpec {
     pub fn kernel_weights(&self, weights: Option<&[f32]>) -> Result<Vec<Complex64>> {
         let m = self.samples;
         let pairs = self.kernel_pairs();
+        use rayon::prelude::*;
         let mut out = try_vec(m * pairs.len(), Complex64::new(0.0, 0.0), "Toeplitz data")?;
-        for (p, &(l, lp)) in pairs.iter().enumerate() {
-            for j in 0..m {
-                let w = weights.map_or(1.0, |w| w[j] as f64);
-                let a = match &self.segmentation {
-                    None => Complex64::new(1.0, 0.0),
-                    Some(s) => s.coefficients[l * m + j].conj() * s.coefficients[lp * m + j],
-                };
-                out[p * m + j] = a * w;
-            }
-        }
+        out.par_chunks_mut(m.max(1))
+            .zip(&pairs)
+            .for_each(|(column, &(l, lp))| {
+                for (j, o) in column.iter_mut().enumerate() {
+                    let w = weights.map_or(1.0, |w| w[j] as f64);
+                    let a = match &self.segmentation {
+                        None => Complex64::new(1.0, 0.0),
+                        Some(s) => s.coefficients[l * m + j].conj() * s.coefficients[lp * m + j],
+                    };
+                    *o = a * w;
+                }
+            });
         Ok(out)
     }
 
@@ -354,11 +362,19 @@ fn cholesky_solve(c: &[Complex64], l: usize, b: &mut [Complex64]) {
     }
 }
 
-/// The histogram of δ: bin centres and counts.
+/// The histogram of δ: the occupied bins' centres, counts and places on the
+/// bin lattice (centre of bin b = `first` + b·`width`).
 struct Histogram {
     centres: Vec<f64>,
     counts: Vec<f64>,
+    lattice: Vec<usize>,
+    first: f64,
+    width: f64,
 }
+
+/// Lattice steps between exact restarts of the phase recurrence of
+/// [`phases_of_bins`] (its rounding grows by ~1e-16 per step).
+const RESTART: usize = 64;
 
 impl Histogram {
     /// The bin count for offsets in [−R/2, R/2] over `duration`.
@@ -377,15 +393,15 @@ impl Histogram {
             let b = (((d + half_range) / width) as usize).min(bins - 1);
             counts[b] += 1.0;
         }
-        let centres: Vec<f64> = (0..bins)
-            .map(|b| -half_range + (b as f64 + 0.5) * width)
-            .collect();
-        let (centres, counts) = centres
-            .into_iter()
-            .zip(counts)
-            .filter(|(_, c)| *c > 0.0)
-            .unzip();
-        Histogram { centres, counts }
+        let first = -half_range + 0.5 * width;
+        let lattice: Vec<usize> = (0..bins).filter(|&b| counts[b] > 0.0).collect();
+        Histogram {
+            centres: lattice.iter().map(|&b| first + b as f64 * width).collect(),
+            counts: lattice.iter().map(|&b| counts[b]).collect(),
+            lattice,
+            first,
+            width,
+        }
     }
 
     /// H(s) = Σ_k h_k exp(iδ_k s).
@@ -399,11 +415,50 @@ impl Histogram {
 }
 
 /// e^{iδ_k t} for every histogram bin k: the factor of H(t − τ) that
-/// depends on t (H(t − τ) = Σ_k [h_k e^{−iδ_k τ}]·e^{iδ_k t}).
+/// depends on t (H(t − τ) = Σ_k [h_k e^{−iδ_k τ}]·e^{iδ_k t}). Along the
+/// bin lattice e^{iδ_{b+1} t} = e^{iδ_b t}·e^{i·width·t}, restarted exactly
+/// every [`RESTART`] steps.
 fn phases_of_bins(histogram: &Histogram, t: f64, out: &mut [Complex64]) {
-    for (o, &d) in out.iter_mut().zip(&histogram.centres) {
-        *o = Complex64::from_polar(1.0, d * t);
+    let step = Complex64::from_polar(1.0, histogram.width * t);
+    // `exact`: the lattice place of the last exact value; `at`: of `value`.
+    let (mut exact, mut at) = (usize::MAX, 0);
+    let mut value = Complex64::new(0.0, 0.0);
+    for (o, &b) in out.iter_mut().zip(&histogram.lattice) {
+        if exact == usize::MAX || b - exact >= RESTART {
+            value = Complex64::from_polar(1.0, (histogram.first + b as f64 * histogram.width) * t);
+            exact = b;
+        } else {
+            for _ in at..b {
+                value *= step;
+            }
+        }
+        at = b;
+        *o = value;
     }
+}
+
+/// Σ_k w_k·p_k in four interleaved partial sums (a fixed order, so the
+/// same bits on every run; the loop vectorises).
+#[inline(always)]
+fn dot(w: &[Complex64], p: &[Complex64]) -> Complex64 {
+    let (mut re, mut im) = ([0.0f64; 4], [0.0f64; 4]);
+    let (w4, p4) = (w.chunks_exact(4), p.chunks_exact(4));
+    let tail: Complex64 = w4
+        .remainder()
+        .iter()
+        .zip(p4.remainder())
+        .map(|(a, b)| a * b)
+        .sum();
+    for (a, b) in w4.zip(p4) {
+        for k in 0..4 {
+            re[k] += a[k].re * b[k].re - a[k].im * b[k].im;
+            im[k] += a[k].re * b[k].im + a[k].im * b[k].re;
+        }
+    }
+    Complex64::new(
+        (re[0] + re[1]) + (re[2] + re[3]),
+        (im[0] + im[1]) + (im[2] + im[3]),
+    ) + tail
 }
 
 /// The LS interpolator for L segments: τ, the factor of G, evaluation of a(t).
@@ -465,9 +520,14 @@ impl<'a> Interpolator<'a> {
     fn coefficients_from(&self, phases: &[Complex64], out: &mut [Complex64]) {
         let l = self.tau.len();
         let bins = phases.len();
-        for (o, w) in out.iter_mut().zip(self.weighted.chunks_exact(bins.max(1))) {
-            *o = w.iter().zip(phases).map(|(a, b)| a * b).sum();
-        }
+        on_widest_isa(
+            #[inline(always)]
+            || {
+                for (o, w) in out.iter_mut().zip(self.weighted.chunks_exact(bins.max(1))) {
+                    *o = dot(w, phases);
+                }
+            },
+        );
         cholesky_solve(&self.factor, l, out);
     }
 
@@ -481,13 +541,15 @@ impl<'a> Interpolator<'a> {
         // (the sums below then run over voxels as plain vectorisable loops).
         let mut segment_re = vec![0.0; l * voxels];
         let mut segment_im = vec![0.0; l * voxels];
-        for (i, &tau) in self.tau.iter().enumerate() {
-            for (d, &delta) in probe.delta.iter().enumerate() {
-                let (sin, cos) = (delta * tau).sin_cos();
-                segment_re[i * voxels + d] = cos;
-                segment_im[i * voxels + d] = sin;
-            }
-        }
+        segment_re
+            .par_chunks_mut(voxels.max(1))
+            .zip(segment_im.par_chunks_mut(voxels.max(1)))
+            .zip(&self.tau)
+            .for_each(|((re, im), &tau)| {
+                for ((re, im), &delta) in re.iter_mut().zip(im.iter_mut()).zip(&probe.delta) {
+                    (*im, *re) = (delta * tau).sin_cos();
+                }
+            });
         let bins = self.histogram.centres.len();
         (0..probe.times)
             .into_par_iter()
@@ -499,29 +561,36 @@ impl<'a> Interpolator<'a> {
                     self.coefficients_from(&probe.bin_phases[t * bins..(t + 1) * bins], &mut a);
                     approx_re.fill(0.0);
                     approx_im.fill(0.0);
-                    for (i, a) in a.iter().enumerate() {
-                        let (sr, si) = (
-                            &segment_re[i * voxels..(i + 1) * voxels],
-                            &segment_im[i * voxels..(i + 1) * voxels],
-                        );
-                        for (((xr, xi), &r), &m) in approx_re
-                            .iter_mut()
-                            .zip(approx_im.iter_mut())
-                            .zip(sr)
-                            .zip(si)
-                        {
-                            *xr += a.re * r - a.im * m;
-                            *xi += a.re * m + a.im * r;
-                        }
-                    }
                     let exact_re = &probe.phase_re[t * voxels..(t + 1) * voxels];
                     let exact_im = &probe.phase_im[t * voxels..(t + 1) * voxels];
-                    let sum: f64 = exact_re
-                        .iter()
-                        .zip(exact_im)
-                        .zip(approx_re.iter().zip(approx_im.iter()))
-                        .map(|((er, ei), (xr, xi))| (er - xr) * (er - xr) + (ei - xi) * (ei - xi))
-                        .sum();
+                    let sum = on_widest_isa(
+                        #[inline(always)]
+                        || {
+                            for (i, a) in a.iter().enumerate() {
+                                let (sr, si) = (
+                                    &segment_re[i * voxels..(i + 1) * voxels],
+                                    &segment_im[i * voxels..(i + 1) * voxels],
+                                );
+                                for (((xr, xi), &r), &m) in approx_re
+                                    .iter_mut()
+                                    .zip(approx_im.iter_mut())
+                                    .zip(sr)
+                                    .zip(si)
+                                {
+                                    *xr += a.re * r - a.im * m;
+                                    *xi += a.re * m + a.im * r;
+                                }
+                            }
+                            exact_re
+                                .iter()
+                                .zip(exact_im)
+                                .zip(approx_re.iter().zip(approx_im.iter()))
+                                .map(|((er, ei), (xr, xi))| {
+                                    (er - xr) * (er - xr) + (ei - xi) * (ei - xi)
+                                })
+                                .sum::<f64>()
+                        },
+                    );
                     (sum / voxels.max(1) as f64).sqrt()
                 },
             )
@@ -561,15 +630,31 @@ impl Probe {
             .zip(phase_im.par_chunks_mut(32 * voxels.max(1)))
             .enumerate()
             .for_each(|(block, (re, im))| {
+                // Row k of the block from row k − 1, all voxels at once.
+                let mut rotation = vec![(0.0, 0.0); voxels];
                 for (d, &delta) in delta.iter().enumerate() {
+                    (im[d], re[d]) = (delta * times[32 * block]).sin_cos();
                     let (sin_h, cos_h) = (delta * step).sin_cos();
-                    let (mut s, mut c) = (delta * times[32 * block]).sin_cos();
-                    for k in 0..re.len() / voxels.max(1) {
-                        re[k * voxels + d] = c;
-                        im[k * voxels + d] = s;
-                        (c, s) = (c * cos_h - s * sin_h, s * cos_h + c * sin_h);
-                    }
+                    rotation[d] = (cos_h, sin_h);
                 }
+                on_widest_isa(
+                    #[inline(always)]
+                    || {
+                        for k in 1..re.len() / voxels.max(1) {
+                            let (re_before, re_row) = re[(k - 1) * voxels..].split_at_mut(voxels);
+                            let (im_before, im_row) = im[(k - 1) * voxels..].split_at_mut(voxels);
+                            for ((((r, i), &c), &s), &(cos_h, sin_h)) in re_row
+                                .iter_mut()
+                                .zip(im_row.iter_mut())
+                                .zip(&*re_before)
+                                .zip(&*im_before)
+                                .zip(&rotation)
+                            {
+                                (*r, *i) = (c * cos_h - s * sin_h, s * cos_h + c * sin_h);
+                            }
+                        }
+                    },
+                );
             });
         let zero = Complex64::new(0.0, 0.0);
         let mut bin_phases = try_vec(times.len() * bins, zero, "segmentation probe phases")?;
@@ -710,6 +795,7 @@ impl TimeSegmentation {
             delta,
             coefficients,
             error,
+            basis_rows: super::kernel_basis::basis_rows(times, half_range, l * (l + 1) / 2),
         }))
     }
 }
@@ -732,6 +818,7 @@ mod tests {
                     delta: vec![],
                     coefficients: vec![],
                     error: 0.0,
+                    basis_rows: vec![],
                 }),
             };
             for (i, &(a, b)) in spec.kernel_pairs().iter().enumerate() {

@@ -291,10 +291,12 @@ impl Plan {
         };
         let (n, m) = (s.voxels, s.samples);
         let pairs = l.saturating_mul(l + 1) / 2;
-        // FFT buffers of one application: L spectra, a sum when segmented,
+        // FFT buffers of one application: L spectra, L sums when segmented,
         // and the FFTs' own.
-        let buffers = Bytes::of((l + usize::from(l > 1)).saturating_mul(kernel_points), acc)
-            + Bytes::of(fft::working_len(kernel_dims, threads), acc);
+        let buffers = Bytes::of(
+            (if l > 1 { 2 * l } else { 1 }).saturating_mul(kernel_points),
+            acc,
+        ) + Bytes::of(fft::working_len(kernel_dims, threads), acc);
         if built {
             return Ok(buffers);
         }
@@ -323,8 +325,15 @@ impl Plan {
             pairs,
             self.options.precision,
         )?;
+        // With a pair basis (model::kernel_basis) also its data (M x r), and
+        // the reduced spectra with their rotated copy (2 x r x points, r < P).
         let setup = Bytes::of(m.saturating_mul(pairs), C64)
             + Bytes::of(pairs.saturating_mul(kernel_points), C64)
+            + Bytes::of(m.saturating_mul(pairs), C64)
+            + Bytes::of(
+                2usize.saturating_mul(pairs).saturating_mul(kernel_points),
+                acc,
+            )
             + Bytes::of(3usize.saturating_mul(m), F64)
             + Bytes(crate::nufft::cpu::memory_bytes(&nufft, m, threads));
         Ok(operator + features.max(setup) + buffers)

@@ -233,6 +233,32 @@ pub(crate) fn isa() -> Isa {
     *ISA
 }
 
+/// Runs `f` compiled for the widest instruction set this CPU has: `f` is
+/// inlined into a function with those target features, so plain loops in
+/// it (not the rayon tasks it may start) vectorise with AVX2 or AVX-512.
+#[inline(always)]
+pub(crate) fn on_widest_isa<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,avx512dq,avx512vl,avx2,fma")]
+        unsafe fn avx512<R>(f: impl FnOnce() -> R) -> R {
+            f()
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2<R>(f: impl FnOnce() -> R) -> R {
+            f()
+        }
+        match isa() {
+            // SAFETY: the CPU has these features (checked at run time in `isa`).
+            Isa::Avx512 => return unsafe { avx512(f) },
+            // SAFETY: as above.
+            Isa::Avx2 => return unsafe { avx2(f) },
+            Isa::Baseline => {}
+        }
+    }
+    f()
+}
+
 macro_rules! isa_entry {
     ($name:ident, $features:literal) => {
         #[cfg(target_arch = "x86_64")]

@@ -19,11 +19,12 @@
 //! weighted call; other weights recompute them.
 
 use super::fft::{Direction, GridFft};
-use super::kernel::{Accurate, Double, Fast, Mode};
+use super::kernel::{on_widest_isa, Accurate, Double, Fast, Mode};
 use super::real::Real;
 use super::{apply_widened, complex_zeros, space, Acc, CpuNormal, CpuOperator};
 use crate::error::Result;
-use crate::model::toeplitz::{kernel_nufft_spec, ToeplitzSpec};
+use crate::model::kernel_basis::KernelBasis;
+use crate::model::toeplitz::{kernel_nufft_spec, kernel_nufft_tolerance, ToeplitzSpec};
 use crate::model::{Features, Sizes};
 use crate::nufft::Nufft;
 use crate::op::{CgReport, EncodingOperator, Precision};
@@ -82,6 +83,8 @@ where
     precision: Precision,
     /// The kernels' NUFFT plan, made on first use.
     nufft: Mutex<Option<Arc<Nufft>>>,
+    /// Fewer transforms than segment pairs (`model::kernel_basis`), or `None`.
+    basis: Option<KernelBasis>,
 }
 
 impl<Mo: Mode> ToeplitzOperator<Mo>
@@ -113,7 +116,9 @@ where
                 Some(p)
             }
         };
+        let basis = KernelBasis::new(&spec, kernel_nufft_tolerance(precision).0 / 10.0);
         Ok(ToeplitzOperator {
+            basis,
             fft: GridFft::new(spec.kernel_dims),
             exact,
             spec,
@@ -124,6 +129,13 @@ where
         })
     }
 
+    /// The kernels' type-1 transforms: r of the pair basis, else one per pair.
+    fn transforms(&self) -> usize {
+        self.basis
+            .as_ref()
+            .map_or(self.spec.kernel_pairs().len(), |b| b.rank)
+    }
+
     /// The type-1 NUFFT of the kernels (module documentation), made once.
     fn kernel_nufft(&self) -> Result<Arc<Nufft>> {
         let mut slot = self.nufft.lock().unwrap_or_else(|e| e.into_inner());
@@ -132,12 +144,7 @@ where
         }
         let spec = &self.spec;
         let m = spec.samples;
-        let nufft_spec = kernel_nufft_spec(
-            spec.kernel_dims,
-            m,
-            spec.kernel_pairs().len(),
-            self.precision,
-        )?;
+        let nufft_spec = kernel_nufft_spec(spec.kernel_dims, m, self.transforms(), self.precision)?;
         let mut points = crate::error::try_copy(&spec.cycles, "Toeplitz NUFFT points (M x 3)")?;
         points.iter_mut().for_each(|x| *x *= std::f64::consts::TAU);
         let options = Options {
@@ -184,46 +191,56 @@ where
             ));
         crate::error::check_available(setup_bytes, "the Toeplitz kernels")?;
         let nufft = self.kernel_nufft()?;
+        let transforms = self.transforms();
         let mut data = spec.kernel_weights(weights)?;
+        if let Some(basis) = &self.basis {
+            data = basis.compress(&data, spec.samples)?;
+        }
         let mut modes = crate::error::try_vec(
-            points * pairs,
+            points * transforms,
             num_complex::Complex64::default(),
-            "Toeplitz kernel modes (2^d N x pairs)",
+            "Toeplitz kernel modes (2^d N x transforms)",
         )?;
         nufft.execute_c64(&mut data, &mut modes)?;
         drop(data);
-        let mut spectra = complex_zeros(points * pairs, "Toeplitz kernels (2^d N x pairs)")?;
-        // T(Δ) at kernel-grid index Δ mod 2n comes from mode index Δ + n.
+        let mut spectra =
+            complex_zeros(points * transforms, "Toeplitz kernels (2^d N x transforms)")?;
+        // T(Δ) at kernel-grid index Δ mod 2n comes from mode index Δ + n; the
+        // unused index n is zero; 1/(2^d N) of the inverse FFT is applied here.
         let [n0, n1, n2] = spec.dims;
         let kd = spec.kernel_dims;
         let mode_index = |p: usize, n: usize| if n > 1 { (p + n) % (2 * n) } else { 0 };
+        let unused = |p: usize, n: usize| n > 1 && p == n;
+        let scale = 1.0 / points as f64;
+        let zero = Complex::new(Mo::Acc::default(), Mo::Acc::default());
         spectra
             .par_chunks_mut(kd[0])
             .enumerate()
             .for_each(|(row, out)| {
                 let (p1, p2, pair) = (row % kd[1], (row / kd[1]) % kd[2], row / (kd[1] * kd[2]));
+                if unused(p1, n1) || unused(p2, n2) {
+                    out.fill(zero);
+                    return;
+                }
                 let base =
                     pair * points + kd[0] * (mode_index(p1, n1) + kd[1] * mode_index(p2, n2));
                 for (p0, t) in out.iter_mut().enumerate() {
-                    let v = modes[base + mode_index(p0, n0)];
-                    *t = Complex::new(Mo::Acc::from_f64(v.re), Mo::Acc::from_f64(v.im));
+                    let v = modes[base + mode_index(p0, n0)] * scale;
+                    *t = if unused(p0, n0) {
+                        zero
+                    } else {
+                        Complex::new(Mo::Acc::from_f64(v.re), Mo::Acc::from_f64(v.im))
+                    };
                 }
             });
         drop(modes);
-        let scale = Mo::Acc::from_f64(1.0 / points as f64);
-        let zero = Complex::new(Mo::Acc::default(), Mo::Acc::default());
         let progress = Progress::current();
         for (p, kernel) in spectra.chunks_exact_mut(points).enumerate() {
-            progress.check(p as f64 / pairs as f64)?;
-            kernel.par_iter_mut().enumerate().for_each(|(v, t)| {
-                if spec.is_unused(v) {
-                    *t = zero;
-                }
-            });
+            progress.check(p as f64 / transforms as f64)?;
             self.fft.process(kernel, Direction::Forward);
-            kernel
-                .par_iter_mut()
-                .for_each(|t| *t = Complex::new(t.re * scale, t.im * scale));
+        }
+        if let Some(basis) = &self.basis {
+            spectra = basis.expand(&spectra, points)?;
         }
         let k = Arc::new(Kernels {
             weights: weights
@@ -299,6 +316,42 @@ where
         });
     }
 
+    /// sums_l = Σ_l' K_{l,l'}·spectra_l' for every l (L×points each), block
+    /// by block of points: each pair's kernel block is read once and serves
+    /// (l, l') and, conjugated, (l', l) (FFT(T_{l',l}) = conj(FFT(T_{l,l'}))).
+    fn segment_sums(&self, kernels: &[Acc<Mo>], spectra: &[Acc<Mo>], sums: &mut [Acc<Mo>]) {
+        let points = self.spec.kernel_points();
+        let pairs = self.spec.kernel_pairs();
+        let blocks = points.div_ceil(PRODUCT_BLOCK);
+        let mut tasks: Vec<Vec<&mut [Acc<Mo>]>> = (0..blocks).map(|_| Vec::new()).collect();
+        for sum in sums.chunks_exact_mut(points) {
+            for (b, piece) in sum.chunks_mut(PRODUCT_BLOCK).enumerate() {
+                tasks[b].push(piece);
+            }
+        }
+        let zero = Complex::new(Mo::Acc::default(), Mo::Acc::default());
+        tasks.into_par_iter().enumerate().for_each(|(b, mut out)| {
+            let start = b * PRODUCT_BLOCK;
+            let len = out[0].len();
+            out.iter_mut().for_each(|o| o.fill(zero));
+            for (p, &(l, lp)) in pairs.iter().enumerate() {
+                let kernel = &kernels[p * points + start..][..len];
+                let input = &spectra[lp * points + start..][..len];
+                on_widest_isa(
+                    #[inline(always)]
+                    || multiply_add(out[l], kernel, input, false),
+                );
+                if l != lp {
+                    let input = &spectra[l * points + start..][..len];
+                    on_widest_isa(
+                        #[inline(always)]
+                        || multiply_add(out[lp], kernel, input, true),
+                    );
+                }
+            }
+        });
+    }
+
     /// y = EᴴWE x by the convolutions of the module documentation.
     fn normal_acc(&self, x: &[Acc<Mo>], y: &mut [Acc<Mo>], weights: Option<&[f32]>) -> Result<()> {
         let progress = Progress::current();
@@ -312,7 +365,7 @@ where
         y.par_iter_mut().for_each(|v| *v = zero);
         let mut spectra = complex_zeros::<Mo::Acc>(segments * points, "Toeplitz FFT buffers")?;
         let mut work = if segments > 1 {
-            complex_zeros::<Mo::Acc>(points, "Toeplitz FFT buffer")?
+            complex_zeros::<Mo::Acc>(segments * points, "Toeplitz FFT buffers (sums)")?
         } else {
             Vec::new()
         };
@@ -338,28 +391,34 @@ where
                 self.crop_add(&spectra, sensitivity, None, y);
                 continue;
             }
-            for l in 0..segments {
-                work.par_iter_mut().for_each(|v| *v = zero);
-                for lp in 0..segments {
-                    let (p, conjugate) = self.spec.pair_index(l, lp);
-                    let kernel = &kernels.spectra[p * points..(p + 1) * points];
-                    let input = &spectra[lp * points..(lp + 1) * points];
-                    work.par_iter_mut()
-                        .zip(kernel.par_iter().zip(input))
-                        .for_each(|(w, (k, b))| {
-                            let k = if conjugate {
-                                Complex::new(k.re, -k.im)
-                            } else {
-                                *k
-                            };
-                            *w = *w + super::mul(k, *b);
-                        });
-                }
-                self.fft.process(&mut work, Direction::Inverse);
-                self.crop_add(&work, sensitivity, phase(l), y);
+            self.segment_sums(&kernels.spectra, &spectra, &mut work);
+            for (l, sum) in work.chunks_exact_mut(points).enumerate() {
+                self.fft.process(sum, Direction::Inverse);
+                self.crop_add(sum, sensitivity, phase(l), y);
             }
         }
         Ok(())
+    }
+}
+
+/// Kernel-grid points per task of the segment sums in `normal_acc`.
+const PRODUCT_BLOCK: usize = 2048;
+
+/// out += k·b, or conj(k)·b when `conjugate`, elementwise.
+#[inline(always)]
+fn multiply_add<T: Real>(
+    out: &mut [Complex<T>],
+    k: &[Complex<T>],
+    b: &[Complex<T>],
+    conjugate: bool,
+) {
+    let sign = T::from_f64(if conjugate { -1.0 } else { 1.0 });
+    for ((o, k), b) in out.iter_mut().zip(k).zip(b) {
+        let ki = sign * k.im;
+        *o = Complex::new(
+            o.re + k.re * b.re - ki * b.im,
+            o.im + k.re * b.im + ki * b.re,
+        );
     }
 }
 
