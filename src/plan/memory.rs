@@ -14,7 +14,8 @@
 use super::Plan;
 use crate::backend::cpu::{fft, kernel};
 use crate::error::{check_available, Result};
-use crate::model::toeplitz::ToeplitzSpec;
+use crate::model::kernel_basis::KernelBasis;
+use crate::model::toeplitz::{kernel_nufft_tolerance, ToeplitzSpec};
 use crate::model::Sizes;
 use crate::op::Precision;
 use crate::plan::BackendKind;
@@ -279,15 +280,26 @@ impl Plan {
         let (_, acc) = cpu_types(self.options.precision);
         let kernel_dims = s.dims.map(|d| if d > 1 { 2 * d } else { 1 });
         let kernel_points = kernel_dims.iter().fold(1usize, |a, &b| a.saturating_mul(b));
-        let l = if self.model.off_resonance.is_none() {
-            1
-        } else if segments > 0 {
-            segments
+        // L, and the kernels' transforms: r of the CPU's pair basis
+        // (model::kernel_basis) when the full estimate computes the spec,
+        // else one per pair.
+        let (l, transforms) = if self.model.off_resonance.is_none() {
+            (1, 1)
         } else if full {
-            ToeplitzSpec::new(&self.model, 0)?.segments()
+            let spec = ToeplitzSpec::new(&self.model, segments)?;
+            let pairs = spec.kernel_pairs().len();
+            let basis = (self.backend == crate::plan::BackendKind::Cpu)
+                .then(|| {
+                    let epsilon = kernel_nufft_tolerance(self.options.precision).0 / 10.0;
+                    KernelBasis::new(&spec, epsilon)
+                })
+                .flatten();
+            (spec.segments(), basis.map_or(pairs, |b| b.rank))
+        } else if segments > 0 {
+            (segments, segments * (segments + 1) / 2)
         } else {
             // Sized by the set-up's own check once the segments are known.
-            1
+            (1, 1)
         };
         let (n, m) = (s.voxels, s.samples);
         let pairs = l.saturating_mul(l + 1) / 2;
@@ -317,25 +329,31 @@ impl Plan {
             + Bytes::of(l.saturating_mul(n), acc)
             + Bytes::of(pairs.saturating_mul(kernel_points), acc);
         // The kernels' set-up: one type-1 NUFFT of the weighted data (M x
-        // pairs, float64) onto the modes (pairs x points, float64), its
-        // points (3 x M) and its plan and buffers.
+        // pairs, float64; with a pair basis also its M x r compression) onto
+        // the modes (transforms x points, float64), its points (3 x M) and
+        // its plan and buffers; with a basis, the r spectra and their
+        // rotated copy beside the P kernels they expand into.
         let nufft = crate::model::toeplitz::kernel_nufft_spec(
             kernel_dims,
             m,
-            pairs,
+            transforms,
             self.options.precision,
         )?;
-        // With a pair basis (model::kernel_basis) also its data (M x r), and
-        // the reduced spectra with their rotated copy (2 x r x points, r < P).
-        let setup = Bytes::of(m.saturating_mul(pairs), C64)
-            + Bytes::of(pairs.saturating_mul(kernel_points), C64)
-            + Bytes::of(m.saturating_mul(pairs), C64)
-            + Bytes::of(
-                2usize.saturating_mul(pairs).saturating_mul(kernel_points),
+        let reduced = if transforms < pairs {
+            Bytes::of(m.saturating_mul(transforms), C64).max(Bytes::of(
+                2usize
+                    .saturating_mul(transforms)
+                    .saturating_mul(kernel_points),
                 acc,
-            )
+            ))
+        } else {
+            Bytes(0)
+        };
+        let setup = Bytes::of(m.saturating_mul(pairs), C64)
+            + Bytes::of(transforms.saturating_mul(kernel_points), C64)
             + Bytes::of(3usize.saturating_mul(m), F64)
-            + Bytes(crate::nufft::cpu::memory_bytes(&nufft, m, threads));
+            + Bytes(crate::nufft::cpu::memory_bytes(&nufft, m, threads))
+            + reduced;
         Ok(operator + features.max(setup) + buffers)
     }
 
