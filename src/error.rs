@@ -153,7 +153,36 @@ fn try_with_capacity<T>(len: usize, what: &str) -> Result<Vec<T>> {
     }
     let mut v = Vec::new();
     v.try_reserve_exact(len).map_err(|_| failed())?;
+    if bytes >= HUGE_PAGE_BYTES {
+        advise_huge_pages(v.as_mut_ptr() as usize, bytes as usize);
+    }
     Ok(v)
+}
+
+/// Allocations from this size on ask for transparent huge pages.
+const HUGE_PAGE_BYTES: u64 = 4 << 20;
+
+/// Asks Linux to back the 2 MiB-aligned part of [start, start + bytes) with
+/// transparent huge pages where the system allows them on request
+/// (`/sys/kernel/mm/transparent_hugepage/enabled` = madvise or always): the
+/// first touch then faults once per 2 MiB instead of once per 4 KiB, which
+/// on virtual machines costs ~1 µs each (0.3 s per GB). A hint only: its
+/// failure changes nothing.
+fn advise_huge_pages(start: usize, bytes: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let (first, end) = (start.next_multiple_of(HUGE), (start + bytes) / HUGE * HUGE);
+        if end > first {
+            // SAFETY: [first, end) lies inside the allocation just reserved;
+            // MADV_HUGEPAGE changes how its pages are backed, not its contents.
+            unsafe {
+                libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (start, bytes);
 }
 
 /// `count` elements of `size` bytes, or `InvalidArgument` naming `what` when

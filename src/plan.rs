@@ -522,9 +522,11 @@ impl Plan {
                 )?)
             }
             None => {
-                let features = self.model.features()?;
-                // On the plan's threads (a GPU operator lays out its sides on the host).
-                Arc::from(self.pool.install(|| {
+                // On the plan's threads, never rayon's global pool (the
+                // features run parallel loops; a GPU operator lays out its
+                // sides on the host).
+                Arc::from(self.on_pool(|| {
+                    let features = self.model.features()?;
                     backend::build(
                         self.backend,
                         &features,
@@ -590,7 +592,15 @@ impl Plan {
     /// The Toeplitz spec of the current model (segments, interpolation
     /// error), or the reason it has none; regardless of whether Toeplitz is enabled.
     pub fn toeplitz_spec(&self, time_segments: usize) -> Result<ToeplitzSpec> {
-        ToeplitzSpec::new(&self.model, time_segments)
+        self.on_pool(|| ToeplitzSpec::new(&self.model, time_segments))
+    }
+
+    /// `f` on the plan's threads with the current call's progress span:
+    /// every parallel loop of the library runs on the plan's pool, never on
+    /// rayon's global one (whose threads, one per core, a plan of
+    /// `num_threads` must not start).
+    pub(crate) fn on_pool<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        crate::progress::Progress::current().install(&self.pool, f)
     }
 
     /// The operator `normal` and `cg` use: the Toeplitz one when enabled
@@ -610,16 +620,17 @@ impl Plan {
         if let Some(op) = slot.as_ref() {
             return Ok(op.clone());
         }
-        let features = self.model.features()?;
         let model = &self.model;
-        let op: Arc<dyn EncodingOperator> = Arc::from(backend::build_toeplitz(
-            self.fft_backend(),
-            &features,
-            move || ToeplitzSpec::new(model, segments),
-            self.sizes(),
-            &self.options,
-            self.pool.clone(),
-        )?);
+        let op: Arc<dyn EncodingOperator> = Arc::from(self.on_pool(|| {
+            backend::build_toeplitz(
+                self.fft_backend(),
+                &model.features()?,
+                move || ToeplitzSpec::new(model, segments),
+                self.sizes(),
+                &self.options,
+                self.pool.clone(),
+            )
+        })?);
         *slot = Some(op.clone());
         Ok(op)
     }

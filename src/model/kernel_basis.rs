@@ -9,9 +9,9 @@
 //! their products are functions of t of bandwidth 4R over the readout: the
 //! P = L(L+1)/2 columns have a numerical rank r well below P (the 64²
 //! spiral of `bench_toeplitz`, 9 segments over 150 Hz and 25 ms: r = 20 of
-//! 45 at ε = 1e-8). With V the right singular vectors (eigenvectors of the
-//! Gram matrix, by Jacobi rotations) of the unweighted products at
-//! [`basis_rows`] (samples spread
+//! 45 at ε = 1e-8). With V the right singular vectors of the unweighted
+//! products at [`basis_rows`] (`super::row_space`: pivoted QR, then
+//! one-sided Jacobi; samples spread
 //! evenly over the readout's time; a weight w_j scales row j and leaves the
 //! span alone), truncated at the smallest r whose discarded singular values
 //! hold at most ε² of the total energy,
@@ -25,6 +25,7 @@
 //! fails, or r would save too little, there is no basis and every pair gets
 //! its own transform.
 
+use super::row_space::truncated_row_space;
 use super::toeplitz::{TimeSegmentation, ToeplitzSpec};
 use crate::backend::cpu::kernel::on_widest_isa;
 use crate::backend::cpu::real::Real;
@@ -112,42 +113,10 @@ impl KernelBasis {
         if pairs < 3 || s.basis_rows.len() < pairs {
             return None;
         }
-        // V and σ² from the Gram matrix AᴴA of the sampled products (faer's
-        // QR and SVD would keep cache-sized GEMM buffers on every thread,
-        // tens of MB the plan's memory estimates do not hold). Its rounding
-        // (~1e-16 of the largest σ²) can only raise the rank; the check
-        // below catches a span that misses.
         let rows = s.basis_rows.len();
         let sampled = products(spec, s, &s.basis_rows);
-        let column = |p: usize| &sampled[p * rows..(p + 1) * rows];
-        let mut gram = vec![Complex64::default(); pairs * pairs];
-        for p in 0..pairs {
-            for q in 0..=p {
-                let g: Complex64 = column(p)
-                    .iter()
-                    .zip(column(q))
-                    .map(|(a, b)| a.conj() * b)
-                    .sum();
-                gram[p * pairs + q] = g;
-                gram[q * pairs + p] = g.conj();
-            }
-        }
-        let (values, vectors) = hermitian_eigen(gram, pairs)?;
-        let energy: Vec<f64> = values.iter().map(|v| v.max(0.0)).collect();
-        let total: f64 = energy.iter().sum();
-        if !(total.is_finite() && total > 0.0) {
-            return None;
-        }
-        // The smallest rank whose tail energy is ≤ ε²·total.
-        let mut tail = total;
-        let mut rank = pairs;
-        for (i, e) in energy.iter().enumerate() {
-            tail -= e;
-            if tail <= epsilon * epsilon * total {
-                rank = i + 1;
-                break;
-            }
-        }
+        let (vectors, sigma) = truncated_row_space(sampled, rows, pairs, epsilon)?;
+        let rank = sigma.len();
         if rank as f64 > WORTHWHILE * pairs as f64 {
             return None;
         }
@@ -181,10 +150,60 @@ impl KernelBasis {
         }
     }
 
-    /// The NUFFT data of the r transforms, A·V_r (M×r column-major), from
-    /// the pairs' data `data` (M×P column-major).
-    pub fn compress(&self, data: &[Complex64], samples: usize) -> Result<Vec<Complex64>> {
-        mix(data, samples, self.v.as_ref())
+    /// The NUFFT data of the r transforms, A·V_r (M×r column-major), A
+    /// the pairs' data w_j·conj(a_l(t_j))·a_l'(t_j) of `spec` with the
+    /// sample weights `weights` (`None` = 1), formed block by block of
+    /// samples (A itself, M×P, is never held).
+    pub fn compressed_weights(
+        &self,
+        spec: &ToeplitzSpec,
+        weights: Option<&[f32]>,
+    ) -> Result<Vec<Complex64>> {
+        let m = spec.samples;
+        let zero = Complex64::default();
+        let mut out = try_vec(m * self.rank, zero, "Toeplitz kernel data (M x r)")?;
+        let Some(s) = spec.segmentation.as_ref() else {
+            return Ok(out);
+        };
+        if m == 0 {
+            return Ok(out);
+        }
+        let pairs = spec.kernel_pairs();
+        let coefficients = coefficients_of::<f64>(self.v.as_ref());
+        let a = &s.coefficients;
+        pieces_by_block(&mut out, m).enumerate().for_each_init(
+            || (vec![0.0; 2 * BLOCK * pairs.len()], vec![0.0; 4 * BLOCK]),
+            |(products, sums), (b, mut block)| {
+                let (start, len) = (b * BLOCK, block[0].len());
+                let products = &mut products[..2 * len * pairs.len()];
+                for (column, &(l, lp)) in products.chunks_exact_mut(2 * len).zip(&pairs) {
+                    let (al, alp) = (&a[l * m + start..][..len], &a[lp * m + start..][..len]);
+                    for (j, (o, (x, y))) in column
+                        .chunks_exact_mut(2)
+                        .zip(al.iter().zip(alp))
+                        .enumerate()
+                    {
+                        let v = x.conj() * y * weights.map_or(1.0, |w| w[start + j] as f64);
+                        (o[0], o[1]) = (v.re, v.im);
+                    }
+                }
+                let products = &*products;
+                let sums = &mut sums[..4 * len];
+                on_widest_isa(
+                    #[inline(always)]
+                    || {
+                        mix_rows(
+                            |q| &products[2 * q * len..][..2 * len],
+                            &coefficients,
+                            pairs.len(),
+                            sums,
+                            |p, a, b| store_sum(block[p], a, b),
+                        )
+                    },
+                );
+            },
+        );
+        Ok(out)
     }
 
     /// The P kernels (or their spectra: the map is linear) T_p = Σ_q
@@ -199,17 +218,80 @@ impl KernelBasis {
     }
 }
 
-/// Rows per task of [`mix`].
-const BLOCK: usize = 1024;
+/// Rows per task of [`mix`] and [`KernelBasis::compressed_weights`]: the
+/// block's k input columns stay in L2 while the n outputs are formed.
+const BLOCK: usize = 256;
+
+/// The coefficients of C (k×n, float64) in the working precision, output
+/// column p's k coefficients contiguous.
+fn coefficients_of<T: Real>(c: MatRef<'_, Complex64>) -> Vec<Complex<T>> {
+    (0..c.ncols())
+        .flat_map(|p| (0..c.nrows()).map(move |q| (p, q)))
+        .map(|(p, q)| {
+            let v = c[(q, p)];
+            Complex::new(T::from_f64(v.re), T::from_f64(v.im))
+        })
+        .collect()
+}
+
+/// One block of rows of out = input·C: `column(q)` is input column q's
+/// rows of the block as reals (re, im interleaved), `coefficients` those of
+/// [`coefficients_of`], `store(p, a, b)` receives output column p as
+/// a + i·b with a = Σ_q Re(C_qp)·s_q and b = Σ_q Im(C_qp)·s_q over the
+/// interleaved reals s_q (two plain multiply-add sweeps per term, no
+/// shuffles; `sums` holds 2 × the block's reals).
+#[inline(always)]
+fn mix_rows<'a, T: Real + 'a>(
+    column: impl Fn(usize) -> &'a [T],
+    coefficients: &[Complex<T>],
+    k: usize,
+    sums: &mut [T],
+    mut store: impl FnMut(usize, &[T], &[T]),
+) {
+    let (a, b) = sums.split_at_mut(sums.len() / 2);
+    for (p, row) in coefficients.chunks_exact(k).enumerate() {
+        a.fill(T::default());
+        b.fill(T::default());
+        for (q, w) in row.iter().enumerate() {
+            for ((a, b), &s) in a.iter_mut().zip(b.iter_mut()).zip(column(q)) {
+                *a = *a + w.re * s;
+                *b = *b + w.im * s;
+            }
+        }
+        store(p, a, b);
+    }
+}
+
+/// out ← a + i·b for interleaved reals a, b (see [`mix_rows`]).
+#[inline(always)]
+fn store_sum<T: Real>(out: &mut [Complex<T>], a: &[T], b: &[T]) {
+    for ((o, a), b) in out.iter_mut().zip(a.chunks_exact(2)).zip(b.chunks_exact(2)) {
+        *o = Complex::new(a[0] - b[1], a[1] + b[0]);
+    }
+}
+
+/// Output column pieces grouped by block of `rows`: pieces[b][p] is rows
+/// b·BLOCK.. of column p of the column-major `out` (rows × n).
+/// Blocks go to the pool's threads in as many runs as it has threads, so
+/// that each thread sets up its scratch once.
+fn pieces_by_block<T: Send>(
+    out: &mut [T],
+    rows: usize,
+) -> rayon::iter::MinLen<rayon::vec::IntoIter<Vec<&mut [T]>>> {
+    let mut pieces: Vec<Vec<&mut [T]>> = (0..rows.div_ceil(BLOCK)).map(|_| Vec::new()).collect();
+    for column in out.chunks_exact_mut(rows.max(1)) {
+        for (b, piece) in column.chunks_mut(BLOCK).enumerate() {
+            pieces[b].push(piece);
+        }
+    }
+    let runs = pieces.len().div_ceil(rayon::current_num_threads()).max(1);
+    pieces.into_par_iter().with_min_len(runs)
+}
 
 /// out = input·C (rows×k times k×n, column-major, C in float64), in the
-/// input's precision, on the current rayon pool in blocks of rows.
-///
-/// On the reals (re, im interleaved), with s_q the reals of column q, s'_q
-/// those of i·column q (= (−im, re)) and c = C_{q,p}:
-/// out_p = Σ_q Re(c)·s_q + Im(c)·s'_q, plain multiply-adds over float
-/// arrays. No faer product here: its GEMM keeps cache-sized packing buffers
-/// on every thread, tens of MB the plan's memory estimates do not hold.
+/// input's precision, on the current rayon pool in blocks of rows (no
+/// faer product here: its GEMM keeps cache-sized packing buffers on every
+/// thread, tens of MB the plan's memory estimates do not hold).
 fn mix<T: Real>(
     input: &[Complex<T>],
     rows: usize,
@@ -221,169 +303,26 @@ fn mix<T: Real>(
     if rows == 0 || n == 0 {
         return Ok(out);
     }
-    let coefficients: Vec<Complex<T>> = (0..n)
-        .flat_map(|p| (0..k).map(move |q| (p, q)))
-        .map(|(p, q)| {
-            let v = c[(q, p)];
-            Complex::new(T::from_f64(v.re), T::from_f64(v.im))
-        })
-        .collect();
+    let coefficients = coefficients_of::<T>(c);
     let reals = as_reals(input);
-    let mut rotated = try_vec(reals.len(), T::default(), "Toeplitz kernel basis product")?;
-    rotated
-        .par_chunks_mut(2 * BLOCK)
-        .zip(input.par_chunks(BLOCK))
-        .for_each(|(out, values)| {
-            for (o, v) in out.chunks_exact_mut(2).zip(values) {
-                o[0] = -v.im;
-                o[1] = v.re;
-            }
-        });
-    let blocks = rows.div_ceil(BLOCK);
-    let mut pieces: Vec<Vec<&mut [Complex<T>]>> = (0..blocks).map(|_| Vec::new()).collect();
-    for column in out.chunks_exact_mut(rows) {
-        for (b, piece) in column.chunks_mut(BLOCK).enumerate() {
-            pieces[b].push(piece);
-        }
-    }
-    pieces.into_par_iter().enumerate().for_each_init(
-        || vec![T::default(); 2 * BLOCK],
-        |sum, (b, mut block)| {
-            let start = 2 * b * BLOCK;
-            for (piece, row) in block.iter_mut().zip(coefficients.chunks_exact(k)) {
-                let sum = &mut sum[..2 * piece.len()];
-                sum.fill(T::default());
-                on_widest_isa(
-                    #[inline(always)]
-                    || {
-                        for (q, w) in row.iter().enumerate() {
-                            let at = 2 * q * rows + start;
-                            let s = &reals[at..][..sum.len()];
-                            let r = &rotated[at..][..sum.len()];
-                            for ((o, &s), &r) in sum.iter_mut().zip(s).zip(r) {
-                                *o = *o + w.re * s + w.im * r;
-                            }
-                        }
-                    },
-                );
-                for (o, v) in piece.iter_mut().zip(sum.chunks_exact(2)) {
-                    *o = Complex::new(v[0], v[1]);
-                }
-            }
+    pieces_by_block(&mut out, rows).enumerate().for_each_init(
+        || vec![T::default(); 4 * BLOCK],
+        |sums, (b, mut block)| {
+            let (start, len) = (2 * b * BLOCK, 2 * block[0].len());
+            let sums = &mut sums[..2 * len];
+            on_widest_isa(
+                #[inline(always)]
+                || {
+                    mix_rows(
+                        |q| &reals[2 * q * rows + start..][..len],
+                        &coefficients,
+                        k,
+                        sums,
+                        |p, a, b| store_sum(block[p], a, b),
+                    )
+                },
+            );
         },
     );
     Ok(out)
-}
-
-/// Eigenvalues (descending) and unit eigenvectors (column i of the P×P
-/// column-major result for value i) of the Hermitian P×P matrix `g`
-/// (row-major, both triangles), by cyclic Jacobi rotations until the
-/// off-diagonal part is 1e-15 of the whole; `None` if that takes more
-/// than 50 sweeps or the matrix is not finite.
-///
-/// A rotation of (p, q) is U = diag(1, ē)·[[c, s], [−s, c]], e = g_pq/|g_pq|:
-/// the phase makes the 2×2 block real, then the real rotation zeroes it
-/// (t = tan θ the smaller root of t² + 2τt − 1 = 0, τ = (g_qq − g_pp)/(2|g_pq|)).
-fn hermitian_eigen(mut g: Vec<Complex64>, n: usize) -> Option<(Vec<f64>, Vec<Complex64>)> {
-    let mut v = vec![Complex64::default(); n * n];
-    for i in 0..n {
-        v[i * n + i] = Complex64::new(1.0, 0.0);
-    }
-    let total: f64 = g.iter().map(|x| x.norm_sqr()).sum();
-    if !total.is_finite() {
-        return None;
-    }
-    for _ in 0..50 {
-        let off: f64 = (0..n)
-            .flat_map(|p| (0..n).filter(move |&q| q != p).map(move |q| (p, q)))
-            .map(|(p, q)| g[p * n + q].norm_sqr())
-            .sum();
-        if off <= 1e-30 * total {
-            let mut order: Vec<usize> = (0..n).collect();
-            order.sort_by(|&a, &b| g[b * n + b].re.total_cmp(&g[a * n + a].re));
-            let values = order.iter().map(|&i| g[i * n + i].re).collect();
-            let vectors = order
-                .iter()
-                .flat_map(|&i| v[i * n..(i + 1) * n].iter().copied())
-                .collect();
-            return Some((values, vectors));
-        }
-        for p in 0..n {
-            for q in p + 1..n {
-                let gpq = g[p * n + q];
-                let size = gpq.norm();
-                if size == 0.0 {
-                    continue;
-                }
-                let e = gpq / size;
-                let tau = (g[q * n + q].re - g[p * n + p].re) / (2.0 * size);
-                let t =
-                    if tau >= 0.0 { 1.0 } else { -1.0 } / (tau.abs() + (1.0 + tau * tau).sqrt());
-                let c = 1.0 / (1.0 + t * t).sqrt();
-                let s = t * c;
-                // Columns: [g_kp, g_kq]·U.
-                for k in 0..n {
-                    let (a, b) = (g[k * n + p], g[k * n + q]);
-                    g[k * n + p] = a * c - e.conj() * b * s;
-                    g[k * n + q] = a * s + e.conj() * b * c;
-                }
-                // Rows: Uᴴ·[g_pk; g_qk].
-                for k in 0..n {
-                    let (a, b) = (g[p * n + k], g[q * n + k]);
-                    g[p * n + k] = a * c - e * b * s;
-                    g[q * n + k] = a * s + e * b * c;
-                }
-                // Eigenvectors (column-major: vector i at v[i·n..]): V·U.
-                for k in 0..n {
-                    let (a, b) = (v[p * n + k], v[q * n + k]);
-                    v[p * n + k] = a * c - e.conj() * b * s;
-                    v[q * n + k] = a * s + e.conj() * b * c;
-                }
-            }
-        }
-    }
-    None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn jacobi_diagonalises_hermitian_matrices() {
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        let mut uniform = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5
-        };
-        for n in [1, 2, 5, 13, 40] {
-            let mut g = vec![Complex64::default(); n * n];
-            for p in 0..n {
-                for q in 0..=p {
-                    let x = Complex64::new(uniform(), if p == q { 0.0 } else { uniform() });
-                    g[p * n + q] = x;
-                    g[q * n + p] = x.conj();
-                }
-            }
-            let (values, vectors) = hermitian_eigen(g.clone(), n).expect("converges");
-            assert!(values.windows(2).all(|w| w[0] >= w[1]));
-            let scale = values.iter().map(|v| v.abs()).fold(0.0, f64::max);
-            for i in 0..n {
-                let x = &vectors[i * n..(i + 1) * n];
-                for p in 0..n {
-                    // (G x)_p − λ x_p
-                    let gx: Complex64 = (0..n).map(|q| g[p * n + q] * x[q]).sum();
-                    assert!((gx - values[i] * x[p]).norm() < 1e-12 * scale, "n {n}");
-                }
-                for j in 0..n {
-                    let y = &vectors[j * n..(j + 1) * n];
-                    let dot: Complex64 = x.iter().zip(y).map(|(a, b)| a.conj() * b).sum();
-                    let expect = if i == j { 1.0 } else { 0.0 };
-                    assert!((dot - expect).norm() < 1e-12, "n {n}: <v{i}, v{j}> = {dot}");
-                }
-            }
-        }
-    }
 }

@@ -11,6 +11,7 @@ pub mod harmonics;
 /// cbindgen:ignore
 pub mod kernel_basis;
 pub mod lattice;
+pub mod row_space;
 /// cbindgen:ignore
 pub mod separation;
 // Rust-only constants: cbindgen skips the module (the C API documents them in words).

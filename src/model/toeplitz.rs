@@ -79,8 +79,9 @@ pub const MAX_TIME_SEGMENTS: usize = 256;
 pub const ERROR_VOXELS: usize = 2048;
 /// Times on which ε is measured.
 pub const ERROR_TIMES: usize = 257;
-/// Every SCREEN_STRIDE-th of them screens a segment count before the full error is measured.
-const SCREEN_STRIDE: usize = 8;
+/// Every k-th of them, for k in these strides, screens a segment count (in
+/// turn) before the full error is measured.
+const SCREEN_STRIDES: [usize; 2] = [32, 8];
 
 /// The NUFFT that computes the kernels T (type 1, sign −1, points 2π·κ_j,
 /// modes 2n per doubled axis) for a precision mode: (tolerance, float64
@@ -372,8 +373,8 @@ struct Histogram {
     width: f64,
 }
 
-/// Lattice steps between exact restarts of the phase recurrence of
-/// [`phases_of_bins`] (its rounding grows by ~1e-16 per step).
+/// Lattice steps between exact restarts of the bin-phase recurrence of
+/// [`Interpolator::coefficients`] (its rounding grows by ~1e-16 per step).
 const RESTART: usize = 64;
 
 impl Histogram {
@@ -414,51 +415,34 @@ impl Histogram {
     }
 }
 
-/// e^{iδ_k t} for every histogram bin k: the factor of H(t − τ) that
-/// depends on t (H(t − τ) = Σ_k [h_k e^{−iδ_k τ}]·e^{iδ_k t}). Along the
-/// bin lattice e^{iδ_{b+1} t} = e^{iδ_b t}·e^{i·width·t}, restarted exactly
-/// every [`RESTART`] steps.
-fn phases_of_bins(histogram: &Histogram, t: f64, out: &mut [Complex64]) {
-    let step = Complex64::from_polar(1.0, histogram.width * t);
-    // `exact`: the lattice place of the last exact value; `at`: of `value`.
-    let (mut exact, mut at) = (usize::MAX, 0);
-    let mut value = Complex64::new(0.0, 0.0);
-    for (o, &b) in out.iter_mut().zip(&histogram.lattice) {
-        if exact == usize::MAX || b - exact >= RESTART {
-            value = Complex64::from_polar(1.0, (histogram.first + b as f64 * histogram.width) * t);
-            exact = b;
-        } else {
-            for _ in at..b {
-                value *= step;
-            }
-        }
-        at = b;
-        *o = value;
-    }
-}
+/// Times per task of [`Interpolator::coefficients`] (the length of its
+/// vector loops).
+const LANES: usize = 64;
 
-/// Σ_k w_k·p_k in four interleaved partial sums (a fixed order, so the
-/// same bits on every run; the loop vectorises).
+/// Probe voxels per block of the error sums in [`Interpolator::error`]
+/// (the block's approximation stays in L1 while the L segments stream by).
+const VOXEL_BLOCK: usize = 512;
+
+/// Σ_i |x_i − y_i|² over the length of `y` (real and imaginary parts
+/// apart), in eight interleaved partial sums (a fixed order, so the same bits
+/// on every run; the loop vectorises where a single running sum would wait
+/// on each addition).
 #[inline(always)]
-fn dot(w: &[Complex64], p: &[Complex64]) -> Complex64 {
-    let (mut re, mut im) = ([0.0f64; 4], [0.0f64; 4]);
-    let (w4, p4) = (w.chunks_exact(4), p.chunks_exact(4));
-    let tail: Complex64 = w4
-        .remainder()
-        .iter()
-        .zip(p4.remainder())
-        .map(|(a, b)| a * b)
-        .sum();
-    for (a, b) in w4.zip(p4) {
-        for k in 0..4 {
-            re[k] += a[k].re * b[k].re - a[k].im * b[k].im;
-            im[k] += a[k].re * b[k].im + a[k].im * b[k].re;
+fn squared_distance(x: (&[f64], &[f64]), y: (&[f64], &[f64])) -> f64 {
+    let mut partial = [0.0f64; 8];
+    let len = y.0.len();
+    let full = len - len % 8;
+    let distance = |i: usize| {
+        let (re, im) = (x.0[i] - y.0[i], x.1[i] - y.1[i]);
+        re * re + im * im
+    };
+    for start in (0..full).step_by(8) {
+        for (k, p) in partial.iter_mut().enumerate() {
+            *p += distance(start + k);
         }
     }
-    Complex64::new(
-        (re[0] + re[1]) + (re[2] + re[3]),
-        (im[0] + im[1]) + (im[2] + im[3]),
-    ) + tail
+    let tail: f64 = (full..len).map(distance).sum();
+    partial.iter().sum::<f64>() + tail
 }
 
 /// The LS interpolator for L segments: τ, the factor of G, evaluation of a(t).
@@ -479,10 +463,20 @@ impl<'a> Interpolator<'a> {
                 .map(|i| t_min + (t_max - t_min) * i as f64 / (l - 1) as f64)
                 .collect()
         };
+        // G is Toeplitz (uniform τ): G_{a,b} = H((b − a)·Δτ), and
+        // H(−s) = conj(H(s)): L evaluations of H.
+        let spacing = if l > 1 { tau[1] - tau[0] } else { 0.0 };
+        let lags: Vec<Complex64> = (0..l)
+            .map(|k| histogram.characteristic(k as f64 * spacing))
+            .collect();
         let mut g = vec![Complex64::new(0.0, 0.0); l * l];
         for a in 0..l {
             for b in 0..l {
-                g[a * l + b] = histogram.characteristic(tau[b] - tau[a]);
+                g[a * l + b] = if b >= a {
+                    lags[b - a]
+                } else {
+                    lags[a - b].conj()
+                };
             }
         }
         let trace: f64 = (0..l).map(|a| g[a * l + a].re).sum();
@@ -516,79 +510,164 @@ impl<'a> Interpolator<'a> {
         })
     }
 
-    /// a(t) from the bin phases e^{iδ_k t} of t ([`phases_of_bins`]).
-    fn coefficients_from(&self, phases: &[Complex64], out: &mut [Complex64]) {
+    /// a(t) for each of `times` (`out`: L per time, times × L), [`LANES`]
+    /// times per task. b_l(t) = H(t − τ_l) = Σ_k [h_k e^{−iδ_k τ_l}]·e^{iδ_k t}
+    /// with the bin phases e^{iδ_k t} stepped along the bin lattice
+    /// (e^{iδ_{b+1} t} = e^{iδ_b t}·e^{i·width·t}, restarted exactly every
+    /// [`RESTART`] lattice steps); then a = G⁻¹b. The loops run across the
+    /// task's times, so they vectorise.
+    fn coefficients(&self, times: &[f64], out: &mut [Complex64]) {
+        use rayon::prelude::*;
         let l = self.tau.len();
-        let bins = phases.len();
+        out.par_chunks_mut(LANES * l)
+            .zip(times.par_chunks(LANES))
+            .for_each(|(out, times)| self.coefficients_of_lanes(times, out));
+    }
+
+    /// [`Self::coefficients`] for at most [`LANES`] times.
+    fn coefficients_of_lanes(&self, t: &[f64], out: &mut [Complex64]) {
+        let (l, h, n) = (self.tau.len(), self.histogram, t.len());
+        let bins = h.centres.len();
+        // e^{iδ_k t_s} at [k·n + s], real and imaginary parts apart.
+        let mut v_re = vec![0.0; bins * n];
+        let mut v_im = vec![0.0; bins * n];
+        let (step_re, step_im): (Vec<f64>, Vec<f64>) = t
+            .iter()
+            .map(|&t| (h.width * t).cos())
+            .zip(t.iter().map(|&t| (h.width * t).sin()))
+            .unzip();
+        // `exact`: the lattice place of the last exact row; `at`: of the last row.
+        let (mut exact, mut at) = (usize::MAX, 0);
+        for (k, &b) in h.lattice.iter().enumerate() {
+            let (done_re, row_re) = v_re.split_at_mut(k * n);
+            let (done_im, row_im) = v_im.split_at_mut(k * n);
+            let (row_re, row_im) = (&mut row_re[..n], &mut row_im[..n]);
+            if exact == usize::MAX || b - exact >= RESTART {
+                let centre = h.first + b as f64 * h.width;
+                for ((re, im), &t) in row_re.iter_mut().zip(row_im.iter_mut()).zip(t) {
+                    (*im, *re) = (centre * t).sin_cos();
+                }
+                exact = b;
+            } else {
+                row_re.copy_from_slice(&done_re[(k - 1) * n..]);
+                row_im.copy_from_slice(&done_im[(k - 1) * n..]);
+                on_widest_isa(
+                    #[inline(always)]
+                    || {
+                        for _ in at..b {
+                            for (((re, im), &c), &s) in row_re
+                                .iter_mut()
+                                .zip(row_im.iter_mut())
+                                .zip(&step_re)
+                                .zip(&step_im)
+                            {
+                                (*re, *im) = (*re * c - *im * s, *re * s + *im * c);
+                            }
+                        }
+                    },
+                );
+            }
+            at = b;
+        }
+        let mut b_re = vec![0.0; l * n];
+        let mut b_im = vec![0.0; l * n];
         on_widest_isa(
             #[inline(always)]
             || {
-                for (o, w) in out.iter_mut().zip(self.weighted.chunks_exact(bins.max(1))) {
-                    *o = dot(w, phases);
+                for ((b_re, b_im), weighted) in b_re
+                    .chunks_exact_mut(n)
+                    .zip(b_im.chunks_exact_mut(n))
+                    .zip(self.weighted.chunks_exact(bins))
+                {
+                    for ((w, v_re), v_im) in weighted
+                        .iter()
+                        .zip(v_re.chunks_exact(n))
+                        .zip(v_im.chunks_exact(n))
+                    {
+                        for (((br, bi), &vr), &vi) in
+                            b_re.iter_mut().zip(b_im.iter_mut()).zip(v_re).zip(v_im)
+                        {
+                            *br += w.re * vr - w.im * vi;
+                            *bi += w.re * vi + w.im * vr;
+                        }
+                    }
                 }
             },
         );
-        cholesky_solve(&self.factor, l, out);
+        for (s, a) in out.chunks_exact_mut(l).enumerate() {
+            for (i, a) in a.iter_mut().enumerate() {
+                *a = Complex64::new(b_re[i * n + s], b_im[i * n + s]);
+            }
+            cholesky_solve(&self.factor, l, a);
+        }
     }
 
     /// max over the probe times of the rms over the probe voxels of the
-    /// interpolation error (the tables of [`Probe`]).
+    /// interpolation error (every `time_stride`-th probe time and the last).
     fn error(&self, probe: &Probe, time_stride: usize) -> f64 {
         use rayon::prelude::*;
         let l = self.tau.len();
         let voxels = probe.delta.len();
-        // e^{iδ_d τ_l}, L rows of the voxels, real and imaginary parts apart
-        // (the sums below then run over voxels as plain vectorisable loops).
+        // e^{iδ_d τ_l} = e^{iδ_d τ_0}·(e^{iδ_d Δτ})^l, L rows of the voxels,
+        // real and imaginary parts apart (the sums below then run over
+        // voxels as plain vectorisable loops).
         let mut segment_re = vec![0.0; l * voxels];
         let mut segment_im = vec![0.0; l * voxels];
-        segment_re
-            .par_chunks_mut(voxels.max(1))
-            .zip(segment_im.par_chunks_mut(voxels.max(1)))
-            .zip(&self.tau)
-            .for_each(|((re, im), &tau)| {
-                for ((re, im), &delta) in re.iter_mut().zip(im.iter_mut()).zip(&probe.delta) {
-                    (*im, *re) = (delta * tau).sin_cos();
-                }
-            });
-        let bins = self.histogram.centres.len();
-        (0..probe.times)
-            .into_par_iter()
-            .filter(|t| t % time_stride == 0 || t + 1 == probe.times)
+        let spacing = if l > 1 {
+            self.tau[1] - self.tau[0]
+        } else {
+            0.0
+        };
+        for (d, &delta) in probe.delta.iter().enumerate() {
+            let step = Complex64::from_polar(1.0, delta * spacing);
+            // τ_0 = t_min, the first probe time, unless L = 1.
+            let mut value = if l > 1 {
+                Complex64::new(probe.phase_re[d], probe.phase_im[d])
+            } else {
+                Complex64::from_polar(1.0, delta * self.tau[0])
+            };
+            for i in 0..l {
+                (segment_re[i * voxels + d], segment_im[i * voxels + d]) = (value.re, value.im);
+                value *= step;
+            }
+        }
+        let picked: Vec<usize> = (0..probe.times.len())
+            .filter(|t| t % time_stride == 0 || t + 1 == probe.times.len())
+            .collect();
+        let times: Vec<f64> = picked.iter().map(|&t| probe.times[t]).collect();
+        let mut coefficients = vec![Complex64::new(0.0, 0.0); times.len() * l];
+        self.coefficients(&times, &mut coefficients);
+        picked
+            .par_iter()
+            .zip(coefficients.par_chunks(l))
             .map_init(
-                || (vec![0.0; voxels], vec![0.0; voxels]),
-                |(approx_re, approx_im), t| {
-                    let mut a = vec![Complex64::new(0.0, 0.0); l];
-                    self.coefficients_from(&probe.bin_phases[t * bins..(t + 1) * bins], &mut a);
-                    approx_re.fill(0.0);
-                    approx_im.fill(0.0);
+                || (vec![0.0; VOXEL_BLOCK], vec![0.0; VOXEL_BLOCK]),
+                |(approx_re, approx_im), (&t, a)| {
                     let exact_re = &probe.phase_re[t * voxels..(t + 1) * voxels];
                     let exact_im = &probe.phase_im[t * voxels..(t + 1) * voxels];
                     let sum = on_widest_isa(
                         #[inline(always)]
                         || {
-                            for (i, a) in a.iter().enumerate() {
-                                let (sr, si) = (
-                                    &segment_re[i * voxels..(i + 1) * voxels],
-                                    &segment_im[i * voxels..(i + 1) * voxels],
-                                );
-                                for (((xr, xi), &r), &m) in approx_re
-                                    .iter_mut()
-                                    .zip(approx_im.iter_mut())
-                                    .zip(sr)
-                                    .zip(si)
-                                {
-                                    *xr += a.re * r - a.im * m;
-                                    *xi += a.re * m + a.im * r;
+                            let mut sum = 0.0;
+                            for start in (0..voxels).step_by(VOXEL_BLOCK) {
+                                let len = VOXEL_BLOCK.min(voxels - start);
+                                let (xr, xi) = (&mut approx_re[..len], &mut approx_im[..len]);
+                                xr.fill(0.0);
+                                xi.fill(0.0);
+                                for (i, a) in a.iter().enumerate() {
+                                    let sr = &segment_re[i * voxels + start..][..len];
+                                    let si = &segment_im[i * voxels + start..][..len];
+                                    for (((xr, xi), &r), &m) in
+                                        xr.iter_mut().zip(xi.iter_mut()).zip(sr).zip(si)
+                                    {
+                                        *xr += a.re * r - a.im * m;
+                                        *xi += a.re * m + a.im * r;
+                                    }
                                 }
+                                let exact = (&exact_re[start..], &exact_im[start..]);
+                                sum += squared_distance(exact, (xr, xi));
                             }
-                            exact_re
-                                .iter()
-                                .zip(exact_im)
-                                .zip(approx_re.iter().zip(approx_im.iter()))
-                                .map(|((er, ei), (xr, xi))| {
-                                    (er - xr) * (er - xr) + (ei - xi) * (ei - xi)
-                                })
-                                .sum::<f64>()
+                            sum
                         },
                     );
                     (sum / voxels.max(1) as f64).sqrt()
@@ -604,18 +683,16 @@ struct Probe {
     /// δ of the probe voxels.
     delta: Vec<f64>,
     /// Probe times.
-    times: usize,
+    times: Vec<f64>,
     /// e^{iδ_d t} per probe time (times × voxels), real and imaginary parts.
     phase_re: Vec<f64>,
     phase_im: Vec<f64>,
-    /// e^{iδ_k t} per probe time for the histogram bins (times × bins).
-    bin_phases: Vec<Complex64>,
 }
 
 impl Probe {
-    fn new(delta: Vec<f64>, times: &[f64], histogram: &Histogram) -> Result<Probe> {
+    fn new(delta: Vec<f64>, times: &[f64]) -> Result<Probe> {
         use rayon::prelude::*;
-        let (voxels, bins) = (delta.len(), histogram.centres.len());
+        let voxels = delta.len();
         let mut phase_re = try_vec(times.len() * voxels, 0.0, "segmentation probe phases")?;
         let mut phase_im = try_vec(times.len() * voxels, 0.0, "segmentation probe phases")?;
         // e^{iδ t} along the uniform probe times by the recurrence
@@ -656,18 +733,11 @@ impl Probe {
                     },
                 );
             });
-        let zero = Complex64::new(0.0, 0.0);
-        let mut bin_phases = try_vec(times.len() * bins, zero, "segmentation probe phases")?;
-        bin_phases
-            .par_chunks_mut(bins.max(1))
-            .zip(times.par_iter())
-            .for_each(|(row, &t)| phases_of_bins(histogram, t, row));
         Ok(Probe {
             delta,
-            times: times.len(),
+            times: times.to_vec(),
             phase_re,
             phase_im,
-            bin_phases,
         })
     }
 }
@@ -704,7 +774,6 @@ impl TimeSegmentation {
         let probe = Probe::new(
             delta.iter().step_by(stride).copied().collect(),
             &probe_times,
-            &histogram,
         )?;
         let mut singular = None;
         let (interpolator, error) = if segments > 0 {
@@ -715,9 +784,9 @@ impl TimeSegmentation {
             // The fewest segments that reach AUTO_ERROR; when more segments
             // than the map's distinct values would be needed (a singular Gram
             // matrix), the most that still work.
-            // Each count is first screened on every SCREEN_STRIDE-th probe time:
-            // that maximum is a lower bound of the full one, so a count it
-            // rejects is rejected exactly; the full error is computed only for
+            // Each count is first screened on every 32nd, then every 8th
+            // probe time (SCREEN_STRIDES): each maximum is a lower bound of
+            // the full one, so a count a screen rejects is rejected exactly; the full error is computed only for
             // counts that pass the screen (and for the last one tried).
             let mut chosen: Option<(Interpolator, Option<f64>)> = None;
             for l in 1..=MAX_AUTO_SEGMENTS {
@@ -726,7 +795,10 @@ impl TimeSegmentation {
                     singular = Some(l);
                     break;
                 };
-                if it.error(&probe, SCREEN_STRIDE) > AUTO_ERROR {
+                if SCREEN_STRIDES
+                    .iter()
+                    .any(|&stride| it.error(&probe, stride) > AUTO_ERROR)
+                {
                     chosen = Some((it, None));
                     continue;
                 }
@@ -772,17 +844,7 @@ impl TimeSegmentation {
         let m = times.len();
         // a(t_j) for every sample (in parallel, M×L), then stored L×M.
         let mut rows = try_vec(l * m, Complex64::new(0.0, 0.0), "segment coefficients")?;
-        {
-            use rayon::prelude::*;
-            let bins = histogram.centres.len();
-            rows.par_chunks_mut(l).zip(times.par_iter()).for_each_init(
-                || vec![Complex64::new(0.0, 0.0); bins],
-                |phases, (a, &t)| {
-                    phases_of_bins(&histogram, t, phases);
-                    interpolator.coefficients_from(phases, a);
-                },
-            );
-        }
+        interpolator.coefficients(times, &mut rows);
         let mut coefficients = try_vec(l * m, Complex64::new(0.0, 0.0), "segment coefficients")?;
         for (j, a) in rows.chunks_exact(l).enumerate() {
             for (i, v) in a.iter().enumerate() {

@@ -470,7 +470,7 @@ impl Plan {
     /// uniform object gives 1 at the centre voxel.
     pub fn pipe_menon_dcf(&self) -> Result<Vec<f32>> {
         self.run(super::Call::Gridding, || {
-            let (geometry, samples) = self.gridding_setup()?;
+            let (geometry, samples) = self.on_pool(|| self.gridding_setup())?;
             let w = Progress::current().install(&self.pool, || {
                 pipe_menon(&geometry, &samples.u, PIPE_MENON_ITERATIONS)
             })?;
@@ -514,7 +514,7 @@ impl Plan {
         image: &mut [Complex32],
     ) -> Result<()> {
         let s = self.sizes();
-        let (geometry, samples) = self.gridding_setup()?;
+        let (geometry, samples) = self.on_pool(|| self.gridding_setup())?;
         let sensitivities = self.model.sensitivities.as_deref();
         // Progress: Pipe–Menon's weights (when computed) the first half, then one share per coil.
         let progress = Progress::current();

@@ -286,15 +286,17 @@ impl Plan {
         let (l, transforms) = if self.model.off_resonance.is_none() {
             (1, 1)
         } else if full {
-            let spec = ToeplitzSpec::new(&self.model, segments)?;
-            let pairs = spec.kernel_pairs().len();
-            let basis = (self.backend == crate::plan::BackendKind::Cpu)
-                .then(|| {
-                    let epsilon = kernel_nufft_tolerance(self.options.precision).0 / 10.0;
-                    KernelBasis::new(&spec, epsilon)
-                })
-                .flatten();
-            (spec.segments(), basis.map_or(pairs, |b| b.rank))
+            self.on_pool(|| -> Result<(usize, usize)> {
+                let spec = ToeplitzSpec::new(&self.model, segments)?;
+                let pairs = spec.kernel_pairs().len();
+                let basis = (self.backend == crate::plan::BackendKind::Cpu)
+                    .then(|| {
+                        let epsilon = kernel_nufft_tolerance(self.options.precision).0 / 10.0;
+                        KernelBasis::new(&spec, epsilon)
+                    })
+                    .flatten();
+                Ok((spec.segments(), basis.map_or(pairs, |b| b.rank)))
+            })?
         } else if segments > 0 {
             (segments, segments * (segments + 1) / 2)
         } else {

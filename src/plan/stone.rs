@@ -160,15 +160,17 @@ impl Plan {
         model.set_positions(&q_positions)?;
         drop(q_positions);
         model.set_trajectory(ndims as i32, k)?;
-        let features = model.features()?;
-        drop(model);
-        let op = backend::build(
-            self.backend,
-            &features,
-            sizes,
-            &self.options,
-            self.pool.clone(),
-        )?;
+        let op = self.on_pool(|| {
+            let features = model.features()?;
+            drop(model);
+            backend::build(
+                self.backend,
+                &features,
+                sizes,
+                &self.options,
+                self.pool.clone(),
+            )
+        })?;
         op.adjoint(&weights, q)
     }
 }

@@ -106,6 +106,59 @@ impl<T: FftNum> GridFft<T> {
     }
 }
 
+impl<T: FftNum> GridFft<T> {
+    /// As [`GridFft::process`] on a zero-padded grid: the region
+    /// [0, s_0)×[0, s_1)×[0, s_2) (`support`; s_0 is not used: axis 0 is
+    /// transformed whole) is the only one that matters.
+    /// Forward: the input is zero outside it, so the lines along axis 0
+    /// outside it and the planes along axis 1 beyond s_2 stay zero and are
+    /// skipped. Inverse: only the output inside it is wanted; axes run
+    /// 2, 1, 0 and skip the same lines, leaving the rest of the grid
+    /// partly transformed. In 2D with s = n/2 per axis: 3/4 of the work of
+    /// [`GridFft::process`].
+    ///
+    /// # Panics
+    /// If `data.len()` is not n0·n1·n2 (a caller's bug, never user input).
+    pub fn process_padded(
+        &self,
+        data: &mut [Complex<T>],
+        direction: Direction,
+        support: [usize; 3],
+    ) {
+        assert_eq!(data.len(), self.len(), "grid FFT of a wrongly sized array");
+        let [k0, k1, k2] = self.dims;
+        let [s1, s2] = [1, 2].map(|a| support[a].clamp(1, self.dims[a]));
+        let plane = k0 * k1;
+        let axis0 = |data: &mut [Complex<T>], plan: &dyn Fft<T>| {
+            if k0 > 1 {
+                for z in 0..s2 {
+                    transform_contiguous(plan, &mut data[z * plane..][..s1 * k0], k0);
+                }
+            }
+        };
+        match direction {
+            Direction::Forward => {
+                axis0(data, self.plans[0][0].as_ref());
+                if k1 > 1 {
+                    transform_strided(self.plans[1][0].as_ref(), &mut data[..s2 * plane], k1, k0);
+                }
+                if k2 > 1 {
+                    transform_strided(self.plans[2][0].as_ref(), data, k2, plane);
+                }
+            }
+            Direction::Inverse => {
+                if k2 > 1 {
+                    transform_strided(self.plans[2][1].as_ref(), data, k2, plane);
+                }
+                if k1 > 1 {
+                    transform_strided(self.plans[1][1].as_ref(), &mut data[..s2 * plane], k1, k0);
+                }
+                axis0(data, self.plans[0][1].as_ref());
+            }
+        }
+    }
+}
+
 /// Elements of the buffers [`GridFft::process`] allocates on a grid of
 /// `dims` with `threads` threads, at most (for memory estimates): per task in
 /// flight (one per thread), a block of lines and the FFT scratch (at most a
@@ -225,6 +278,55 @@ mod tests {
                     .sum()
             })
             .collect()
+    }
+
+    #[test]
+    fn padded_transforms_match_the_full_ones_where_they_matter() {
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut uniform = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+        };
+        for (dims, support) in [
+            ([8, 6, 1], [4, 3, 1]),
+            ([10, 1, 1], [5, 1, 1]),
+            ([1, 8, 1], [1, 4, 1]),
+            ([6, 4, 8], [3, 2, 4]),
+            ([2, 10, 6], [1, 5, 3]),
+        ] {
+            let fft = GridFft::<f64>::new(dims);
+            let n: usize = dims.iter().product();
+            let inside = |v: usize| {
+                v % dims[0] < support[0]
+                    && (v / dims[0]) % dims[1] < support[1]
+                    && v / (dims[0] * dims[1]) < support[2]
+            };
+            let random: Vec<Complex64> = (0..n)
+                .map(|_| Complex64::new(uniform(), uniform()))
+                .collect();
+            let padded: Vec<Complex64> = random
+                .iter()
+                .enumerate()
+                .map(|(v, &x)| if inside(v) { x } else { Complex64::default() })
+                .collect();
+            let (mut full, mut pruned) = (padded.clone(), padded);
+            fft.process(&mut full, Direction::Forward);
+            fft.process_padded(&mut pruned, Direction::Forward, support);
+            for (a, b) in full.iter().zip(&pruned) {
+                assert!((a - b).norm() < 1e-12, "{dims:?} forward");
+            }
+            let (mut full, mut pruned) = (random.clone(), random);
+            fft.process(&mut full, Direction::Inverse);
+            fft.process_padded(&mut pruned, Direction::Inverse, support);
+            for v in (0..n).filter(|&v| inside(v)) {
+                assert!(
+                    (full[v] - pruned[v]).norm() < 1e-12,
+                    "{dims:?} inverse at {v}"
+                );
+            }
+        }
     }
 
     #[test]

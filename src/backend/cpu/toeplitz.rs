@@ -104,15 +104,7 @@ where
             Some(s) => {
                 let n = sizes.voxels;
                 let mut p = complex_zeros(s.segments * n, "segment phases (N x L)")?;
-                for (l, &tau) in s.tau.iter().enumerate() {
-                    p[l * n..(l + 1) * n]
-                        .iter_mut()
-                        .zip(&s.delta)
-                        .for_each(|(p, &d)| {
-                            let (sin, cos) = (d * tau).sin_cos();
-                            *p = Complex::new(Mo::Acc::from_f64(cos), Mo::Acc::from_f64(sin));
-                        });
-                }
+                segment_phases(&s.tau, &s.delta, &mut p);
                 Some(p)
             }
         };
@@ -192,10 +184,10 @@ where
         crate::error::check_available(setup_bytes, "the Toeplitz kernels")?;
         let nufft = self.kernel_nufft()?;
         let transforms = self.transforms();
-        let mut data = spec.kernel_weights(weights)?;
-        if let Some(basis) = &self.basis {
-            data = basis.compress(&data, spec.samples)?;
-        }
+        let mut data = match &self.basis {
+            Some(basis) => basis.compressed_weights(spec, weights)?,
+            None => spec.kernel_weights(weights)?,
+        };
         let mut modes = crate::error::try_vec(
             points * transforms,
             num_complex::Complex64::default(),
@@ -379,7 +371,8 @@ where
                 .map(|s| &s[c * n..(c + 1) * n]);
             for (lp, buffer) in spectra.chunks_exact_mut(points).enumerate() {
                 self.pad(x, sensitivity, phase(lp), buffer);
-                self.fft.process(buffer, Direction::Forward);
+                self.fft
+                    .process_padded(buffer, Direction::Forward, self.spec.dims);
             }
             if segments == 1 {
                 let kernel = &kernels.spectra[..points];
@@ -387,18 +380,61 @@ where
                     .par_iter_mut()
                     .zip(kernel)
                     .for_each(|(b, k)| *b = super::mul(*k, *b));
-                self.fft.process(&mut spectra, Direction::Inverse);
+                self.fft
+                    .process_padded(&mut spectra, Direction::Inverse, self.spec.dims);
                 self.crop_add(&spectra, sensitivity, None, y);
                 continue;
             }
             self.segment_sums(&kernels.spectra, &spectra, &mut work);
             for (l, sum) in work.chunks_exact_mut(points).enumerate() {
-                self.fft.process(sum, Direction::Inverse);
+                self.fft
+                    .process_padded(sum, Direction::Inverse, self.spec.dims);
                 self.crop_add(sum, sensitivity, phase(l), y);
             }
         }
         Ok(())
     }
+}
+
+/// P_l(n) = exp(iδ_n τ_l) into `out` (L×N): along the uniform τ_l by
+/// P_{l+1} = P_l·exp(iδ_n Δτ), restarted exactly every 64 segments.
+fn segment_phases<T: Real>(tau: &[f64], delta: &[f64], out: &mut [Complex<T>]) {
+    let n = delta.len();
+    let spacing = if tau.len() > 1 { tau[1] - tau[0] } else { 0.0 };
+    let (rows, columns) = (out.len() / n.max(1), 1024);
+    // Voxel blocks in parallel, each walking the segments.
+    let mut blocks: Vec<Vec<&mut [Complex<T>]>> =
+        (0..n.div_ceil(columns)).map(|_| Vec::new()).collect();
+    for row in out.chunks_exact_mut(n.max(1)).take(rows) {
+        for (b, piece) in row.chunks_mut(columns).enumerate() {
+            blocks[b].push(piece);
+        }
+    }
+    blocks
+        .into_par_iter()
+        .enumerate()
+        .for_each(|(b, mut rows)| {
+            let delta = &delta[b * columns..];
+            let mut value: Vec<num_complex::Complex64> = Vec::new();
+            let step: Vec<num_complex::Complex64> = delta
+                .iter()
+                .take(rows.first().map_or(0, |r| r.len()))
+                .map(|&d| num_complex::Complex64::from_polar(1.0, d * spacing))
+                .collect();
+            for (l, row) in rows.iter_mut().enumerate() {
+                if l % 64 == 0 {
+                    value = delta[..row.len()]
+                        .iter()
+                        .map(|&d| num_complex::Complex64::from_polar(1.0, d * tau[l]))
+                        .collect();
+                } else {
+                    value.iter_mut().zip(&step).for_each(|(v, s)| *v *= s);
+                }
+                for (o, v) in row.iter_mut().zip(&value) {
+                    *o = Complex::new(T::from_f64(v.re), T::from_f64(v.im));
+                }
+            }
+        });
 }
 
 /// Kernel-grid points per task of the segment sums in `normal_acc`.
