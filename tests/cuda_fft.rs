@@ -443,9 +443,18 @@ fn cuda_cartesian_cg_matches_cpu() {
     let truth = rng.complex(p.voxels());
     let data = to_c32(&p.forward_f64(&truth));
     let weights: Vec<f32> = (0..p.samples).map(|_| rng.range(0.5, 1.5) as f32).collect();
-    for (precision, bound) in [(Precision::Accurate, 1e-4), (Precision::Double, 1e-7)] {
+    // DOUBLE runs to convergence: CG's intermediate iterates are not a
+    // function of the operator alone (seed 1795680290823929130: the CPU's
+    // exact and Cartesian operators, both float64, agree to 1e-9 at 20
+    // iterations and at convergence, but their residuals part from iteration
+    // 28 on and the iterates differ by 2.4e-6 at 30: rounding differences
+    // grow once the Krylov basis loses orthogonality).
+    for (precision, bound, iterations) in [
+        (Precision::Accurate, 1e-4, 30),
+        (Precision::Double, 1e-7, 300),
+    ] {
         let cg = CgOptions {
-            max_iterations: 30,
+            max_iterations: iterations,
             tolerance: 0.0,
             regularizer: Regularizer::Tikhonov,
             lambda: 0.2 * (p.samples * p.coils) as f64,
