@@ -280,15 +280,19 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn padded_transforms_match_the_full_ones_where_they_matter() {
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        let mut uniform = || {
+    /// Values uniform in [−0.5, 0.5) from xorshift64 seeded with `state`.
+    fn uniform_values(mut state: u64) -> impl FnMut() -> f64 {
+        move || {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
             (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5
-        };
+        }
+    }
+
+    #[test]
+    fn padded_transforms_match_the_full_ones_where_they_matter() {
+        let mut uniform = uniform_values(0x2545_f491_4f6c_dd1d);
         for (dims, support) in [
             ([8, 6, 1], [4, 3, 1]),
             ([10, 1, 1], [5, 1, 1]),
@@ -331,13 +335,7 @@ mod tests {
 
     #[test]
     fn matches_the_direct_sum_on_odd_and_even_grids() {
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut uniform = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5
-        };
+        let mut uniform = uniform_values(0x9e37_79b9_7f4a_7c15);
         for dims in [
             [7, 1, 1],
             [6, 5, 1],
