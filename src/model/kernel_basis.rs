@@ -27,6 +27,7 @@
 
 use super::row_space::truncated_row_space;
 use super::toeplitz::{TimeSegmentation, ToeplitzSpec};
+use crate::backend::cpu::column_blocks;
 use crate::backend::cpu::kernel::on_widest_isa;
 use crate::backend::cpu::real::Real;
 use crate::error::{try_vec, Result};
@@ -39,8 +40,8 @@ use rayon::prelude::*;
 const WORTHWHILE: f64 = 0.8;
 /// Samples (at most) on which the span is checked.
 pub const CHECK_ROWS: usize = 512;
-/// Pairs above which no basis is sought (L > 16: the Jacobi sweeps over
-/// the P×P Gram matrix grow as P³).
+/// Pairs above which no basis is sought (L > 16: the pivoted QR of
+/// [`super::row_space`] on ≥ 2P sampled rows grows as P³).
 pub const MAX_PAIRS: usize = 136;
 
 /// Sample indices whose times spread evenly over [t_min, t_max]: for each of
@@ -292,20 +293,14 @@ fn store_sum<T: Real>(out: &mut [Complex<T>], a: &[T], b: &[T]) {
     }
 }
 
-/// Output column pieces grouped by block of `rows`: pieces[b][p] is rows
-/// b·BLOCK.. of column p of the column-major `out` (rows × n).
-/// Blocks go to the pool's threads in as many runs as it has threads, so
-/// that each thread sets up its scratch once.
+/// Output column pieces grouped by block of `rows` ([`column_blocks`]),
+/// handed to the pool's threads in as many runs as it has threads, so that
+/// each thread sets up its scratch once.
 fn pieces_by_block<T: Send>(
     out: &mut [T],
     rows: usize,
 ) -> rayon::iter::MinLen<rayon::vec::IntoIter<Vec<&mut [T]>>> {
-    let mut pieces: Vec<Vec<&mut [T]>> = (0..rows.div_ceil(BLOCK)).map(|_| Vec::new()).collect();
-    for column in out.chunks_exact_mut(rows.max(1)) {
-        for (b, piece) in column.chunks_mut(BLOCK).enumerate() {
-            pieces[b].push(piece);
-        }
-    }
+    let pieces = column_blocks(out, rows, BLOCK);
     let runs = pieces.len().div_ceil(rayon::current_num_threads()).max(1);
     pieces.into_par_iter().with_min_len(runs)
 }

@@ -373,8 +373,10 @@ struct Histogram {
     width: f64,
 }
 
-/// Lattice steps between exact restarts of the bin-phase recurrence of
-/// [`Interpolator::coefficients`] (its rounding grows by ~1e-16 per step).
+/// Steps between exact restarts of the phase recurrences of
+/// [`Interpolator::coefficients`] (along the bin lattice) and
+/// [`segment_phases_of`] (along the segments); their rounding grows by
+/// ~1e-16 per step.
 const RESTART: usize = 64;
 
 impl Histogram {
@@ -422,6 +424,30 @@ const LANES: usize = 64;
 /// Probe voxels per block of the error sums in [`Interpolator::error`]
 /// (the block's approximation stays in L1 while the L segments stream by).
 const VOXEL_BLOCK: usize = 512;
+
+/// e^{iδ·τ_l} for the uniform segment times `tau` (l = 0 … L−1), given
+/// `first` = e^{iδ·τ_0}: P_{l+1} = P_l·e^{iδΔτ}, restarted exactly every
+/// [`RESTART`] segments; `put(l, P_l)`. Two sines per voxel instead of L.
+pub(crate) fn segment_phases_of(
+    delta: f64,
+    tau: &[f64],
+    first: Complex64,
+    mut put: impl FnMut(usize, Complex64),
+) {
+    let spacing = if tau.len() > 1 { tau[1] - tau[0] } else { 0.0 };
+    let step = Complex64::from_polar(1.0, delta * spacing);
+    let mut value = first;
+    for (l, &t) in tau.iter().enumerate() {
+        if l > 0 {
+            value = if l % RESTART == 0 {
+                Complex64::from_polar(1.0, delta * t)
+            } else {
+                value * step
+            };
+        }
+        put(l, value);
+    }
+}
 
 /// Σ_i |x_i − y_i|² over the length of `y` (real and imaginary parts
 /// apart), in eight interleaved partial sums (a fixed order, so the same bits
@@ -608,28 +634,21 @@ impl<'a> Interpolator<'a> {
         use rayon::prelude::*;
         let l = self.tau.len();
         let voxels = probe.delta.len();
-        // e^{iδ_d τ_l} = e^{iδ_d τ_0}·(e^{iδ_d Δτ})^l, L rows of the voxels,
+        // e^{iδ_d τ_l} ([`segment_phases_of`]), L rows of the voxels,
         // real and imaginary parts apart (the sums below then run over
         // voxels as plain vectorisable loops).
         let mut segment_re = vec![0.0; l * voxels];
         let mut segment_im = vec![0.0; l * voxels];
-        let spacing = if l > 1 {
-            self.tau[1] - self.tau[0]
-        } else {
-            0.0
-        };
         for (d, &delta) in probe.delta.iter().enumerate() {
-            let step = Complex64::from_polar(1.0, delta * spacing);
             // τ_0 = t_min, the first probe time, unless L = 1.
-            let mut value = if l > 1 {
+            let first = if l > 1 {
                 Complex64::new(probe.phase_re[d], probe.phase_im[d])
             } else {
                 Complex64::from_polar(1.0, delta * self.tau[0])
             };
-            for i in 0..l {
-                (segment_re[i * voxels + d], segment_im[i * voxels + d]) = (value.re, value.im);
-                value *= step;
-            }
+            segment_phases_of(delta, &self.tau, first, |i, v| {
+                (segment_re[i * voxels + d], segment_im[i * voxels + d]) = (v.re, v.im);
+            });
         }
         let picked: Vec<usize> = (0..probe.times.len())
             .filter(|t| t % time_stride == 0 || t + 1 == probe.times.len())
@@ -786,8 +805,9 @@ impl TimeSegmentation {
             // matrix), the most that still work.
             // Each count is first screened on every 32nd, then every 8th
             // probe time (SCREEN_STRIDES): each maximum is a lower bound of
-            // the full one, so a count a screen rejects is rejected exactly; the full error is computed only for
-            // counts that pass the screen (and for the last one tried).
+            // the full one, so a count a screen rejects is rejected exactly;
+            // the full error is computed only for counts that pass the
+            // screens (and for the last one tried).
             let mut chosen: Option<(Interpolator, Option<f64>)> = None;
             for l in 1..=MAX_AUTO_SEGMENTS {
                 crate::progress::check(l as f64 / MAX_AUTO_SEGMENTS as f64)?;

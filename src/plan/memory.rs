@@ -331,10 +331,11 @@ impl Plan {
             + Bytes::of(l.saturating_mul(n), acc)
             + Bytes::of(pairs.saturating_mul(kernel_points), acc);
         // The kernels' set-up: one type-1 NUFFT of the weighted data (M x
-        // pairs, float64; with a pair basis also its M x r compression) onto
-        // the modes (transforms x points, float64), its points (3 x M) and
-        // its plan and buffers; with a basis, the r spectra and their
-        // rotated copy beside the P kernels they expand into.
+        // transforms, float64: the pairs' data, or its M x r compression
+        // by the pair basis, formed without the M x P) onto the modes
+        // (transforms x points, float64), its points (3 x M) and its plan and
+        // buffers; with a basis also the r spectra beside the P kernels they
+        // expand into.
         let nufft = crate::model::toeplitz::kernel_nufft_spec(
             kernel_dims,
             m,
@@ -342,16 +343,11 @@ impl Plan {
             self.options.precision,
         )?;
         let reduced = if transforms < pairs {
-            Bytes::of(m.saturating_mul(transforms), C64).max(Bytes::of(
-                2usize
-                    .saturating_mul(transforms)
-                    .saturating_mul(kernel_points),
-                acc,
-            ))
+            Bytes::of(transforms.saturating_mul(kernel_points), acc)
         } else {
             Bytes(0)
         };
-        let setup = Bytes::of(m.saturating_mul(pairs), C64)
+        let setup = Bytes::of(m.saturating_mul(transforms), C64)
             + Bytes::of(transforms.saturating_mul(kernel_points), C64)
             + Bytes::of(3usize.saturating_mul(m), F64)
             + Bytes(crate::nufft::cpu::memory_bytes(&nufft, m, threads))

@@ -251,6 +251,19 @@ pub(crate) fn apply_widened<T: Real>(
     })
 }
 
+/// The columns of the column-major `out` (columns of `len` elements) cut into
+/// blocks of `block` rows and grouped by block: blocks[b][c] is rows
+/// b·block.. of column c, so that a task per block touches every column.
+pub(crate) fn column_blocks<T>(out: &mut [T], len: usize, block: usize) -> Vec<Vec<&mut [T]>> {
+    let mut blocks: Vec<Vec<&mut [T]>> = (0..len.div_ceil(block)).map(|_| Vec::new()).collect();
+    for column in out.chunks_exact_mut(len.max(1)) {
+        for (b, piece) in column.chunks_mut(block).enumerate() {
+            blocks[b].push(piece);
+        }
+    }
+    blocks
+}
+
 /// A complex vector of zeros, or `OutOfMemory` naming `what`.
 pub(crate) fn complex_zeros<T: Real>(len: usize, what: &str) -> Result<Vec<Complex<T>>> {
     try_vec(len, Complex::new(T::default(), T::default()), what)

@@ -314,13 +314,7 @@ where
     fn segment_sums(&self, kernels: &[Acc<Mo>], spectra: &[Acc<Mo>], sums: &mut [Acc<Mo>]) {
         let points = self.spec.kernel_points();
         let pairs = self.spec.kernel_pairs();
-        let blocks = points.div_ceil(PRODUCT_BLOCK);
-        let mut tasks: Vec<Vec<&mut [Acc<Mo>]>> = (0..blocks).map(|_| Vec::new()).collect();
-        for sum in sums.chunks_exact_mut(points) {
-            for (b, piece) in sum.chunks_mut(PRODUCT_BLOCK).enumerate() {
-                tasks[b].push(piece);
-            }
-        }
+        let tasks = super::column_blocks(sums, points, PRODUCT_BLOCK);
         let zero = Complex::new(Mo::Acc::default(), Mo::Acc::default());
         tasks.into_par_iter().enumerate().for_each(|(b, mut out)| {
             let start = b * PRODUCT_BLOCK;
@@ -396,43 +390,19 @@ where
     }
 }
 
-/// P_l(n) = exp(iδ_n τ_l) into `out` (L×N): along the uniform τ_l by
-/// P_{l+1} = P_l·exp(iδ_n Δτ), restarted exactly every 64 segments.
+/// P_l(n) = exp(iδ_n τ_l) into `out` (L×N), by
+/// [`crate::model::toeplitz::segment_phases_of`], voxel blocks in parallel.
 fn segment_phases<T: Real>(tau: &[f64], delta: &[f64], out: &mut [Complex<T>]) {
-    let n = delta.len();
-    let spacing = if tau.len() > 1 { tau[1] - tau[0] } else { 0.0 };
-    let (rows, columns) = (out.len() / n.max(1), 1024);
-    // Voxel blocks in parallel, each walking the segments.
-    let mut blocks: Vec<Vec<&mut [Complex<T>]>> =
-        (0..n.div_ceil(columns)).map(|_| Vec::new()).collect();
-    for row in out.chunks_exact_mut(n.max(1)).take(rows) {
-        for (b, piece) in row.chunks_mut(columns).enumerate() {
-            blocks[b].push(piece);
-        }
-    }
-    blocks
+    const VOXELS: usize = 1024;
+    super::column_blocks(out, delta.len(), VOXELS)
         .into_par_iter()
         .enumerate()
         .for_each(|(b, mut rows)| {
-            let delta = &delta[b * columns..];
-            let mut value: Vec<num_complex::Complex64> = Vec::new();
-            let step: Vec<num_complex::Complex64> = delta
-                .iter()
-                .take(rows.first().map_or(0, |r| r.len()))
-                .map(|&d| num_complex::Complex64::from_polar(1.0, d * spacing))
-                .collect();
-            for (l, row) in rows.iter_mut().enumerate() {
-                if l % 64 == 0 {
-                    value = delta[..row.len()]
-                        .iter()
-                        .map(|&d| num_complex::Complex64::from_polar(1.0, d * tau[l]))
-                        .collect();
-                } else {
-                    value.iter_mut().zip(&step).for_each(|(v, s)| *v *= s);
-                }
-                for (o, v) in row.iter_mut().zip(&value) {
-                    *o = Complex::new(T::from_f64(v.re), T::from_f64(v.im));
-                }
+            for (i, &d) in delta[b * VOXELS..].iter().take(VOXELS).enumerate() {
+                let first = num_complex::Complex64::from_polar(1.0, d * tau[0]);
+                crate::model::toeplitz::segment_phases_of(d, tau, first, |l, v| {
+                    rows[l][i] = Complex::new(T::from_f64(v.re), T::from_f64(v.im));
+                });
             }
         });
 }
