@@ -134,10 +134,20 @@ fn try_with_capacity<T>(len: usize, what: &str) -> Result<Vec<T>> {
     let size = std::mem::size_of::<T>();
     let bytes = (len as u64).saturating_mul(size as u64);
     let failed = || {
-        Error::out_of_memory(format!(
-            "could not allocate {what}: {len} elements of {size} bytes = {bytes} bytes ({:.2} GiB)",
-            bytes as f64 / GIB
-        ))
+        // The message itself may find no memory left (a worker thread's
+        // malloc arena under an address-space limit): it is written into
+        // room reserved fallibly, or left empty, never by an allocation
+        // that aborts the process.
+        let mut message = String::new();
+        if message.try_reserve(what.len() + 160).is_ok() {
+            use std::fmt::Write;
+            let _ = write!(
+                message,
+                "could not allocate {what}: {len} elements of {size} bytes = {bytes} bytes ({:.2} GiB)",
+                bytes as f64 / GIB
+            );
+        }
+        Error::out_of_memory(message)
     };
     if bytes >= CHECKED_ALLOCATION {
         if let Some(available) = available_bytes() {
