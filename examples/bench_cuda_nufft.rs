@@ -8,8 +8,10 @@
 //! Cases: a3d (256³ modes, 10⁷ points, 1e-6), b96 (96³, 221 184 points, 16
 //! transforms, 1e-3), b200 (200×200×144, 1.44 M points, 16, 1e-3), b512
 //! (512², 262 144 points, 8, 1e-4); default all. Each runs types 1 and 2.
-//! HORECON_BENCH_REPS (default 10). HORECON_CUDA_NUFFT_METHOD / _BINS
-//! override the executor's choices.
+//! HORECON_BENCH_REPS (default 10). HORECON_CUDA_NUFFT_METHOD / _BINS /
+//! _FIXED=0 override the executor's choices; HORECON_BENCH_TRANSFORMS,
+//! HORECON_BENCH_TOLERANCE and HORECON_BENCH_UPSAMPLING=1.25 (default σ = 2)
+//! the case's.
 
 use horecon::backend::cuda::nufft::CudaNufft;
 use horecon::nufft::{Modes, NufftSpec, NufftType, Upsampling};
@@ -78,6 +80,11 @@ fn mode_vector(modes: &Modes, index: usize) -> [f64; 3] {
     k
 }
 
+/// A numeric environment override.
+fn knob(name: &str) -> Option<f64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let wanted: Vec<String> = std::env::args().skip(1).collect();
     let reps: usize = std::env::var("HORECON_BENCH_REPS")
@@ -94,6 +101,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     {
         let ndims = case.modes.len();
         let modes = Modes::new(ndims as i32, case.modes)?;
+        let transforms = knob("HORECON_BENCH_TRANSFORMS").map_or(case.transforms, |v| v as i32);
+        let tolerance = knob("HORECON_BENCH_TOLERANCE").unwrap_or(case.tolerance);
+        let upsampling = if knob("HORECON_BENCH_UPSAMPLING") == Some(1.25) {
+            Upsampling::OneQuarter
+        } else {
+            Upsampling::Two
+        };
         let m = case.points;
         let mut rng = Lcg(0x5eed ^ m as u64);
         let pi = std::f64::consts::PI;
@@ -103,16 +117,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 kind,
                 modes,
                 -1,
-                case.tolerance,
-                case.transforms,
+                tolerance,
+                transforms,
                 false,
-                Some(Upsampling::Two),
+                Some(upsampling),
             )?;
             let start = Instant::now();
             let plan = CudaNufft::new(&spec, &x, m, 0)?;
             let plan_s = start.elapsed().as_secs_f64();
             let n = modes.total();
-            let t = case.transforms as usize;
+            let t = transforms as usize;
             // One host call on random data for the error (transform 0).
             let mut nonuniform = vec![Complex32::default(); t * m];
             let mut grid = vec![Complex32::default(); t * n];
@@ -191,7 +205,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 case.modes,
                 m,
                 t,
-                case.tolerance,
+                tolerance,
                 seconds * 1e3,
                 plan_s,
                 error,

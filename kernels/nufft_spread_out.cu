@@ -28,6 +28,27 @@
 #ifndef SPREAD_BATCH
 #define SPREAD_BATCH 64
 #endif
+// FIXED_POINT (float plans): the tile adds up in 32-bit integers instead of
+// floats. A float atomicAdd on shared memory is a compare-and-swap loop on
+// sm_90 (ATOMS.CAST.SPIN: load, add, swap, retry), an integer one a single
+// native ATOMS.ADD (H100, 2026-11-26: 96³ modes × 208 transforms, w 7:
+// 64.0 → 31.4 ms). Per block, S = Σ_j max(|Re c_j|, |Im c_j|) over the
+// subproblem bounds every cell's parts (φ ≤ 1); values are scaled by
+// s = 2³⁰ / (1.01·S) (as s₁·s₂, s₁ = 2^((29 − e) / 2) for 2^e ≤ S < 2^(e+1), so
+// that both factors are normal floats for any finite S: s₁ on the staged
+// strength, s₂ per add) and
+// rounded to the nearest integer per add, so a cell stays below
+// 2³⁰ + count/2 < 2³¹ (1 % covers the float sum's rounding). The rounding,
+// ≤ S·2⁻³¹ per add, is above float rounding where many points share a
+// subproblem, so only plans asked for 5e-4 or more use it
+// (src/backend/cuda/nufft/layout.rs `FIXED_POINT_TOLERANCE`). A non-finite S
+// gives NaN cells, as float sums would.
+#ifndef FIXED_POINT
+#define FIXED_POINT 0
+#endif
+#if FIXED_POINT && DOUBLE
+#error "fixed-point tiles are for float plans"
+#endif
 // FLUSH_PAIRS (float only, n_f,0 even): the tile goes to the fine grid in
 // 16-byte atomics of two cells.
 #ifndef FLUSH_PAIRS
@@ -47,26 +68,68 @@
 #define INNER WIDTH
 #endif
 
+// TILE_ADD(cell, x, y): tile[cell] += x + iy; TILE_VALUE(cell): the cell as complex_t.
+#if FIXED_POINT
+#define TILE_ADD(cell, x, y) \
+    (atomicAdd(&re[cell], __float2int_rn((x) * scale2)), atomicAdd(&im[cell], __float2int_rn((y) * scale2)))
+#define TILE_VALUE(cell) tile_complex((real)re[cell] * unscale1 * unscale2, (real)im[cell] * unscale1 * unscale2)
+#else
+#define TILE_ADD(cell, x, y) (atomicAdd(&re[cell], (x)), atomicAdd(&im[cell], (y)))
+#define TILE_VALUE(cell) tile_complex(re[cell], im[cell])
+#endif
+
+__device__ __forceinline__ complex_t tile_complex(real x, real y) {
+    complex_t v;
+    v.x = x;
+    v.y = y;
+    return v;
+}
+
 extern "C" __global__ void __launch_bounds__(SM_THREADS)
     nufft_spread_out(Geometry g, const int* __restrict__ sub_bin, const int* __restrict__ sub_first,
                      const int* __restrict__ sub_count, const int* __restrict__ perm, const int* __restrict__ start,
                      const offset_t* __restrict__ offset, const complex_t* __restrict__ c, complex_t* __restrict__ fine) {
     DYNAMIC_SHARED(real, planes);
     __shared__ real kv[SPREAD_BATCH][DIM][WIDTH];
+#if FIXED_POINT
+    __shared__ real partial[SM_THREADS / 32];
+#endif
     __shared__ complex_t value[SPREAD_BATCH];
     __shared__ int base[SPREAD_BATCH];
     const int sp = blockIdx.x;
     const long long t = blockIdx.y;
     const int n0 = tile_size(g, 0), n1 = tile_size(g, 1);
     const int total = n0 * n1 * tile_size(g, 2);
+#if FIXED_POINT
+    int* re = (int*)planes;
+    int* im = re + total;
+#else
     real* re = planes;
     real* im = planes + total;
+#endif
     for (int i = threadIdx.x; i < 2 * total; i += blockDim.x) planes[i] = (real)0;
     int origin[3];
     tile_origin(g, sub_bin[sp], origin);
     const int first = sub_first[sp], count = sub_count[sp];
     const complex_t* ct = c + t * g.points;
     const offset_t beta = (offset_t)g.beta;
+#if FIXED_POINT
+    // The scale s = s1·s2 (FIXED_POINT above): S by a block reduction.
+    float bound = 0.f;
+    for (int q = threadIdx.x; q < count; q += blockDim.x) {
+        const complex_t v = ct[perm[(long long)first + q]];
+        bound += fmaxf(fabsf(v.x), fabsf(v.y));
+    }
+    for (int o = 16; o > 0; o >>= 1) bound += __shfl_xor_sync(0xffffffffu, bound, o);
+    if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = bound;
+    __syncthreads();
+    bound = 0.f;
+    for (int w = 0; w < (int)(blockDim.x >> 5); w++) bound += partial[w];
+    const bool usable = bound > 0.f && isfinite(bound);
+    const float scale1 = ldexpf(1.f, usable ? (29 - ilogbf(bound)) / 2 : 0);
+    const float scale2 = usable ? 1073741824.f / (1.01f * (bound * scale1)) : 1.f;
+    const float unscale1 = isfinite(bound) ? 1.f / scale1 : __int_as_float(0x7fc00000), unscale2 = 1.f / scale2;
+#endif
 #if DIM > 1
     // The stride of the last spread axis in the tile.
     const int last_stride = DIM == 2 ? n0 : n0 * n1;
@@ -77,7 +140,11 @@ extern "C" __global__ void __launch_bounds__(SM_THREADS)
         __syncthreads();
         for (int q = threadIdx.x; q < nb; q += blockDim.x) {
             const long long p = (long long)first + b0 + q;
+#if FIXED_POINT
+            value[q] = cmul_real(ct[perm[p]], scale1);
+#else
             value[q] = ct[perm[p]];
+#endif
             int cell = 0, stride = 1;
 #pragma unroll
             for (int a = 0; a < DIM; a++) {
@@ -94,8 +161,7 @@ extern "C" __global__ void __launch_bounds__(SM_THREADS)
             const int r = e - q * ROW_CELLS;
 #if DIM == 1
             const complex_t v = cmul_real(value[q], kv[q][0][r]);
-            atomicAdd(&re[base[q] + r], v.x);
-            atomicAdd(&im[base[q] + r], v.y);
+            TILE_ADD(base[q] + r, v.x, v.y);
 #else
             const int i = r % WIDTH;
             int cell = base[q] + i;
@@ -109,8 +175,7 @@ extern "C" __global__ void __launch_bounds__(SM_THREADS)
 #pragma unroll
             for (int m = 0; m < INNER; m++) {
                 const real k = kv[q][DIM - 1][m];
-                atomicAdd(&re[cell + m * last_stride], v.x * k);
-                atomicAdd(&im[cell + m * last_stride], v.y * k);
+                TILE_ADD(cell + m * last_stride, v.x * k, v.y * k);
             }
 #endif
         }
@@ -130,8 +195,8 @@ extern "C" __global__ void __launch_bounds__(SM_THREADS)
         const int c0 = 2 * (item - row * slots) - lead;
         const int cell = row * n0 + c0;
         const bool has0 = c0 >= 0, has1 = c0 + 1 < n0;
-        const complex_t a = has0 ? make_float2(re[cell], im[cell]) : zero;
-        const complex_t b = has1 ? make_float2(re[cell + 1], im[cell + 1]) : zero;
+        const complex_t a = has0 ? TILE_VALUE(cell) : zero;
+        const complex_t b = has1 ? TILE_VALUE(cell + 1) : zero;
         const bool nz0 = a.x != 0.f || a.y != 0.f, nz1 = b.x != 0.f || b.y != 0.f;
         if (has0 && has1) {
             if (nz0 || nz1)
@@ -144,9 +209,7 @@ extern "C" __global__ void __launch_bounds__(SM_THREADS)
     }
 #else
     for (int cell = threadIdx.x; cell < total; cell += blockDim.x) {
-        complex_t v;
-        v.x = re[cell];
-        v.y = im[cell];
+        const complex_t v = TILE_VALUE(cell);
         if (v.x != (real)0 || v.y != (real)0) add_complex_global(&ft[tile_to_fine(g, origin, cell)], v);
     }
 #endif

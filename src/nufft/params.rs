@@ -28,7 +28,8 @@
 //! [`MIN_TOLERANCE_F32_SIGMA_5_4`]: at σ = 1.25 the deconvolution divides
 //! the edge modes by a ψ̂ up to ~10² (per axis) smaller than ψ̂(0), which
 //! lifts float32 rounding above ε (measured, 3D: 1.5e-4 at ε = 1e-5,
-//! 2e-3 at 1e-6).
+//! 2e-3 at 1e-6; at ε = 1e-4, w = 9, 5.0e-5 and 3.1e-5 for types 1 and 2:
+//! `nufft_accuracy 3 32 3000 3`, 2026-11-26).
 //!
 //! The fine grid of an axis with n modes has n_f = the smallest even
 //! 2,3,5-smooth integer ≥ max(σ·n, 2w) points.
@@ -63,7 +64,7 @@ pub const ERROR_SIGMA_5_4: [f64; 15] = [
 ];
 
 /// The smallest float32 tolerance at which σ = 1.25 is used (module documentation).
-pub const MIN_TOLERANCE_F32_SIGMA_5_4: f64 = 1e-3;
+pub const MIN_TOLERANCE_F32_SIGMA_5_4: f64 = 1e-4;
 
 /// Measured error × SAFETY ≤ ε picks the width.
 pub const SAFETY: f64 = 1.25;

@@ -25,8 +25,8 @@ fn device_resident() -> bool {
 pub const MIN_APPROXIMATION: f64 = 1e-5;
 /// The largest tolerance accepted.
 pub const MAX_APPROXIMATION: f64 = 0.1;
-/// The share of the tolerance given to the expansion (the NUFFT is asked for half,
-/// and errs 3–10× less than asked):
+/// The share of the tolerance given to the expansion (the NUFFT is asked for 0.9
+/// of it and errs 3–5× less than asked in l2, `backend::fast::nufft_tolerance`):
 /// E and Eᴴ then stay near half the tolerance, and EᴴE, which carries both
 /// errors, within it.
 const EXPANSION_SHARE: f64 = 0.45;

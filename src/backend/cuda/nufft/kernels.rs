@@ -114,6 +114,7 @@ pub fn spread_output(device: &Device, layout: &Layout, double: bool) -> Result<C
         ("PRECISE", i64::from(layout.precise)),
         ("SPREAD_BATCH", layout.spread_batch() as i64),
         ("FLUSH_PAIRS", i64::from(layout.flush_pairs(double))),
+        ("FIXED_POINT", i64::from(layout.fixed_point)),
     ];
     let f = device.function("nufft_spread_out", SPREAD_OUT, &defines, "nufft_spread_out")?;
     let limit = shared_limit(device)?;
