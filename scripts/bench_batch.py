@@ -5,6 +5,7 @@
     python3 scripts/bench_batch.py --ci            # CI-sized: 64 bieri-64 slices, 5 iterations, CPU
     python3 scripts/bench_batch.py --workers 2     # two Dask workers (two GPUs, or CPU workers)
     python3 scripts/bench_batch.py --no-solve      # the runner's own cost: real inputs, no plan
+    python3 scripts/bench_batch.py --timing        # where each slice's time goes, per form
 
 Each slice is a shared/bench/cases.py problem (seed = slice index): the plan
 is built, CG runs a fixed number of iterations (tolerance 0), the image is
@@ -70,17 +71,45 @@ def slice_problem(case, seed, iterations, size=None):
     )
 
 
+def timed_make(make):
+    """`make()` with its wall time kept on the problem (``--timing``)."""
+    start = time.perf_counter()
+    problem = make()
+    problem.make_seconds = time.perf_counter() - start
+    return problem
+
+
+def timed_solve(solve, problem, plan_options):
+    """`solve` with its wall time and the inputs' in the info (``--timing``)."""
+    start = time.perf_counter()
+    image, info = solve(problem, plan_options)
+    info = dict(info)
+    info["solve_seconds"] = time.perf_counter() - start
+    info["make_seconds"] = getattr(problem, "make_seconds", float("nan"))
+    return image, info
+
+
+def breakdown(infos, seconds):
+    """'inputs x ms, solve y ms, rest z ms' per slice from the infos of one form."""
+    n = max(1, len(infos))
+    make = 1000 * sum(i["make_seconds"] for i in infos) / n
+    solve = 1000 * sum(i["solve_seconds"] for i in infos) / n
+    return f"inputs {make:.1f} ms, solve {solve:.1f} ms, rest {1000 * seconds / n - make - solve:+.1f} ms"
+
+
 def no_solve(problem, plan_options):
     """A `reconstruct` that builds no plan: a zero image of the problem's shape."""
     return np.zeros(tuple(problem.shape), np.complex64), {"iterations": 0}
 
 
-def plain_loop(items, out, options, reconstruct):
+def plain_loop(items, out, options, reconstruct, infos=None):
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     for name, make in items:
-        image, _ = reconstruct(make(), options)
+        image, info = reconstruct(make(), options)
         np.save(out / f"{name}.npy", image)
+        if infos is not None:
+            infos.append(info)
     return time.perf_counter() - start
 
 
@@ -115,6 +144,8 @@ def main():
                     "(the runner's own per-task cost)")
     ap.add_argument("--repeat", type=int, default=1, help="rounds of the three forms; the best of each (default 1)")
     ap.add_argument("--keep", help="write the images here (default: a temporary folder, removed)")
+    ap.add_argument("--timing", action="store_true", help="per slice and form, last round: the time making "
+                    "the inputs, solving, and the rest (hand-off, writing)")
     args = ap.parse_args()
     find_cases()
     import horecon
@@ -141,6 +172,9 @@ def main():
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="horecon-bench-batch-"))
     names = [n for n, _ in items]
     solve = no_solve if args.no_solve else batch.reconstruct
+    if args.timing:
+        items = [(n, functools.partial(timed_make, make)) for n, make in items]
+        solve = functools.partial(timed_solve, solve)
     common = dict(backend=backend, precision=args.precision, progress=False, reconstruct=solve)
     cluster = client = None
     try:
@@ -163,16 +197,19 @@ def main():
                              threads=threads, **common)
             warm.raise_for_failures()
             print(f"Dask cluster start {t_start:.1f} s, warm-up {warm.seconds:.1f} s: not counted", flush=True)
-        best, costs = {}, {}
+        best, costs, timing = {}, {}, {}
         for _ in range(args.repeat):
             # the three forms in turn, each round: a best of N that a busy machine spoils least
             before = usage()
-            t = plain_loop(items, work / "loop", options, solve)
+            infos = []
+            t = plain_loop(items, work / "loop", options, solve, infos)
             best["plain loop"] = min(best.get("plain loop", t), t)
             costs["plain loop"] = np.subtract(usage(), before)
+            timing["plain loop"] = (infos, t)
             report = batch.run(items, work / "local", scheduler="local", threads=0, **common)
             report.raise_for_failures()
             best["runner, one process"] = min(best.get("runner, one process", report.seconds), report.seconds)
+            timing["runner, one process"] = ([r.info for r in report.results], report.seconds)
             if client is not None:
                 before = client.run(usage)
                 report = batch.run(items, work / "dask", scheduler=client, n_workers=args.workers, threads=threads,
@@ -182,6 +219,7 @@ def main():
                 costs["Dask workers"] = sum(np.subtract(after[w], before[w]) for w in after)
                 key = f"runner, Dask x{args.workers}"
                 best[key] = min(best.get(key, report.seconds), report.seconds)
+                timing[key] = ([r.info for r in report.results], report.seconds)
         t_loop = best["plain loop"]
         print(f"plain loop            {t_loop:8.2f} s  ({1000 * t_loop / args.slices:.1f} ms per slice)"
               f"{f', best of {args.repeat}' if args.repeat > 1 else ''}")
@@ -194,6 +232,9 @@ def main():
         print("per slice, last round: " + "; ".join(
             f"{key} {faults / args.slices:.0f} page faults, {1000 * cpu / args.slices:.1f} ms CPU"
             for key, (faults, cpu) in costs.items()))
+        if args.timing:
+            print("per slice, last round: " + "; ".join(
+                f"{key}: {breakdown(infos, t)}" for key, (infos, t) in timing.items()))
         print("RESULT bench_batch " + "; ".join(f"{n} {t:.2f} s ({100 * (t / t_loop - 1):+.1f} %)"
                                                 for n, t in best.items()))
     finally:

@@ -147,7 +147,7 @@ if [[ $STAGES == *batch* ]]; then
       python3 -m pip install -q --no-index --find-links "$D/wheels" dask distributed 2>&1 | tail -3
     cd "$ROOT"
     HORECON_LIB=$D/libhorecon.so HORECON_SHARED=$D/shared t "batch: 64 bieri-256 slices, 1 Dask worker" 300 \
-      python3 scripts/bench_batch.py --case bieri-256 --slices 64 --iterations 50 --workers 1 --repeat 2
+      python3 scripts/bench_batch.py --case bieri-256 --slices 64 --iterations 50 --workers 1 --repeat 2 --timing
     HORECON_LIB=$D/libhorecon.so HORECON_SHARED=$D/shared t "batch: the runner's own cost (no plan)" 120 \
       python3 scripts/bench_batch.py --case bieri-256 --slices 64 --workers 1 --no-solve --repeat 3
   } > "$O/batch.log" 2>&1
