@@ -87,10 +87,7 @@ fn knob(name: &str) -> Option<f64> {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let wanted: Vec<String> = std::env::args().skip(1).collect();
-    let reps: usize = std::env::var("HORECON_BENCH_REPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10);
+    let reps = knob("HORECON_BENCH_REPS").map_or(10, |v| v as usize);
     let device = horecon::backend::cuda::context::device(0)?;
     println!("device: {} ({} SMs)", device.name, device.multiprocessors);
     println!("| case | type | modes | M | T | tol | ms (execute) | plan s | rel. error (16 outputs) | method |");

@@ -18,7 +18,7 @@ use crate::error::{try_vec, Error, Result};
 use crate::model::separation::Separation;
 use crate::model::Sizes;
 use crate::nufft::plan::choose_upsampling;
-use crate::nufft::{Modes, NufftExecutor, NufftSpec, NufftType, Upsampling};
+use crate::nufft::{KernelParams, Modes, NufftExecutor, NufftSpec, NufftType, Upsampling};
 use crate::op::{CgReport, EncodingOperator, Precision};
 use crate::plan::BackendKind;
 use crate::solver::CgProblem;
@@ -173,7 +173,7 @@ impl FastOperator {
             }))
         };
         let (full, chunks) = coil_chunks(sizes.coils, chunk, make)?;
-        let kernel = pair_specs(modes, (tolerance, double), upsampling, k)?[0].kernel;
+        let kernel = KernelParams::new(tolerance, upsampling, double)?;
         let name = format!(
             "{} (fast path, K = {k}, NUFFT tolerance {tolerance:.1e} sigma {} w {})",
             full.forward.backend_name(),
