@@ -74,7 +74,7 @@ fn resident(plan: &Plan, parts: usize, test_parts: bool) -> (f64, f64) {
         let op = CudaMulti::new(&devices, &features, plan.sizes(), Precision::Accurate)
             .expect("operator");
         println!("RESULT   parts: {}", op.describe());
-        println!("RESULT   peer access: {}", op.peer_access());
+        println!("RESULT   links: {}", op.links());
         (
             op.time_resident(true, REPS).expect("forward"),
             op.time_resident(false, REPS).expect("adjoint"),

@@ -22,12 +22,24 @@ const CLASSES: [(Precision, f64); 3] = [
 /// is made or its operator built.
 static ENV: Mutex<()> = Mutex::new(());
 
-/// The environment lock, with `HORECON_CUDA_TEST_PARTS` set to `parts` (or removed).
+/// The environment lock, with `HORECON_CUDA_TEST_PARTS` set to `parts` (or
+/// removed) and `HORECON_NCCL` removed.
 fn parts_setting(parts: Option<usize>) -> MutexGuard<'static, ()> {
     let guard = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    std::env::remove_var("HORECON_NCCL");
     match parts {
         Some(p) => std::env::set_var("HORECON_CUDA_TEST_PARTS", p.to_string()),
         None => std::env::remove_var("HORECON_CUDA_TEST_PARTS"),
+    }
+    guard
+}
+
+/// The environment lock for real devices: no test parts, NCCL on (the
+/// default) or off (`HORECON_NCCL=0`: device-to-device copies).
+fn nccl_setting(nccl: bool) -> MutexGuard<'static, ()> {
+    let guard = parts_setting(None);
+    if !nccl {
+        std::env::set_var("HORECON_NCCL", "0");
     }
     guard
 }
@@ -156,7 +168,11 @@ fn parts_on_one_gpu_match_float64_and_one_part() {
                      normal vs composed {en:.2e}",
                     problem.dims, problem.samples, problem.coils
                 );
-                assert_eq!(name, format!("cuda:{}", vec!["0"; parts.min(m)].join("+")));
+                let devices = format!("cuda:{}", vec!["0"; parts.min(m)].join("+"));
+                assert_eq!(name.split(' ').next(), Some(devices.as_str()), "{name}");
+                if parts.min(m) > 1 {
+                    assert!(name.contains("no NCCL: parts share a GPU"), "{name}");
+                }
                 assert!(
                     ef <= bound && ea <= bound,
                     "{precision:?} {parts} parts: {ef:e} {ea:e}"
@@ -363,10 +379,8 @@ fn splits_with_few_coils_or_samples_and_concurrent_calls_stay_consistent() {
     let x = rng.complex(6);
     let mut d = vec![Complex32::default(); 2];
     tiny.forward(&x, &mut d).expect("forward");
-    assert_eq!(
-        tiny.operator().expect("operator").backend_name(),
-        "cuda:0+0"
-    );
+    let name = tiny.operator().expect("operator").backend_name();
+    assert_eq!(name.split(' ').next(), Some("cuda:0+0"), "{name}");
     drop(_env);
     let mut want = vec![Complex32::default(); 2];
     let _env = parts_setting(None);
@@ -428,28 +442,25 @@ fn splits_with_few_coils_or_samples_and_concurrent_calls_stay_consistent() {
 }
 
 /// Two real devices: E, Eᴴ and CG with num_devices = 2 equal num_devices = 1
-/// within the class (skipped with fewer than two GPUs).
+/// within the class, the images moved by NCCL (where libnccl loads) and by
+/// device-to-device copies (`HORECON_NCCL=0`), and the two ways agree
+/// (skipped with fewer than two GPUs).
 #[test]
 fn two_devices_match_one() {
     if gpus("two_devices_match_one", 2) == 0 {
         return;
     }
-    let _env = parts_setting(None);
     let mut rng = Rng::fresh("two_devices_match_one");
     for _ in 0..3 {
         let problem = Problem::random(&mut rng, 900, 700, 60.0);
         let (image, data) = random_inputs(&mut rng, &problem);
         let reference = (problem.forward_f64(&image), problem.adjoint_f64(&data));
         for (precision, bound) in CLASSES {
-            let one = problem.plan_with(cuda(precision, 1));
-            let two = problem.plan_with(cuda(precision, 2));
-            let (d, x) = apply(&two, &image, &data);
+            let one = {
+                let _env = nccl_setting(true);
+                problem.plan_with(cuda(precision, 1))
+            };
             let single = apply(&one, &image, &data);
-            let (ef, ea) = (rel_error(&d, &reference.0), rel_error(&x, &reference.1));
-            let (sf, sa) = (
-                rel_error(&d, &to_c64(&single.0)),
-                rel_error(&x, &to_c64(&single.1)),
-            );
             let options = CgOptions {
                 max_iterations: 20,
                 tolerance: 0.0,
@@ -458,23 +469,110 @@ fn two_devices_match_one() {
                 ..CgOptions::default()
             };
             let mut x1 = vec![Complex32::default(); problem.voxels()];
-            let mut x2 = x1.clone();
             one.cg(&data, &options, &mut x1).expect("cg");
-            two.cg(&data, &options, &mut x2).expect("cg");
-            let ec = rel_error(&x2, &to_c64(&x1));
-            eprintln!(
-                "{precision:?} {}: vs float64 {ef:.2e} {ea:.2e}; vs one device {sf:.2e} {sa:.2e}; CG {ec:.2e}",
-                two.operator().expect("operator").backend_name()
-            );
-            assert!(ef <= bound && ea <= bound, "{precision:?}: {ef:e} {ea:e}");
-            assert!(
-                sf <= 2.0 * bound && sa <= 2.0 * bound,
-                "{precision:?}: {sf:e} {sa:e}"
-            );
-            assert!(
-                ec <= 10.0 * bound.max(1e-5),
-                "{precision:?}: CG differs by {ec:e}"
-            );
+            let mut ways = Vec::new();
+            for nccl in [true, false] {
+                let two = {
+                    let _env = nccl_setting(nccl);
+                    problem.plan_with(cuda(precision, 2))
+                };
+                let name = two.operator().expect("operator").backend_name();
+                let (d, x) = apply(&two, &image, &data);
+                let (ef, ea) = (rel_error(&d, &reference.0), rel_error(&x, &reference.1));
+                let (sf, sa) = (
+                    rel_error(&d, &to_c64(&single.0)),
+                    rel_error(&x, &to_c64(&single.1)),
+                );
+                let mut x2 = vec![Complex32::default(); problem.voxels()];
+                two.cg(&data, &options, &mut x2).expect("cg");
+                let ec = rel_error(&x2, &to_c64(&x1));
+                eprintln!(
+                    "{precision:?} {name}: vs float64 {ef:.2e} {ea:.2e}; vs one device {sf:.2e} {sa:.2e}; CG {ec:.2e}"
+                );
+                assert!(name.starts_with("cuda:0+1 "), "{name}");
+                assert_eq!(name.contains("no NCCL"), !nccl || !name.contains("NCCL 2"));
+                assert!(ef <= bound && ea <= bound, "{precision:?}: {ef:e} {ea:e}");
+                assert!(
+                    sf <= 2.0 * bound && sa <= 2.0 * bound,
+                    "{precision:?}: {sf:e} {sa:e}"
+                );
+                assert!(
+                    ec <= 10.0 * bound.max(1e-5),
+                    "{precision:?}: CG differs by {ec:e}"
+                );
+                ways.push([d, x, x2]);
+            }
+            let apart: Vec<f64> = (0..3)
+                .map(|i| rel_error(&ways[0][i], &to_c64(&ways[1][i])))
+                .collect();
+            eprintln!("{precision:?}: NCCL against copies E, Eᴴ, CG {apart:?}");
+            assert!(apart.iter().all(|&e| e <= 2.0 * bound), "{apart:?}");
+        }
+    }
+}
+
+/// The Toeplitz, Cartesian and fast-path operators on two real devices,
+/// split by coils, with NCCL (where libnccl loads) and with device-to-device
+/// copies: E, Eᴴ, EᴴWE and a weighted CG equal one device's (skipped with
+/// fewer than two GPUs).
+#[test]
+fn fft_paths_on_two_devices_match_one() {
+    if gpus("fft_paths_on_two_devices_match_one", 2) == 0 {
+        return;
+    }
+    let mut rng = Rng::fresh("fft_paths_on_two_devices_match_one");
+    let coils = rng.int(2, 6);
+    let dims = [rng.int(3, 14), rng.int(2, 11), rng.int(1, 4)];
+    let samples = rng.int(40, 400);
+    let case = FftCase {
+        lattice: lattice_problem(&mut rng, dims, coils, samples, 4, Some((100.0, 0.02))),
+        cart: random_cart(&mut rng, dims, coils),
+        higher: higher_order_problem(
+            &mut rng,
+            Kind::Grid,
+            [dims[0] + 4, dims[1] + 3, dims[2]],
+            coils,
+            samples,
+        ),
+    };
+    let pool = rng.complex(4096);
+    let weight_pool: Vec<f32> = (0..1024).map(|_| rng.range(0.2, 2.0) as f32).collect();
+    for path in ["Toeplitz", "Cartesian", "fast path"] {
+        for (precision, bound, cg_bound) in [
+            (Precision::Accurate, 1e-5, 1e-3f64),
+            (Precision::Double, 1e-10, 1e-7),
+        ] {
+            let run = |devices: i32, nccl: bool| {
+                let _env = nccl_setting(nccl);
+                fft_path_results(
+                    path,
+                    &case,
+                    precision,
+                    devices,
+                    false,
+                    (&pool, &weight_pool),
+                )
+            };
+            let one = run(1, true).1;
+            for nccl in [true, false] {
+                let (name, two) = run(2, nccl);
+                let errors: Vec<f64> = one
+                    .iter()
+                    .zip(&two)
+                    .map(|(a, b)| rel_error(b, &to_c64(a)))
+                    .collect();
+                eprintln!(
+                    "{path} {precision:?}, {coils} coils ({name}): E {:.1e}, Eᴴ {:.1e}, \
+                     EᴴWE {:.1e}, CG {:.1e} against one device",
+                    errors[0], errors[1], errors[2], errors[3]
+                );
+                assert!(name.starts_with("cuda:0+1 by coils"), "{name}");
+                assert_eq!(name.contains("no NCCL"), !nccl || !name.contains("NCCL 2"));
+                assert!(
+                    errors[..3].iter().all(|&e| e <= bound) && errors[3] <= cg_bound,
+                    "{path} {precision:?} NCCL {nccl}: {errors:?}"
+                );
+            }
         }
     }
 }
@@ -485,8 +583,9 @@ fn fft_path_plan(
     path: &str,
     rng_case: &FftCase,
     precision: Precision,
+    num_devices: i32,
 ) -> (Plan, std::sync::Arc<dyn horecon::op::EncodingOperator>) {
-    let options = cuda(precision, 1);
+    let options = cuda(precision, num_devices);
     let plan = match path {
         "Toeplitz" => {
             let mut plan = rng_case.lattice.plan_with(options);
@@ -519,6 +618,45 @@ fn fft_path_plan(
     };
     let op = plan.normal_operator().expect("operator");
     (plan, op)
+}
+
+/// The operator's name and E x, Eᴴ d, EᴴWE x and the CG solution of the
+/// data E x (its first value one float32 ulp larger when `nudged`) of the
+/// `path` plan on `num_devices` devices, the inputs the first values of
+/// `pool` and the sample weights of `weight_pool`.
+fn fft_path_results(
+    path: &str,
+    case: &FftCase,
+    precision: Precision,
+    num_devices: i32,
+    nudged: bool,
+    (pool, weight_pool): (&[Complex32], &[f32]),
+) -> (String, [Vec<Complex32>; 4]) {
+    let (plan, op) = fft_path_plan(path, case, precision, num_devices);
+    let s = plan.sizes();
+    let (n, m, l) = (s.voxels, s.samples, s.coils);
+    let (x, d, weights) = (&pool[..n], &pool[..m * l], &weight_pool[..m]);
+    let mut y = vec![Complex32::default(); m * l];
+    op.forward(x, &mut y).expect("forward");
+    let mut z = vec![Complex32::default(); n];
+    op.adjoint(d, &mut z).expect("adjoint");
+    let mut nw = vec![Complex32::default(); n];
+    op.normal(x, &mut nw, Some(weights)).expect("normal");
+    let options = CgOptions {
+        max_iterations: 12,
+        tolerance: 0.0,
+        regularizer: Regularizer::Tikhonov,
+        lambda: (m * l) as f64,
+        sample_weights: Some(weights),
+        ..CgOptions::default()
+    };
+    let mut data = y.clone();
+    if nudged {
+        data[0].re = f32::from_bits(data[0].re.to_bits() + 1);
+    }
+    let mut image = vec![Complex32::default(); n];
+    plan.cg(&data, &options, &mut image).expect("cg");
+    (op.backend_name(), [y, z, nw, image])
 }
 
 /// The problems of one round of [`fft_paths_split_by_coils_match_one_part`].
@@ -559,35 +697,9 @@ fn fft_paths_split_by_coils_match_one_part() {
         let pool = rng.complex(4096);
         let weight_pool: Vec<f32> = (0..1024).map(|_| rng.range(0.2, 2.0) as f32).collect();
         for path in ["Toeplitz", "Cartesian", "fast path"] {
-            // E x, Eᴴ d, EᴴWE x and the CG solution of the data E x (its
-            // first value one float32 ulp larger when `nudged`)
             let run = |precision, parts: Option<usize>, nudged: bool| {
                 let _env = parts_setting(parts);
-                let (plan, op) = fft_path_plan(path, &case, precision);
-                let s = plan.sizes();
-                let (n, m, l) = (s.voxels, s.samples, s.coils);
-                let (x, d, weights) = (&pool[..n], &pool[..m * l], &weight_pool[..m]);
-                let mut y = vec![Complex32::default(); m * l];
-                op.forward(x, &mut y).expect("forward");
-                let mut z = vec![Complex32::default(); n];
-                op.adjoint(d, &mut z).expect("adjoint");
-                let mut nw = vec![Complex32::default(); n];
-                op.normal(x, &mut nw, Some(weights)).expect("normal");
-                let options = CgOptions {
-                    max_iterations: 12,
-                    tolerance: 0.0,
-                    regularizer: Regularizer::Tikhonov,
-                    lambda: (m * l) as f64,
-                    sample_weights: Some(weights),
-                    ..CgOptions::default()
-                };
-                let mut data = y.clone();
-                if nudged {
-                    data[0].re = f32::from_bits(data[0].re.to_bits() + 1);
-                }
-                let mut image = vec![Complex32::default(); n];
-                plan.cg(&data, &options, &mut image).expect("cg");
-                (op.backend_name(), [y, z, nw, image])
+                fft_path_results(path, &case, precision, 1, nudged, (&pool, &weight_pool))
             };
             // How strongly this CG amplifies rounding (its accuracy class): the
             // float32 mode's distance from float64 (two float32 solutions may

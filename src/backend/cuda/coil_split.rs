@@ -13,14 +13,18 @@
 //! NUFFTs of coil transforms) is per coil, while their set-up (Toeplitz
 //! kernels, NUFFT point sorting) is per sample set: every part repeats the
 //! set-up for all samples and does 1/P of each application. Vectors live on
-//! the first part's device (CG's among them), the images are summed there in
-//! part order, and every copy between parts is a device-to-device copy, as in
+//! the first part's device (CG's among them); images and weights go out and
+//! images come back summed by NCCL or device-to-device copies
+//! ([`super::collective`]), the data's runs by copies, as in
 //! [`super::multi`] (whose helpers these are). `HORECON_CUDA_TEST_PARTS=P`
 //! places the P parts on one GPU for the tests.
 
-use super::context::{enable_peer_access, Device};
+use super::collective::Links;
+use super::context::Device;
 use super::memory::{DeviceBuffer, Stream};
-use super::multi::{guarded, on_devices, on_part_streams, part_ranges, sum_part_images};
+use super::multi::{
+    broadcast_image, guarded, on_devices, on_part_streams, part_ranges, sum_part_images,
+};
 use super::operator::DeviceOperator;
 use super::space::{solve_on, DeviceNormal};
 use super::vectors::CudaCore;
@@ -98,6 +102,8 @@ pub struct CoilSplit {
     /// The first part's device, the whole sizes and the O(N) kernels.
     core: CudaCore,
     parts: Vec<Part>,
+    /// How images and weights move between the parts.
+    links: Links,
     /// Whole-size vectors on the first device (host transfers, CG).
     work: Mutex<Work>,
     name: String,
@@ -144,25 +150,19 @@ impl CoilSplit {
             });
         }
         first.bind()?;
-        let mut peer = true;
-        for device in &devices[1..] {
-            peer &= enable_peer_access(&first, device)?;
-        }
+        let links = Links::new(&refs)?;
         let ordinals: Vec<String> = devices.iter().map(|d| d.ordinal.to_string()).collect();
         let name = format!(
             "cuda:{} by coils ({}; {})",
             ordinals.join("+"),
             parts[0].op.backend_name(),
-            if peer {
-                "peer access"
-            } else {
-                "copies staged through the host"
-            }
+            links.describe()
         );
         Ok(CoilSplit {
             core: CudaCore::new(first.clone(), sizes, precision)?,
             work: Mutex::new(Work::new(&first, sizes)?),
             parts,
+            links,
             name,
         })
     }
@@ -217,20 +217,23 @@ impl CoilSplit {
             w.data.copy_range_from(0, d, from, len, ps)?;
             adjoint(p, &w.data, &w.image_out, ps)
         })?;
-        sum_part_images(&self.core, works, out, s)
+        sum_part_images(&self.core, &self.links, works, out, s)
     }
 
     /// out (M×L, first device) = E x.
     fn forward_dev(&self, x: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
         let works = self.lock_parts()?;
         let bytes = self.core.sizes.voxels * COMPLEX;
+        let sent = broadcast_image(&self.core, &self.links, &guarded(&works), x, s)?;
         on_part_streams(
             &self.core.device,
             &self.devices(),
             &guarded(&works),
             s,
             |p, w, ps| {
-                w.image.copy_range_from(0, x, 0, bytes, ps)?;
+                if !sent {
+                    w.image.copy_range_from(0, x, 0, bytes, ps)?;
+                }
                 self.parts[p].op.forward_part(&w.image, &w.data, ps)
             },
         )?;
@@ -266,17 +269,32 @@ impl DeviceNormal for SplitNormal<'_> {
             samples: m,
             ..
         } = split.core.sizes;
+        let sent = broadcast_image(&split.core, &split.links, &works, x, s)?;
+        let weights_sent = match weights {
+            Some(all) => {
+                let targets: Vec<(&DeviceBuffer, Stream)> = works
+                    .iter()
+                    .map(|w| (&w.sample_weights, Stream(w.stream.cu_stream())))
+                    .collect();
+                split.links.broadcast(all, &targets, m * WEIGHT)?
+            }
+            None => false,
+        };
         on_part_streams(
             &split.core.device,
             &split.devices(),
             &works,
             s,
             |p, w, ps| {
-                w.image.copy_range_from(0, x, 0, n * COMPLEX, ps)?;
+                if !sent {
+                    w.image.copy_range_from(0, x, 0, n * COMPLEX, ps)?;
+                }
                 let wp = match weights {
                     Some(all) => {
-                        w.sample_weights
-                            .copy_range_from(0, all, 0, m * WEIGHT, ps)?;
+                        if !weights_sent {
+                            w.sample_weights
+                                .copy_range_from(0, all, 0, m * WEIGHT, ps)?;
+                        }
                         Some(&w.sample_weights)
                     }
                     None => None,
@@ -284,7 +302,7 @@ impl DeviceNormal for SplitNormal<'_> {
                 self.normals[p].normal_dev(&w.image, &w.image_out, wp, &w.data, ps)
             },
         )?;
-        sum_part_images(&split.core, &works, y, s)
+        sum_part_images(&split.core, &split.links, &works, y, s)
     }
 }
 
@@ -372,8 +390,7 @@ pub(super) fn build(
     let split = CoilSplit::new(&devices, sizes, options.precision, part)?;
     if options.verbosity >= 1 {
         eprintln!(
-            "horecon: {what} runs on {} parts split by coils: {}; images move between them by \
-             device-to-device copies (no NCCL)",
+            "horecon: {what} runs on {} parts split by coils: {}",
             devices.len(),
             split.name
         );

@@ -29,6 +29,7 @@
 
 pub mod cartesian;
 mod coil_split;
+mod collective;
 pub mod context;
 pub mod fast;
 mod fd;
@@ -137,14 +138,10 @@ pub fn build(
     if options.verbosity >= 1 {
         eprintln!(
             "horecon: the exact operator runs on {} parts split by samples, devices {:?}; \
-             images and data move between them by device-to-device copies ({}; no NCCL)",
+             images move between them by {}, the data's slices by device-to-device copies",
             devices.len(),
             multi.devices(),
-            if multi.peer_access() {
-                "peer access"
-            } else {
-                "staged through the host: no peer access"
-            }
+            multi.links()
         );
     }
     Ok(Box::new(multi))

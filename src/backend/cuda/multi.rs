@@ -9,16 +9,18 @@
 //!
 //! so the only transfers are one image to every part and one image back per
 //! application. Vectors live on the first part's device (CG's among them),
-//! the sums run there in a fixed order (results do not depend on timing),
-//! and every copy between parts is a device-to-device copy
-//! (`DeviceBuffer::copy_range_from`, direct where peer access is possible;
-//! NCCL is not used). The parts run concurrently, each on its own stream
-//! and host thread; the host waits for them before the sum.
+//! the image goes out to the parts and their images come back summed by
+//! NCCL where each part has a GPU of its own ([`super::collective`]), else
+//! by device-to-device copies and sums in part order; the data's slices move
+//! by device-to-device copies (`DeviceBuffer::copy_range_from`). The parts
+//! run concurrently, each on its own stream and host thread; the host waits
+//! for them before the sum.
 //!
 //! For tests, `HORECON_CUDA_TEST_PARTS=P` places P parts on one GPU with the
 //! same copies and sums ([`super::placement`]).
 
-use super::context::{enable_peer_access, Device};
+use super::collective::Links;
+use super::context::Device;
 use super::launch::{launch_over, Args};
 use super::memory::{DeviceBuffer, Stream};
 use super::operator::{time_resident, CudaOperator, DeviceOperator};
@@ -48,8 +50,8 @@ pub struct CudaMulti {
     /// The first part's device, the whole sizes and the O(N) kernels.
     core: CudaCore,
     parts: Vec<Part>,
-    /// Peer access between the first device and every other one.
-    peer: bool,
+    /// How images move between the parts.
+    links: Links,
     /// Whole-size vectors on the first device (host transfers, CG).
     work: Mutex<Work>,
 }
@@ -116,15 +118,12 @@ impl CudaMulti {
             })
             .collect::<Result<Vec<Part>>>()?;
         let first = devices[0].clone();
-        let mut peer = true;
-        for device in &devices[1..] {
-            peer &= enable_peer_access(&first, device)?;
-        }
+        let links = Links::new(&devices.iter().collect::<Vec<_>>())?;
         let work = Work::new(&first, sizes)?;
         Ok(CudaMulti {
             core: CudaCore::new(first, sizes, precision)?,
             parts,
-            peer,
+            links,
             work: Mutex::new(work),
         })
     }
@@ -134,9 +133,9 @@ impl CudaMulti {
         self.parts.iter().map(|p| p.op.device.ordinal).collect()
     }
 
-    /// Whether every part's device reaches the first one directly (peer access).
-    pub fn peer_access(&self) -> bool {
-        self.peer
+    /// How images move between the parts, in words.
+    pub fn links(&self) -> String {
+        self.links.describe()
     }
 
     /// The parts' workspaces, each under its operator's lock.
@@ -160,18 +159,21 @@ impl CudaMulti {
     }
 
     /// A part's inputs on its stream: the image `x` (first device) into its
-    /// `image`, its slice of the sample weights (first device, M) into its
-    /// `sample_weights`, which it returns (`None` = W ≡ 1).
+    /// `image` unless `sent` (broadcast already), its slice of the sample
+    /// weights (first device, M) into its `sample_weights`, which it returns
+    /// (`None` = W ≡ 1).
     fn part_inputs<'w>(
         &self,
         part: &Part,
         w: &'w Work,
-        x: &DeviceBuffer,
+        (x, sent): (&DeviceBuffer, bool),
         weights: Option<&DeviceBuffer>,
         s: Stream,
     ) -> Result<Option<&'w DeviceBuffer>> {
-        w.image
-            .copy_range_from(0, x, 0, self.core.sizes.voxels * COMPLEX, s)?;
+        if !sent {
+            w.image
+                .copy_range_from(0, x, 0, self.core.sizes.voxels * COMPLEX, s)?;
+        }
         weights
             .map(|all| {
                 w.sample_weights
@@ -212,7 +214,7 @@ impl CudaMulti {
             self.part_samples(part, &w.data, d, true, ps)?;
             part.op.adjoint_dev(&w.data, &w.image_out, ps)
         })?;
-        sum_part_images(&self.core, &guarded(&works), out, s)
+        sum_part_images(&self.core, &self.links, &guarded(&works), out, s)
     }
 
     fn normal_parts(
@@ -223,11 +225,12 @@ impl CudaMulti {
         s: Stream,
     ) -> Result<()> {
         let works = self.lock_parts()?;
+        let sent = broadcast_image(&self.core, &self.links, &guarded(&works), x, s)?;
         self.on_parts(&works, s, |part, w, ps| {
-            let wp = self.part_inputs(part, w, x, weights, ps)?;
+            let wp = self.part_inputs(part, w, (x, sent), weights, ps)?;
             part.op.normal_dev(&w.image, &w.image_out, wp, &w.data, ps)
         })?;
-        sum_part_images(&self.core, &guarded(&works), y, s)
+        sum_part_images(&self.core, &self.links, &guarded(&works), y, s)
     }
 
     /// Seconds of the fastest of `reps` device-resident applications
@@ -290,8 +293,9 @@ impl DeviceOperator for CudaMulti {
         s: Stream,
     ) -> Result<()> {
         let works = self.lock_parts()?;
+        let sent = broadcast_image(&self.core, &self.links, &guarded(&works), x, s)?;
         self.on_parts(&works, s, |part, w, ps| {
-            let wp = self.part_inputs(part, w, x, weights, ps)?;
+            let wp = self.part_inputs(part, w, (x, sent), weights, ps)?;
             part.op.forward_dev(&w.image, &w.data, wp, ps)
         })?;
         for (part, w) in self.parts.iter().zip(&works) {
@@ -303,6 +307,12 @@ impl DeviceOperator for CudaMulti {
 
     fn devices(&self) -> Vec<usize> {
         CudaMulti::devices(self)
+    }
+
+    /// "cuda:0+1 (NCCL 2.28.3)": the parts' devices and how images move.
+    fn name(&self) -> String {
+        let devices: Vec<String> = self.devices().iter().map(|d| d.to_string()).collect();
+        format!("cuda:{} ({})", devices.join("+"), self.links.describe())
     }
 }
 
@@ -369,16 +379,46 @@ pub(super) fn on_part_streams(
     .map(|_| ())
 }
 
+/// The image `x` (N, first device of `core`, produced on its stream `s`)
+/// into every part's `image` by one NCCL broadcast on the parts' streams
+/// (true), or false where the links have no NCCL (each part copies it then).
+pub(super) fn broadcast_image(
+    core: &CudaCore,
+    links: &Links,
+    works: &[&Work],
+    x: &DeviceBuffer,
+    s: Stream,
+) -> Result<bool> {
+    if !links.nccl() {
+        return Ok(false);
+    }
+    s.synchronize("waiting for the inputs of the GPU parts")?;
+    let targets: Vec<(&DeviceBuffer, Stream)> = works
+        .iter()
+        .map(|w| (&w.image, Stream(w.stream.cu_stream())))
+        .collect();
+    links.broadcast(x, &targets, core.sizes.voxels * COMPLEX)
+}
+
 /// out (N, the first device of `core`) = Σ_p images_p: the parts' `image_out`
-/// summed in part order (results do not depend on timing), through the first
-/// part's `image` as the landing buffer.
+/// summed by one NCCL reduction, or without NCCL in part order (results do
+/// not depend on timing) through the first part's `image` as the landing
+/// buffer.
 pub(super) fn sum_part_images(
     core: &CudaCore,
+    links: &Links,
     works: &[&Work],
     out: &DeviceBuffer,
     s: Stream,
 ) -> Result<()> {
     let bytes = core.sizes.voxels * COMPLEX;
+    let sources: Vec<(&DeviceBuffer, Stream)> = works
+        .iter()
+        .map(|w| (&w.image_out, Stream(w.stream.cu_stream())))
+        .collect();
+    if links.sum(&sources, out, bytes)? {
+        return Ok(());
+    }
     let landing = &works[0].image;
     for (p, w) in works.iter().enumerate() {
         if p == 0 {
