@@ -56,6 +56,8 @@ pub fn make_case(name: &str) -> Case {
         "stone-fhd" | "stone-fhd-3k" => (128, 128, 128, 1, 284592, 3, false),
         // 3D higher-order cases (cases.py; ho3d-40 is a 64k-voxel CPU size of the same kind).
         "ho3d-40" => (40, 40, 40, 16, 40 * 40 * 40 / 4, 16, true),
+        // issue 17's small CPU case: 77,440 voxels, 6 coils, M = N/3
+        "ho3d-77k" => (44, 44, 40, 6, 44 * 44 * 40 / 3, 16, true),
         "ho3d-64" => (64, 64, 64, 16, 64 * 64 * 64 / 4, 16, true),
         "ho3d-96" => (96, 96, 96, 16, 96 * 96 * 96 / 4, 16, true),
         "ho3d-1mm" => (200, 200, 144, 16, 200 * 200 * 144 / 4, 16, true),

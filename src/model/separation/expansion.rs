@@ -13,7 +13,8 @@
 //!    values) when one residual term remains, else voxels drawn ∝ w_n.
 //! 2. Column-pivoted QR of Z picks skeleton voxels J, of Zᵀ skeleton times I
 //!    (segment times), each until the part of Z outside their span is below
-//!    a fraction of the target.
+//!    a fraction of the target; both run on random sketches Ω·Z and Ω'·Zᵀ
+//!    of a few more rows than pivots (a randomized interpolative decomposition).
 //! 3. Z ≈ C·G·R with C = Z(:, J), R = Z(I, :) and the best core of rank K:
 //!    with C = Q_c T_c and Rᴴ = Q_r T_r, the SVD of Q_cᴴ Z Q_r = P Σ Qᴴ gives
 //!    the relative Frobenius error ε(K)² = 1 − ‖Q_cᴴ Z Q_r‖² + Σ_{l>K} σ_l²,
@@ -25,7 +26,7 @@
 //!    sample and on a second, independent sample of times and voxels.
 
 use crate::error::{try_vec, Error, Result};
-use faer::{c64, Mat};
+use faer::{c64, Mat, MatRef};
 use num_complex::Complex64;
 use rayon::prelude::*;
 use std::f64::consts::TAU;
@@ -255,19 +256,62 @@ fn entry(times: &Sample, t: usize, voxels: &Sample, v: usize, terms: usize) -> C
     Complex64::from_polar(1.0, phase)
 }
 
-/// The columns of Z = D_t Ψ D_v (one per voxel of the sample, times fastest).
-fn weighted_columns(times: &Sample, voxels: &Sample, terms: usize) -> Vec<Vec<Complex64>> {
-    (0..voxels.len())
-        .into_par_iter()
-        .map(|v| {
-            (0..times.len())
-                .map(|t| {
-                    entry(times, t, voxels, v, terms)
-                        * (times.weights[t] * voxels.weights[v]).sqrt()
-                })
-                .collect()
-        })
-        .collect()
+/// Z = D_t Ψ D_v on the sample (times × voxels), its columns in parallel.
+fn weighted_matrix(times: &Sample, voxels: &Sample, terms: usize) -> Mat<c64> {
+    let mut z = Mat::<c64>::zeros(times.len(), voxels.len());
+    z.par_col_iter_mut().enumerate().for_each(|(v, column)| {
+        for (t, x) in column.iter_mut().enumerate() {
+            let e =
+                entry(times, t, voxels, v, terms) * (times.weights[t] * voxels.weights[v]).sqrt();
+            *x = c64::new(e.re, e.im);
+        }
+    });
+    z
+}
+
+/// Rows of the first random sketch from which a skeleton is picked.
+const SKETCH_ROWS: usize = 32;
+/// Rows a sketch keeps beyond the pivots picked from it; fewer, and the
+/// sketch is redone with twice the rows.
+const SKETCH_MARGIN: usize = 12;
+
+/// The first pivots ([`pivots`]) of the columns of A, picked from the
+/// columns of Ω·A, Ω a fixed pseudo-random s × rows matrix of unit-modulus
+/// entries (a randomized interpolative decomposition: E‖Ω a‖² = s·‖a‖² keeps
+/// the relative stopping rule), s doubled from [`SKETCH_ROWS`] until it
+/// exceeds the pivots by [`SKETCH_MARGIN`]; from A itself once s would reach
+/// its rows.
+fn sketched_pivots(a: MatRef<'_, c64>, seed: u64, stop: f64) -> Vec<usize> {
+    let (rows, cols) = (a.nrows(), a.ncols());
+    let columns = |m: MatRef<'_, c64>| -> Vec<Vec<Complex64>> {
+        (0..cols)
+            .map(|c| (0..m.nrows()).map(|r| to_c64(m[(r, c)])).collect())
+            .collect()
+    };
+    let mut s = SKETCH_ROWS;
+    loop {
+        if s >= rows {
+            return pivots(columns(a), stop);
+        }
+        let omega = Mat::<c64>::from_fn(s, rows, |i, j| {
+            let phase = TAU * unit_hash(seed, (i * rows + j) as u64);
+            c64::new(phase.cos(), phase.sin())
+        });
+        let picked = pivots(columns((&omega * a).as_ref()), stop);
+        if picked.len() + SKETCH_MARGIN <= s || picked.len() >= MAX_RANK {
+            return picked;
+        }
+        s *= 2;
+    }
+}
+
+/// A value in [0, 1) from `seed` and `index` (splitmix64).
+fn unit_hash(seed: u64, index: u64) -> f64 {
+    let mut x = seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 31;
+    (x >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// The first pivots of a column-pivoted QR (modified Gram–Schmidt with
@@ -542,15 +586,11 @@ impl Factors {
 }
 
 fn factors(times: &Sample, voxels: &Sample, terms: usize, target: f64) -> Result<Factors> {
-    let columns = weighted_columns(times, voxels, terms);
+    let z = weighted_matrix(times, voxels, terms);
     let (st, sv) = (times.len(), voxels.len());
-    let z = Mat::<c64>::from_fn(st, sv, |t, v| c64::new(columns[v][t].re, columns[v][t].im));
     let stop = SKELETON_FRACTION * target;
-    let rows: Vec<Vec<Complex64>> = (0..st)
-        .map(|t| (0..sv).map(|v| columns[v][t]).collect())
-        .collect();
-    let voxel_pivots = pivots(columns, stop);
-    let time_pivots = pivots(rows, stop);
+    let voxel_pivots = sketched_pivots(z.as_ref(), 0x5EED_C015, stop);
+    let time_pivots = sketched_pivots(z.as_ref().transpose(), 0x5EED_7135, stop);
     if voxel_pivots.is_empty() || time_pivots.is_empty() {
         return Err(Error::internal("the sampled phase matrix is zero"));
     }
