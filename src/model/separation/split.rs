@@ -17,7 +17,7 @@ use crate::model::Features;
 use rayon::prelude::*;
 use std::f64::consts::TAU;
 
-/// Values per task of the residuals' evaluation.
+/// Voxels or samples per task of the residuals' and the points' evaluation.
 const RESIDUAL_BLOCK: usize = 1 << 15;
 
 /// A residual that moves the phase by less than this (radians) is dropped.
@@ -89,24 +89,35 @@ impl Split {
         .fold(vec![0.0f64; cols * cols], |a, b| {
             a.iter().zip(&b).map(|(x, y)| x + y).collect()
         });
-        let fit = |coef: &[f64], v: usize| (0..cols).map(|i| coef[i] * design(i, v)).sum::<f64>();
+        let axis = |k: usize| &coords[k * n..(k + 1) * n];
+        // v − α − β·m for the fit `coef` of one feature, over the voxels of `out`'s block.
+        let residuals = |coef: &[f64], values: &[f64], first: usize, out: &mut [f64]| {
+            out.iter_mut()
+                .zip(&values[first..])
+                .for_each(|(o, &x)| *o = x - coef[0]);
+            for (k, beta) in coef[1..].iter().enumerate() {
+                out.iter_mut()
+                    .zip(&axis(k)[first..])
+                    .for_each(|(o, &c)| *o -= beta * c);
+            }
+        };
         // Each feature's linear fit, and whether the rest matters.
         let fits: Vec<(Vec<f64>, bool)> = (0..f_count)
             .into_par_iter()
             .map(|f| {
                 let v_f = &features.voxel[f * n..(f + 1) * n];
                 let a_f = &features.sample[f * m..(f + 1) * m];
-                let mut rhs = vec![0.0f64; cols];
-                for (v, &value) in v_f.iter().enumerate() {
-                    for (i, r) in rhs.iter_mut().enumerate() {
-                        *r += design(i, v) * value;
-                    }
+                let mut rhs = vec![v_f.iter().sum::<f64>(); cols];
+                for (k, r) in rhs[1..].iter_mut().enumerate() {
+                    *r = axis(k).iter().zip(v_f).map(|(c, x)| c * x).sum();
                 }
                 let coef = solve_small(&gram, &rhs, cols);
-                let largest = v_f
-                    .iter()
-                    .enumerate()
-                    .fold(0.0f64, |s, (v, x)| s.max((x - fit(&coef, v)).abs()));
+                let mut block = vec![0.0; RESIDUAL_BLOCK.min(n)];
+                let largest = (0..n).step_by(RESIDUAL_BLOCK).fold(0.0f64, |s, first| {
+                    let out = &mut block[..RESIDUAL_BLOCK.min(n - first)];
+                    residuals(&coef, v_f, first, out);
+                    out.iter().fold(s, |s, r| s.max(r.abs()))
+                });
                 let swing = a_f.iter().fold(0.0f64, |s, a| s.max(a.abs())) * TAU;
                 (coef, largest * swing > NEGLIGIBLE_PHASE)
             })
@@ -120,15 +131,13 @@ impl Split {
             "non-linear basis residual (P x N)",
         )?;
         spatial
-            .par_chunks_mut(RESIDUAL_BLOCK)
-            .enumerate()
-            .for_each(|(block, out)| {
-                let start = block * RESIDUAL_BLOCK;
-                for (i, o) in out.iter_mut().enumerate() {
-                    let (p, v) = ((start + i) / n, (start + i) % n);
-                    let f = residual[p];
-                    *o = features.voxel[f * n + v] - fit(&fits[f].0, v);
-                }
+            .par_chunks_mut(n.max(1))
+            .zip(residual.par_iter())
+            .for_each(|(row, &f)| {
+                let v_f = &features.voxel[f * n..(f + 1) * n];
+                row.par_chunks_mut(RESIDUAL_BLOCK)
+                    .enumerate()
+                    .for_each(|(b, out)| residuals(&fits[f].0, v_f, b * RESIDUAL_BLOCK, out));
             });
         let mut temporal = try_vec(residual_terms * m, 0.0f64, "residual phase terms (P x M)")?;
         temporal
@@ -143,12 +152,18 @@ impl Split {
             .iter()
             .map(|(coef, _)| coef[0] - (1..cols).map(|i| coef[i] * mean[i - 1]).sum::<f64>())
             .collect();
-        let mut offset = try_vec(m, 0.0f64, "phase offsets k0 (M)")?;
-        offset.par_iter_mut().enumerate().for_each(|(j, o)| {
-            for (f, alpha) in alpha.iter().enumerate() {
-                *o += features.sample[f * m + j] * alpha;
+        // k0 = Σ_f a_f·α_f and x_a = 2π Σ_f a_f·β_{f,a}, feature by feature over blocks of samples.
+        let combine = |weights: &[f64], out: &mut [f64], first: usize| {
+            for (f, &w) in weights.iter().enumerate() {
+                let a_f = &features.sample[f * m + first..f * m + first + out.len()];
+                out.iter_mut().zip(a_f).for_each(|(o, a)| *o += a * w);
             }
-        });
+        };
+        let mut offset = try_vec(m, 0.0f64, "phase offsets k0 (M)")?;
+        offset
+            .par_chunks_mut(RESIDUAL_BLOCK)
+            .enumerate()
+            .for_each(|(b, out)| combine(&alpha, out, b * RESIDUAL_BLOCK));
         let mut points = try_vec(ndims * m, 0.0f64, "NUFFT points (M x ndims)")?;
         points
             .par_chunks_mut(m.max(1))
@@ -157,11 +172,11 @@ impl Split {
                 let Some(k) = axes.iter().position(|&a| a == axis) else {
                     return;
                 };
-                for (j, x) in column.iter_mut().enumerate() {
-                    for (f, (coef, _)) in fits.iter().enumerate() {
-                        *x += TAU * features.sample[f * m + j] * coef[1 + k];
-                    }
-                }
+                let betas: Vec<f64> = fits.iter().map(|(coef, _)| TAU * coef[1 + k]).collect();
+                column
+                    .par_chunks_mut(RESIDUAL_BLOCK)
+                    .enumerate()
+                    .for_each(|(b, out)| combine(&betas, out, b * RESIDUAL_BLOCK));
             });
         for x in points.iter_mut() {
             *x = wrap(*x);
