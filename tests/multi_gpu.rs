@@ -511,6 +511,53 @@ fn two_devices_match_one() {
     }
 }
 
+/// Two real devices, NCCL where it loads: three plans (two exact, one
+/// Toeplitz) applied from six threads at once give what each gives alone
+/// (the collectives of different operators on the same GPUs do not
+/// interleave; skipped with fewer than two GPUs).
+#[test]
+fn two_devices_with_several_plans_at_once_stay_consistent() {
+    if gpus("two_devices_with_several_plans_at_once_stay_consistent", 2) == 0 {
+        return;
+    }
+    let _env = nccl_setting(true);
+    let mut rng = Rng::fresh("two_devices_with_several_plans_at_once_stay_consistent");
+    let mut plans = Vec::new();
+    for _ in 0..2 {
+        let problem = Problem::random(&mut rng, 700, 500, 40.0);
+        let (image, data) = random_inputs(&mut rng, &problem);
+        plans.push((problem.plan_with(cuda(Precision::Accurate, 2)), image, data));
+    }
+    let dims = [rng.int(6, 14), rng.int(5, 12), 1];
+    let samples = rng.int(60, 300);
+    let lattice = lattice_problem(&mut rng, dims, 3, samples, 4, Some((80.0, 0.02)));
+    let mut toeplitz = lattice.plan_with(cuda(Precision::Accurate, 2));
+    toeplitz.set_toeplitz(true, 0).expect("toeplitz");
+    let (image, data) = random_inputs(&mut rng, &lattice);
+    plans.push((toeplitz, image, data));
+    let alone: Vec<_> = plans.iter().map(|(p, x, d)| apply(p, x, d)).collect();
+    for (plan, ..) in &plans {
+        let name = plan.operator().expect("operator").backend_name();
+        eprintln!("{name}");
+    }
+    std::thread::scope(|s| {
+        for round in 0..6 {
+            let (plans, alone) = (&plans, &alone);
+            s.spawn(move || {
+                for i in 0..4 {
+                    let k = (round + i) % plans.len();
+                    let (plan, x, d) = &plans[k];
+                    assert_eq!(
+                        apply(plan, x, d),
+                        alone[k],
+                        "plan {k} differs under concurrency"
+                    );
+                }
+            });
+        }
+    });
+}
+
 /// The Toeplitz, Cartesian and fast-path operators on two real devices,
 /// split by coils, with NCCL (where libnccl loads) and with device-to-device
 /// copies: E, Eᴴ, EᴴWE and a weighted CG equal one device's (skipped with

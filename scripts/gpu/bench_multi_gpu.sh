@@ -69,7 +69,8 @@ GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
     "$D/multi_gpu_tests" \
     --test-threads=1 parts_on_one_gpu_match_float64_and_one_part cg_with_parts_on_one_gpu_matches_one_part \
     splits_with_few_coils_or_samples_and_concurrent_calls_stay_consistent two_devices_match_one \
-    fft_paths_split_by_coils_match_one_part fft_paths_on_two_devices_match_one
+    fft_paths_split_by_coils_match_one_part fft_paths_on_two_devices_match_one \
+    two_devices_with_several_plans_at_once_stay_consistent
   echo "memcheck rc=$?"
 } > "$O/multi_tests.log" 2>&1
 [[ $STAGES == *bench* ]] && {

@@ -11,14 +11,19 @@
 //! `HORECON_CUDA_TEST_PARTS`), where libnccl is missing (cudarc looks for
 //! `libnccl.so`), where its communicators do not initialise, or with
 //! `HORECON_NCCL=0`. One thread issues the collectives of all parts in one
-//! NCCL group (NCCL's single-thread, several-devices use); the parts' locks
-//! keep two calls off the same communicators.
+//! NCCL group (NCCL's single-thread, several-devices use) and waits for them;
+//! one process-wide lock keeps the collectives of different operators on the
+//! same GPUs from interleaving (NCCL kernels of two communicators launched in
+//! different orders on two devices can wait on each other for ever).
 
 use super::context::{enable_peer_access, Device};
 use super::memory::{setting, DeviceBuffer, Stream};
 use crate::error::{Error, Result, Status};
 use cudarc::nccl::{result as nccl, sys as nccl_sys};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+/// Held while one operator's collectives are issued and run (module documentation).
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// NCCL communicators, rank p on the device of part p.
 struct Nccl {
@@ -82,15 +87,20 @@ impl Nccl {
         made.unwrap_or_else(|_| Err("libnccl lacks a function cudarc calls".into()))
     }
 
-    /// Runs `each(rank, its communicator)` for every part in one NCCL group.
+    /// Runs `each(rank, its communicator)` for every part in one NCCL group
+    /// and waits for the parts' `streams` (each on `devices`' device of its
+    /// rank), under the process-wide lock; leaves the first device bound.
     fn group(
         &self,
         what: &str,
+        devices: &[Arc<Device>],
+        streams: &[Stream],
         each: impl Fn(
             usize,
             nccl_sys::ncclComm_t,
         ) -> std::result::Result<nccl::NcclStatus, nccl::NcclError>,
     ) -> Result<()> {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         nccl::group_start().map_err(|e| nccl_error(what, e))?;
         let issued = self
             .comms
@@ -100,7 +110,12 @@ impl Nccl {
         // the group is closed even when a call failed, so that NCCL is left usable
         let closed = nccl::group_end();
         issued.map_err(|e| nccl_error(what, e))?;
-        closed.map(|_| ()).map_err(|e| nccl_error(what, e))
+        closed.map_err(|e| nccl_error(what, e))?;
+        for (device, s) in devices.iter().zip(streams) {
+            device.bind()?;
+            s.synchronize(what)?;
+        }
+        devices[0].bind()
     }
 }
 
@@ -170,9 +185,9 @@ impl Links {
     }
 
     /// Every `targets[p]` (buffer on part p's device, its stream) = the
-    /// first `bytes` bytes of `x` (first device) by one NCCL broadcast;
-    /// `Ok(false)` without NCCL (the parts then copy `x` themselves). The
-    /// caller waits for the parts' streams.
+    /// first `bytes` bytes of `x` (first device) by one NCCL broadcast,
+    /// waited for (the first device left bound); `Ok(false)` without NCCL
+    /// (the parts then copy `x` themselves).
     pub fn broadcast(
         &self,
         x: &DeviceBuffer,
@@ -183,7 +198,9 @@ impl Links {
             return Ok(false);
         };
         check(bytes, x, targets.iter().map(|t| t.0), n)?;
-        n.group("broadcasting an image to the GPU parts", |rank, comm| {
+        let streams: Vec<Stream> = targets.iter().map(|t| t.1).collect();
+        let what = "broadcasting an image to the GPU parts";
+        n.group(what, &self.devices, &streams, |rank, comm| {
             let (target, s) = targets[rank];
             // SAFETY: `bytes` fits both buffers (checked), which live until the caller synchronises.
             unsafe {
@@ -214,27 +231,28 @@ impl Links {
             return Ok(false);
         };
         check(bytes, out, sources.iter().map(|t| t.0), n)?;
-        n.group("summing the GPU parts' images", |rank, comm| {
-            let (source, s) = sources[rank];
-            // SAFETY: `bytes` fits both buffers (checked), which live until the caller synchronises.
-            unsafe {
-                nccl::reduce(
-                    source.ptr as *const _,
-                    out.ptr as *mut _,
-                    bytes / 8,
-                    nccl_sys::ncclDataType_t::ncclFloat64,
-                    nccl_sys::ncclRedOp_t::ncclSum,
-                    0,
-                    comm,
-                    nccl_stream(s),
-                )
-            }
-        })?;
-        for (device, &(_, s)) in self.devices.iter().zip(sources) {
-            device.bind()?;
-            s.synchronize("summing the GPU parts' images")?;
-        }
-        self.devices[0].bind()?;
+        let streams: Vec<Stream> = sources.iter().map(|t| t.1).collect();
+        n.group(
+            "summing the GPU parts' images",
+            &self.devices,
+            &streams,
+            |rank, comm| {
+                let (source, s) = sources[rank];
+                // SAFETY: `bytes` fits both buffers (checked), which live until the caller synchronises.
+                unsafe {
+                    nccl::reduce(
+                        source.ptr as *const _,
+                        out.ptr as *mut _,
+                        bytes / 8,
+                        nccl_sys::ncclDataType_t::ncclFloat64,
+                        nccl_sys::ncclRedOp_t::ncclSum,
+                        0,
+                        comm,
+                        nccl_stream(s),
+                    )
+                }
+            },
+        )?;
         Ok(true)
     }
 }
