@@ -61,16 +61,66 @@ impl Options {
     }
 }
 
+/// Address space a new pool thread takes at least: its stack (2 MiB) and
+/// its first allocations (glibc maps a small heap for each new thread).
+const THREAD_ADDRESS_SPACE: u64 = 3 << 20;
+/// Address space left free for the call that starts the pool.
+const CALL_ADDRESS_SPACE: u64 = 4 << 20;
+
+/// Bytes of address space left under `RLIMIT_AS` (`None`: no limit, or the
+/// system does not say): the limit less `VmSize` of /proc/self/status.
+fn address_space_left() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the local struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } != 0
+        || limit.rlim_cur == libc::RLIM_INFINITY
+    {
+        return None;
+    }
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmSize:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    #[allow(clippy::unnecessary_cast)] // rlim_t is not u64 on every platform
+    let limit = limit.rlim_cur as u64;
+    Some(limit.saturating_sub(kib.saturating_mul(1024)))
+}
+
 /// A plan's CPU thread pool of `num_threads` threads (0 = all cores).
+/// `OutOfMemory` where an address-space limit (`ulimit -v`) leaves too
+/// little room to start them: a thread whose first allocation fails aborts
+/// the process, which no status could report.
 pub(crate) fn thread_pool(num_threads: usize) -> Result<Arc<rayon::ThreadPool>> {
-    rayon::ThreadPoolBuilder::new()
+    let threads = match num_threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let needed = threads as u64 * THREAD_ADDRESS_SPACE + CALL_ADDRESS_SPACE;
+    if let Some(left) = address_space_left().filter(|&left| left < needed) {
+        return Err(Error::out_of_memory(format!(
+            "the address-space limit (RLIMIT_AS, `ulimit -v`) leaves {left} bytes, too few to start \
+             {threads} CPU threads (about {needed} bytes); raise the limit or set num_threads"
+        )));
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(num_threads)
         .thread_name(|i| format!("horecon-{i}"))
         .build()
-        .map(Arc::new)
         // Starting threads fails only for want of resources (memory,
         // thread limits): a status the caller can act on, not a bug.
-        .map_err(|e| Error::out_of_memory(format!("could not start the CPU thread pool: {e}")))
+        .map_err(|e| Error::out_of_memory(format!("could not start the CPU thread pool: {e}")))?;
+    // Every thread started (its first allocations made) before the call
+    // goes on to allocate its arrays, so that those, not a thread, meet a
+    // limit first.
+    pool.broadcast(|_| ());
+    Ok(Arc::new(pool))
 }
 
 /// Options of a conjugate-gradient solve (the Rust mirror of `horecon_cg_options`).
