@@ -569,19 +569,7 @@ fn fft_paths_on_two_devices_match_one() {
     }
     let mut rng = Rng::fresh("fft_paths_on_two_devices_match_one");
     let coils = rng.int(2, 6);
-    let dims = [rng.int(3, 14), rng.int(2, 11), rng.int(1, 4)];
-    let samples = rng.int(40, 400);
-    let case = FftCase {
-        lattice: lattice_problem(&mut rng, dims, coils, samples, 4, Some((100.0, 0.02))),
-        cart: random_cart(&mut rng, dims, coils),
-        higher: higher_order_problem(
-            &mut rng,
-            Kind::Grid,
-            [dims[0] + 4, dims[1] + 3, dims[2]],
-            coils,
-            samples,
-        ),
-    };
+    let case = FftCase::random(&mut rng, coils);
     let pool = rng.complex(4096);
     let weight_pool: Vec<f32> = (0..1024).map(|_| rng.range(0.2, 2.0) as f32).collect();
     for path in ["Toeplitz", "Cartesian", "fast path"] {
@@ -706,11 +694,30 @@ fn fft_path_results(
     (op.backend_name(), [y, z, nw, image])
 }
 
-/// The problems of one round of [`fft_paths_split_by_coils_match_one_part`].
+/// The problems of one round of the FFT-path tests.
 struct FftCase {
     lattice: Problem,
     cart: Cart,
     higher: Problem,
+}
+
+impl FftCase {
+    /// Random problems of `coils` coils on small 2D/3D lattices.
+    fn random(rng: &mut Rng, coils: usize) -> FftCase {
+        let dims = [rng.int(3, 14), rng.int(2, 11), rng.int(1, 4)];
+        let samples = rng.int(40, 400);
+        FftCase {
+            lattice: lattice_problem(rng, dims, coils, samples, 4, Some((100.0, 0.02))),
+            cart: random_cart(rng, dims, coils),
+            higher: higher_order_problem(
+                rng,
+                Kind::Grid,
+                [dims[0] + 4, dims[1] + 3, dims[2]],
+                coils,
+                samples,
+            ),
+        }
+    }
 }
 
 /// The Toeplitz, Cartesian and fast-path operators split by coils over 2 and
@@ -727,19 +734,7 @@ fn fft_paths_split_by_coils_match_one_part() {
     let mut rng = Rng::fresh("fft_paths_split_by_coils_match_one_part");
     for round in 0..3 {
         let coils = [2, 3, rng.int(4, 6)][round];
-        let dims = [rng.int(3, 14), rng.int(2, 11), rng.int(1, 4)];
-        let samples = rng.int(40, 400);
-        let case = FftCase {
-            lattice: lattice_problem(&mut rng, dims, coils, samples, 4, Some((100.0, 0.02))),
-            cart: random_cart(&mut rng, dims, coils),
-            higher: higher_order_problem(
-                &mut rng,
-                Kind::Grid,
-                [dims[0] + 4, dims[1] + 3, dims[2]],
-                coils,
-                samples,
-            ),
-        };
+        let case = FftCase::random(&mut rng, coils);
         // inputs of every plan: the first values of one random pool
         let pool = rng.complex(4096);
         let weight_pool: Vec<f32> = (0..1024).map(|_| rng.range(0.2, 2.0) as f32).collect();

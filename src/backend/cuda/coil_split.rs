@@ -23,7 +23,8 @@ use super::collective::Links;
 use super::context::Device;
 use super::memory::{DeviceBuffer, Stream};
 use super::multi::{
-    broadcast_image, guarded, on_devices, on_part_streams, part_ranges, sum_part_images,
+    broadcast_image, broadcast_to_parts, guarded, on_devices, on_part_streams, part_ranges,
+    sum_part_images,
 };
 use super::operator::DeviceOperator;
 use super::space::{solve_on, DeviceNormal};
@@ -272,11 +273,8 @@ impl DeviceNormal for SplitNormal<'_> {
         let sent = broadcast_image(&split.core, &split.links, &works, x, s)?;
         let weights_sent = match weights {
             Some(all) => {
-                let targets: Vec<(&DeviceBuffer, Stream)> = works
-                    .iter()
-                    .map(|w| (&w.sample_weights, Stream(w.stream.cu_stream())))
-                    .collect();
-                split.links.broadcast(all, &targets, m * WEIGHT)?
+                let weights = (all, m * WEIGHT);
+                broadcast_to_parts(&split.links, &works, weights, |w| &w.sample_weights, s)?
             }
             None => false,
         };

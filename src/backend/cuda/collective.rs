@@ -194,14 +194,8 @@ impl Links {
         targets: &[(&DeviceBuffer, Stream)],
         bytes: usize,
     ) -> Result<bool> {
-        let Some(n) = &self.nccl else {
-            return Ok(false);
-        };
-        check(bytes, x, targets.iter().map(|t| t.0), n)?;
-        let streams: Vec<Stream> = targets.iter().map(|t| t.1).collect();
         let what = "broadcasting an image to the GPU parts";
-        n.group(what, &self.devices, &streams, |rank, comm| {
-            let (target, s) = targets[rank];
+        self.exchange(what, x, targets, bytes, |target, comm, s| {
             // SAFETY: `bytes` fits both buffers (checked), which live until the caller synchronises.
             unsafe {
                 nccl::broadcast(
@@ -211,11 +205,10 @@ impl Links {
                     nccl_sys::ncclDataType_t::ncclUint8,
                     0,
                     comm,
-                    nccl_stream(s),
+                    s,
                 )
             }
-        })?;
-        Ok(true)
+        })
     }
 
     /// out (first device) = Σ_p sources[p] (float64 values, `bytes` bytes,
@@ -227,32 +220,49 @@ impl Links {
         out: &DeviceBuffer,
         bytes: usize,
     ) -> Result<bool> {
+        let what = "summing the GPU parts' images";
+        self.exchange(what, out, sources, bytes, |source, comm, s| {
+            // SAFETY: `bytes` fits both buffers (checked), which live until the caller synchronises.
+            unsafe {
+                nccl::reduce(
+                    source.ptr as *const _,
+                    out.ptr as *mut _,
+                    bytes / 8,
+                    nccl_sys::ncclDataType_t::ncclFloat64,
+                    nccl_sys::ncclRedOp_t::ncclSum,
+                    0,
+                    comm,
+                    s,
+                )
+            }
+        })
+    }
+
+    /// One collective between `root` (first device) and `parts[p]` (a buffer
+    /// on part p's device, its stream): `call(part's buffer, its
+    /// communicator, its stream)` for every rank in one group, after the
+    /// sizes are checked, waited for; `Ok(false)` without NCCL.
+    fn exchange(
+        &self,
+        what: &str,
+        root: &DeviceBuffer,
+        parts: &[(&DeviceBuffer, Stream)],
+        bytes: usize,
+        call: impl Fn(
+            &DeviceBuffer,
+            nccl_sys::ncclComm_t,
+            nccl_sys::cudaStream_t,
+        ) -> std::result::Result<nccl::NcclStatus, nccl::NcclError>,
+    ) -> Result<bool> {
         let Some(n) = &self.nccl else {
             return Ok(false);
         };
-        check(bytes, out, sources.iter().map(|t| t.0), n)?;
-        let streams: Vec<Stream> = sources.iter().map(|t| t.1).collect();
-        n.group(
-            "summing the GPU parts' images",
-            &self.devices,
-            &streams,
-            |rank, comm| {
-                let (source, s) = sources[rank];
-                // SAFETY: `bytes` fits both buffers (checked), which live until the caller synchronises.
-                unsafe {
-                    nccl::reduce(
-                        source.ptr as *const _,
-                        out.ptr as *mut _,
-                        bytes / 8,
-                        nccl_sys::ncclDataType_t::ncclFloat64,
-                        nccl_sys::ncclRedOp_t::ncclSum,
-                        0,
-                        comm,
-                        nccl_stream(s),
-                    )
-                }
-            },
-        )?;
+        check(bytes, root, parts.iter().map(|t| t.0), n)?;
+        let streams: Vec<Stream> = parts.iter().map(|t| t.1).collect();
+        n.group(what, &self.devices, &streams, |rank, comm| {
+            let (buffer, s) = parts[rank];
+            call(buffer, comm, nccl_stream(s))
+        })?;
         Ok(true)
     }
 }

@@ -379,9 +379,36 @@ pub(super) fn on_part_streams(
     .map(|_| ())
 }
 
-/// The image `x` (N, first device of `core`, produced on its stream `s`)
-/// into every part's `image` by one NCCL broadcast on the parts' streams
+/// `buffer(w)` of every part's workspace `w` with the workspace's stream.
+fn on_their_streams<'a>(
+    works: &[&'a Work],
+    buffer: impl Fn(&'a Work) -> &'a DeviceBuffer,
+) -> Vec<(&'a DeviceBuffer, Stream)> {
+    works
+        .iter()
+        .map(|w| (buffer(w), Stream(w.stream.cu_stream())))
+        .collect()
+}
+
+/// The first `bytes` bytes of `x` (first device, produced on its stream `s`)
+/// into every part's `target(w)` by one NCCL broadcast on the parts' streams
 /// (true), or false where the links have no NCCL (each part copies it then).
+pub(super) fn broadcast_to_parts<'a>(
+    links: &Links,
+    works: &[&'a Work],
+    (x, bytes): (&DeviceBuffer, usize),
+    target: impl Fn(&'a Work) -> &'a DeviceBuffer,
+    s: Stream,
+) -> Result<bool> {
+    if !links.nccl() {
+        return Ok(false);
+    }
+    s.synchronize("waiting for the inputs of the GPU parts")?;
+    links.broadcast(x, &on_their_streams(works, target), bytes)
+}
+
+/// The image `x` (N, first device of `core`) into every part's `image`
+/// ([`broadcast_to_parts`]).
 pub(super) fn broadcast_image(
     core: &CudaCore,
     links: &Links,
@@ -389,15 +416,8 @@ pub(super) fn broadcast_image(
     x: &DeviceBuffer,
     s: Stream,
 ) -> Result<bool> {
-    if !links.nccl() {
-        return Ok(false);
-    }
-    s.synchronize("waiting for the inputs of the GPU parts")?;
-    let targets: Vec<(&DeviceBuffer, Stream)> = works
-        .iter()
-        .map(|w| (&w.image, Stream(w.stream.cu_stream())))
-        .collect();
-    links.broadcast(x, &targets, core.sizes.voxels * COMPLEX)
+    let bytes = core.sizes.voxels * COMPLEX;
+    broadcast_to_parts(links, works, (x, bytes), |w| &w.image, s)
 }
 
 /// out (N, the first device of `core`) = Σ_p images_p: the parts' `image_out`
@@ -412,11 +432,7 @@ pub(super) fn sum_part_images(
     s: Stream,
 ) -> Result<()> {
     let bytes = core.sizes.voxels * COMPLEX;
-    let sources: Vec<(&DeviceBuffer, Stream)> = works
-        .iter()
-        .map(|w| (&w.image_out, Stream(w.stream.cu_stream())))
-        .collect();
-    if links.sum(&sources, out, bytes)? {
+    if links.sum(&on_their_streams(works, |w| &w.image_out), out, bytes)? {
         return Ok(());
     }
     let landing = &works[0].image;
