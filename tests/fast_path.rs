@@ -300,7 +300,7 @@ fn a_phase_without_structure_falls_back_to_the_exact_path() {
     );
 }
 
-/// Plans larger than the certificate's probe support (16,384 voxels and
+/// Plans larger than the certificate's probe support (16,384 voxels, 4,096
 /// samples: sparse probes, stratified, on 2 of 3 coils on the CPU): the
 /// estimate stays within 3× of the error of E and Eᴴ on dense random probes
 /// (float64 direct sums at 200 rows, all coils, and 200 voxels).
@@ -360,4 +360,106 @@ fn the_sparse_certificate_is_honest_on_larger_plans() {
             info.estimated_error
         );
     }
+}
+
+/// The CPU certificate's probes ([`certificate::Rows`]: the fast operator's
+/// rows and columns built on the probed samples only) give the numbers of
+/// the whole operator applied in full ([`certificate::Whole`]), for all
+/// coils and for a subset, on random rows of random 2D and 3D problems.
+#[test]
+fn the_certificates_rows_are_the_operators_rows() {
+    use horecon::backend::fast::{certificate, nufft_tolerance, FastOperator};
+    use horecon::model::separation::Separation;
+    use std::sync::Arc;
+    let mut rng = Rng::fresh("the_certificates_rows_are_the_operators_rows");
+    let pool = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap(),
+    );
+    let cases: [(Kind, [usize; 3], usize); 3] = [
+        (Kind::Grid, [19, 14, 1], 3),
+        (Kind::Oblique, [9, 7, 6], 4),
+        (Kind::Masked, [10, 9, 5], 1),
+    ];
+    for (kind, dims, coils) in cases {
+        let samples = rng.int(700, 1000);
+        let p = problem(&mut rng, kind, dims, coils, samples);
+        let plan = p.plan(Precision::Accurate);
+        let model = plan.model();
+        let (sizes, features) = (plan.sizes(), model.features().unwrap());
+        let separation = Separation::new(model, &features, 4.5e-4).unwrap();
+        let fast = FastOperator::new(
+            &separation,
+            model.sensitivities.as_deref(),
+            sizes,
+            nufft_tolerance(1e-3, Precision::Accurate),
+            (horecon::BackendKind::Cpu, 0),
+            pool.clone(),
+        )
+        .unwrap();
+        let (n, m) = (sizes.voxels, sizes.samples);
+        // All coils, then the last coil alone.
+        let last = model
+            .sensitivities
+            .as_ref()
+            .map(|s| s[(coils - 1) * n..].to_vec());
+        for subset in [None, last.as_deref()] {
+            let probed = subset.map_or(coils, |s| s.len() / n);
+            let whole_sizes = horecon::model::Sizes {
+                coils: probed,
+                ..sizes
+            };
+            let whole_op;
+            let whole: &dyn horecon::op::EncodingOperator = match subset {
+                None => &fast,
+                Some(s) => {
+                    whole_op = FastOperator::new(
+                        &separation,
+                        Some(s),
+                        whole_sizes,
+                        nufft_tolerance(1e-3, Precision::Accurate),
+                        (horecon::BackendKind::Cpu, 0),
+                        pool.clone(),
+                    )
+                    .unwrap();
+                    &whole_op
+                }
+            };
+            let whole = certificate::Whole(whole, whole_sizes);
+            let rows = certificate::Rows {
+                operator: &fast,
+                points: &separation.points,
+                sensitivities: subset,
+            };
+            let mut picked: Vec<usize> = (0..m).filter(|_| rng.int(0, 2) == 0).collect();
+            picked.dedup();
+            let x = rng.complex(n);
+            let values = rng.complex(picked.len() * probed);
+            use certificate::Probe;
+            let a = rows.forward_rows(&x, &picked).unwrap();
+            let b = whole.forward_rows(&x, &picked).unwrap();
+            let c = rows.adjoint_of_rows(&picked, &values).unwrap();
+            let d = whole.adjoint_of_rows(&picked, &values).unwrap();
+            let (ef, ea) = (rel_error32(&a, &b), rel_error32(&c, &d));
+            eprintln!(
+                "{kind:?} {dims:?} coils {probed}/{coils}: rows vs whole {ef:.1e} / {ea:.1e}"
+            );
+            // Float32 sums in another order (the adjoint spreads fewer points).
+            assert!(ef <= 1e-5 && ea <= 1e-5, "{kind:?}: {ef:.2e} / {ea:.2e}");
+        }
+    }
+}
+
+/// ‖a − b‖/‖b‖ of two float32 vectors.
+fn rel_error32(a: &[Complex32], b: &[Complex32]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let num: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).norm_sqr() as f64)
+        .sum();
+    let den: f64 = b.iter().map(|y| y.norm_sqr() as f64).sum();
+    (num / den).sqrt()
 }

@@ -9,7 +9,6 @@ use crate::backend::cuda;
 use crate::backend::fast::{certificate, nufft_tolerance, FastOperator};
 use crate::error::{Error, Result, Status};
 use crate::model::separation::Separation;
-use crate::model::Features;
 use crate::op::EncodingOperator;
 use crate::plan::BackendKind;
 use std::sync::Arc;
@@ -129,43 +128,40 @@ impl Plan {
         };
         let separated = started.elapsed().as_secs_f64();
         let (sensitivities, sizes) = (self.model.sensitivities.as_deref(), self.sizes());
-        let operator = self.separated_operator(&separation, tolerance, sensitivities, sizes)?;
-        let built = started.elapsed().as_secs_f64();
-        // The certificate, with sparse probes: through the plan's operator, or
-        // on the CPU (an application ∝ L, a build cheap) a few coils' one.
-        let subset = match self.backend {
-            BackendKind::Cpu => certificate::coil_subset(sensitivities, sizes)?,
+        // The certificate, with sparse probes: through the plan's operator,
+        // or on the CPU (an application ∝ L·M, a build cheap) through the
+        // probed rows of a few coils.
+        let cpu = match self.backend {
+            BackendKind::Cpu => Some(Arc::new(self.cpu_operator(
+                &separation,
+                tolerance,
+                sensitivities,
+                sizes,
+            )?)),
             _ => None,
         };
-        let estimated_error = match subset {
+        let operator: Arc<dyn EncodingOperator> = match &cpu {
+            Some(fast) => fast.clone(),
+            None => self.separated_operator(&separation, tolerance, sensitivities, sizes)?,
+        };
+        let built = started.elapsed().as_secs_f64();
+        let estimated_error = match &cpu {
+            Some(fast) => certificate::estimate_by_rows(
+                fast,
+                &separation.points,
+                features,
+                sizes,
+                &self.options,
+                self.pool.clone(),
+            )?,
             None => certificate::estimate(
-                operator.as_ref(),
+                &certificate::Whole(operator.as_ref(), sizes),
                 &features,
                 sizes,
                 self.backend,
                 &self.options,
                 self.pool.clone(),
             )?,
-            Some(subset) => {
-                let probe = self.separated_operator(
-                    &separation,
-                    tolerance,
-                    Some(&subset.sensitivities),
-                    subset.sizes,
-                )?;
-                let probe_features = Features {
-                    sensitivities: Some(subset.sensitivities),
-                    ..features
-                };
-                certificate::estimate(
-                    probe.as_ref(),
-                    &probe_features,
-                    subset.sizes,
-                    self.backend,
-                    &self.options,
-                    self.pool.clone(),
-                )?
-            }
         };
         if self.options.verbosity >= 2 {
             eprintln!(
@@ -200,22 +196,38 @@ impl Plan {
         sizes: crate::model::Sizes,
     ) -> Result<Arc<dyn EncodingOperator>> {
         let nufft = nufft_tolerance(tolerance, self.options.precision);
-        let device = usize::try_from(self.options.device).map_err(|_| {
-            Error::invalid(format!("device must be >= 0, got {}", self.options.device))
-        })?;
         if self.backend == BackendKind::Cuda && device_resident() {
             match cuda::build_fast(separation, sensitivities, sizes, nufft, &self.options) {
                 Err(e) if e.status == Status::BackendUnavailable => {}
                 built => return Ok(Arc::from(built?)),
             }
         }
-        Ok(Arc::new(FastOperator::new(
+        Ok(Arc::new(self.cpu_operator(
+            separation,
+            tolerance,
+            sensitivities,
+            sizes,
+        )?))
+    }
+
+    /// The fast operator with host arrays (NUFFTs on the plan's backend).
+    fn cpu_operator(
+        &self,
+        separation: &Separation,
+        tolerance: f64,
+        sensitivities: Option<&[num_complex::Complex32]>,
+        sizes: crate::model::Sizes,
+    ) -> Result<FastOperator> {
+        let device = usize::try_from(self.options.device).map_err(|_| {
+            Error::invalid(format!("device must be >= 0, got {}", self.options.device))
+        })?;
+        FastOperator::new(
             separation,
             sensitivities,
             sizes,
-            nufft,
+            nufft_tolerance(tolerance, self.options.precision),
             (self.backend, device),
             self.pool.clone(),
-        )?))
+        )
     }
 }

@@ -6,6 +6,7 @@
 //! θ = 2πr ∈ [−π/2, π/2] and (sin, cos)(2πx) = (−1)^q·(sin θ, cos θ),
 //! with Taylor polynomials of sin θ and cos θ.
 
+use super::kernel::{isa, on_widest_isa, Isa};
 use super::real::Real;
 
 /// Taylor coefficients (−1)^k/(2k+1)! for k = 1..
@@ -58,6 +59,31 @@ pub fn sincos_cycles<T: Real, const FMA: bool, const SN: usize, const CN: usize>
     (s * sign, c * sign)
 }
 
+/// (cos 2πx, sin 2πx) for every x of `cycles` (any magnitude: the nearest
+/// integer is subtracted first, exactly) into `re` and `im` (each as long),
+/// in float64: error ≤ 2e-15 plus |x|·2⁻⁵³ from x's own rounding. Vectorised
+/// with the widest instruction set the CPU has (several times faster than
+/// `sin_cos` point by point).
+pub fn unit_phasors(cycles: &[f64], re: &mut [f64], im: &mut [f64]) {
+    #[inline(always)]
+    fn each<const FMA: bool>(cycles: &[f64], re: &mut [f64], im: &mut [f64]) {
+        for ((&x, c), s) in cycles.iter().zip(re.iter_mut()).zip(im.iter_mut()) {
+            (*s, *c) = sincos_cycles::<f64, FMA, 9, 10>(x - x.round_ties_even());
+        }
+    }
+    let fma = isa() != Isa::Baseline;
+    on_widest_isa(
+        #[inline(always)]
+        || {
+            if fma {
+                each::<true>(cycles, re, im)
+            } else {
+                each::<false>(cycles, re, im)
+            }
+        },
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,5 +112,21 @@ mod tests {
         assert!(accurate < 4e-7, "f32 accurate sincos error {accurate}");
         assert!(fast < 2e-4, "f32 fast sincos error {fast}");
         assert!(double < 2e-15, "f64 sincos error {double}");
+    }
+
+    #[test]
+    fn unit_phasors_match_sin_cos_at_any_magnitude() {
+        let cycles: Vec<f64> = (0..4099)
+            .map(|i| (i as f64 * 0.618_033_988_749_895).fract() * 2e3 - 1e3 + i as f64 * 1e-3)
+            .collect();
+        let (mut re, mut im) = (vec![0.0; cycles.len()], vec![0.0; cycles.len()]);
+        unit_phasors(&cycles, &mut re, &mut im);
+        for ((&x, &c), &s) in cycles.iter().zip(&re).zip(&im) {
+            let a = std::f64::consts::TAU * (x - x.round());
+            assert!(
+                (c - a.cos()).abs() < 1e-14 && (s - a.sin()).abs() < 1e-14,
+                "{x}"
+            );
+        }
     }
 }

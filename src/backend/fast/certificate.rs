@@ -19,14 +19,19 @@
 //!
 //! V and Q also hold the voxels where each voxel feature is smallest and
 //! largest (the corners of the field of view for higher-order terms, where
-//! the expansion errs most). The fast operator is the plan's own, applied
-//! once each way (all coils) on CUDA; on the CPU, where an application costs
-//! ∝ L and an operator's build little, the operator of [`PROBE_COILS`]
-//! coils drawn at random ([`coil_subset`]; the expansion and the NUFFT are
-//! shared by all coils). The exact references are the backend's exact
-//! operator in DOUBLE precision on the sub-models R×V and Q×T (at most
-//! [`PROBES`]·[`PROBE_SUPPORT`]·L pairs each).
+//! the expansion errs most). How the fast operator is applied is the
+//! [`Probe`]'s: on CUDA the plan's own operator once each way (all coils,
+//! [`Whole`]); on the CPU, where an application costs ∝ L·M and an
+//! operator's build little, the operator's rows R and T only
+//! ([`FastOperator::rows`]: the NUFFTs on those samples' points, the
+//! factors shared) for [`PROBE_COILS`] coils drawn at random
+//! ([`coil_subset`]; the expansion and the NUFFT are shared by all coils) —
+//! the same numbers as [`Whole`]'s for those coils. The exact references are
+//! the backend's exact operator in DOUBLE precision on the sub-models R×V
+//! and Q×T (at most [`PROBES`]·[`VOXEL_SUPPORT`]·L and
+//! [`PROBES`]·[`SAMPLE_SUPPORT`]·L pairs).
 
+use super::FastOperator;
 use crate::backend;
 use crate::error::{try_vec, Result};
 use crate::model::separation::expansion::extreme_indices;
@@ -40,8 +45,12 @@ use std::sync::Arc;
 
 /// Samples (rows of E) and voxels (columns) where the results are compared.
 pub const PROBES: usize = 256;
-/// Voxels (forward) and samples (adjoint) on which the probes are nonzero.
-pub const PROBE_SUPPORT: usize = 16384;
+/// Voxels on which the forward probe is nonzero.
+pub const VOXEL_SUPPORT: usize = 16384;
+/// Samples on which the adjoint probe is nonzero: the estimate's spread
+/// comes from the [`PROBES`] voxels compared, not from these, and on the CPU
+/// the fast adjoint's rows cost ∝ their number.
+pub const SAMPLE_SUPPORT: usize = 4096;
 
 /// Coils probed (all when the plan has fewer).
 pub const PROBE_COILS: usize = 2;
@@ -88,6 +97,127 @@ pub fn coil_subset(
         sensitivities: subset,
         sizes: sub,
     }))
+}
+
+/// The fast operator as the certificate applies it (module documentation).
+pub trait Probe {
+    /// L, the coils probed.
+    fn coils(&self) -> usize;
+    /// (Ẽx)_{j,c} at the samples j ∈ `rows` (sorted), |rows|×L (coil-major).
+    fn forward_rows(&self, image: &[Complex32], rows: &[usize]) -> Result<Vec<Complex32>>;
+    /// Ẽᴴd (N values) for d nonzero only at the samples `samples` (sorted),
+    /// where it is `values` (|samples|×L, coil-major).
+    fn adjoint_of_rows(&self, samples: &[usize], values: &[Complex32]) -> Result<Vec<Complex32>>;
+}
+
+/// A whole operator of sizes `.1` (any backend): applied in full, the rows
+/// gathered from its output and the data scattered into its input.
+pub struct Whole<'a>(pub &'a dyn EncodingOperator, pub Sizes);
+
+impl Probe for Whole<'_> {
+    fn coils(&self) -> usize {
+        self.1.coils
+    }
+
+    fn forward_rows(&self, image: &[Complex32], rows: &[usize]) -> Result<Vec<Complex32>> {
+        let Sizes {
+            samples: m, coils, ..
+        } = self.1;
+        let mut data = try_vec(m * coils, Complex32::new(0.0, 0.0), "probe data (M x L)")?;
+        self.0.forward(image, &mut data)?;
+        gather(&data, m, rows, "fast rows")
+    }
+
+    fn adjoint_of_rows(&self, samples: &[usize], values: &[Complex32]) -> Result<Vec<Complex32>> {
+        let Sizes {
+            voxels: n,
+            samples: m,
+            coils,
+            ..
+        } = self.1;
+        let zero = Complex32::new(0.0, 0.0);
+        let mut data = try_vec(m * coils, zero, "probe data (M x L)")?;
+        for (c, column) in values.chunks_exact(samples.len().max(1)).enumerate() {
+            for (&j, &x) in samples.iter().zip(column) {
+                data[c * m + j] = x;
+            }
+        }
+        let mut image = try_vec(n, zero, "probe image (N)")?;
+        self.0.adjoint(&data, &mut image)?;
+        Ok(image)
+    }
+}
+
+/// A CPU fast operator's rows for some coils (module documentation):
+/// `points` are the separation's (ndims×M), `sensitivities` the probed
+/// coils' (N×C; `None` = the operator's).
+pub struct Rows<'a> {
+    pub operator: &'a FastOperator,
+    pub points: &'a [f64],
+    pub sensitivities: Option<&'a [Complex32]>,
+}
+
+impl Probe for Rows<'_> {
+    fn coils(&self) -> usize {
+        let sizes = self.operator.sizes;
+        self.sensitivities
+            .map_or(sizes.coils, |s| s.len() / sizes.voxels.max(1))
+    }
+
+    fn forward_rows(&self, image: &[Complex32], rows: &[usize]) -> Result<Vec<Complex32>> {
+        let part = self.operator.rows(self.points, rows, self.sensitivities)?;
+        let mut out = try_vec(
+            rows.len() * self.coils(),
+            Complex32::new(0.0, 0.0),
+            "fast rows",
+        )?;
+        part.forward(image, &mut out)?;
+        Ok(out)
+    }
+
+    fn adjoint_of_rows(&self, samples: &[usize], values: &[Complex32]) -> Result<Vec<Complex32>> {
+        let part = self
+            .operator
+            .rows(self.points, samples, self.sensitivities)?;
+        let zero = Complex32::new(0.0, 0.0);
+        let mut image = try_vec(self.operator.sizes.voxels, zero, "probe image (N)")?;
+        part.adjoint(values, &mut image)?;
+        Ok(image)
+    }
+}
+
+/// The certificate of a CPU fast operator (the plan's model: `features`,
+/// `sizes`) through its rows ([`Rows`], `points` the separation's) for
+/// [`PROBE_COILS`] of its coils ([`coil_subset`]); exact references on the CPU.
+pub fn estimate_by_rows(
+    fast: &FastOperator,
+    points: &[f64],
+    features: Features,
+    sizes: Sizes,
+    options: &Options,
+    pool: Arc<rayon::ThreadPool>,
+) -> Result<f64> {
+    let (features, sizes) = match coil_subset(features.sensitivities.as_deref(), sizes)? {
+        None => (features, sizes),
+        Some(subset) => (
+            Features {
+                sensitivities: Some(subset.sensitivities),
+                ..features
+            },
+            subset.sizes,
+        ),
+    };
+    let rows = Rows {
+        operator: fast,
+        points,
+        // None: the operator's own coils (all of them probed).
+        sensitivities: if sizes.coils == fast.sizes.coils {
+            None
+        } else {
+            features.sensitivities.as_deref()
+        },
+    };
+    estimate(&rows, &features, sizes, BackendKind::Cpu, options, pool)
 }
 
 /// Random probes from the toolkit's seeded generator.
@@ -165,10 +295,10 @@ fn relative(a: &[Complex32], b: &[Complex32]) -> f64 {
     }
 }
 
-/// The estimated relative error of `fast` against the exact operator of
-/// `features` (the plan's model, `sizes`) on `backend`.
+/// The estimated relative error of `fast` (its coils' model: `features`,
+/// `sizes`) against the exact operator on `backend`.
 pub fn estimate(
-    fast: &dyn EncodingOperator,
+    fast: &dyn Probe,
     features: &Features,
     sizes: Sizes,
     backend: BackendKind,
@@ -181,6 +311,13 @@ pub fn estimate(
         coils,
         ..
     } = sizes;
+    if fast.coils() != coils {
+        return Err(crate::error::Error::internal(format!(
+            "certificate of {} coils probed with {}",
+            coils,
+            fast.coils()
+        )));
+    }
     let exact_options = Options {
         precision: Precision::Double,
         ..*options
@@ -212,7 +349,7 @@ pub fn estimate(
 
     // Forward: x on V, E x compared at the rows R (all coils).
     let support = {
-        let mut v = rng.stratified(n, PROBE_SUPPORT);
+        let mut v = rng.stratified(n, VOXEL_SUPPORT);
         v.extend_from_slice(&corners);
         sorted(v)
     };
@@ -221,12 +358,9 @@ pub fn estimate(
     for (&v, &x) in support.iter().zip(&values) {
         image[v] = x;
     }
-    let mut fast_data = try_vec(m * coils, zero, "probe data (M x L)")?;
-    fast.forward(&image, &mut fast_data)?;
-    drop(image);
     let rows = rng.stratified(m, PROBES);
-    let fast_rows = gather(&fast_data, m, &rows, "fast rows")?;
-    drop(fast_data);
+    let fast_rows = fast.forward_rows(&image, &rows)?;
+    drop(image);
     let (model, sub) = sub_model(&support, &rows)?;
     let exact = backend::build(backend, &model, sub, &exact_options, pool.clone())?;
     let mut exact_rows = try_vec(rows.len() * coils, zero, "exact rows")?;
@@ -235,17 +369,9 @@ pub fn estimate(
     let forward_error = relative(&fast_rows, &exact_rows);
 
     // Adjoint: d on the samples T (all coils), Eᴴ d compared at the voxels Q.
-    let support = rng.stratified(m, PROBE_SUPPORT);
+    let support = rng.stratified(m, SAMPLE_SUPPORT);
     let values: Vec<Complex32> = (0..support.len() * coils).map(|_| rng.normal()).collect();
-    let mut data = try_vec(m * coils, zero, "probe data (M x L)")?;
-    for c in 0..coils {
-        for (i, &j) in support.iter().enumerate() {
-            data[c * m + j] = values[c * support.len() + i];
-        }
-    }
-    let mut fast_image = try_vec(n, zero, "probe image (N)")?;
-    fast.adjoint(&data, &mut fast_image)?;
-    drop(data);
+    let fast_image = fast.adjoint_of_rows(&support, &values)?;
     let voxels = {
         let mut q = rng.stratified(n, PROBES);
         q.extend_from_slice(&corners);

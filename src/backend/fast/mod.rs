@@ -111,20 +111,66 @@ struct Executors {
     adjoint: Box<dyn NufftExecutor>,
 }
 
+/// How a [`FastOperator`] builds its NUFFT executors: the lattice's modes,
+/// the NUFFT tolerance and arithmetic, σ and where they run.
+#[derive(Clone, Copy)]
+struct NufftChoice {
+    modes: Modes,
+    tolerance: (f64, bool),
+    upsampling: Upsampling,
+    backend: (BackendKind, usize),
+}
+
+impl NufftChoice {
+    /// The executor pairs for K·L transforms on `points` (ndims×M), in coil
+    /// chunks whose buffers stay within [`BUFFER_BYTES`], and the backend's
+    /// name.
+    fn executors(
+        &self,
+        k: usize,
+        sizes: Sizes,
+        grid_points: usize,
+        points: &[f64],
+        pool: &Arc<rayon::ThreadPool>,
+    ) -> Result<(Vec<Arc<Executors>>, String)> {
+        let per_coil = k
+            .checked_mul(grid_points + sizes.samples)
+            .and_then(|e| e.checked_mul(std::mem::size_of::<Complex32>()))
+            .ok_or_else(|| Error::out_of_memory("fast-path buffers are too large"))?;
+        let chunk = (BUFFER_BYTES / per_coil.max(1)).clamp(1, sizes.coils);
+        let (backend, device) = self.backend;
+        let make = |coils: usize| -> Result<Arc<Executors>> {
+            let [forward, adjoint] =
+                pair_specs(self.modes, self.tolerance, self.upsampling, k * coils)?;
+            let build = |spec: &NufftSpec| {
+                executor::build(backend, device, spec, points, sizes.samples, pool.clone())
+            };
+            Ok(Arc::new(Executors {
+                coils,
+                forward: build(&forward)?,
+                adjoint: build(&adjoint)?,
+            }))
+        };
+        let (full, chunks) = coil_chunks(sizes.coils, chunk, make)?;
+        Ok((chunks, full.forward.backend_name()))
+    }
+}
+
 /// E, Eᴴ and EᴴWE of a separated model by NUFFTs.
 pub struct FastOperator {
     sizes: Sizes,
     rank: usize,
     grid_points: usize,
     /// Grid index of each voxel; `None` = the voxel index.
-    index: Option<Vec<usize>>,
+    index: Option<Arc<Vec<usize>>>,
     /// ã_l(t_j), K×M.
     temporal: Vec<Complex32>,
-    /// b_l(r_n), K×N.
-    spatial: Vec<Complex32>,
+    /// b_l(r_n), K×N (shared with the operator's [`FastOperator::rows`]).
+    spatial: Arc<Vec<Complex32>>,
     sensitivities: Option<Vec<Complex32>>,
     /// Full chunks, and the last, smaller one if L is not a multiple.
     chunks: Vec<Arc<Executors>>,
+    nufft: NufftChoice,
     pool: Arc<rayon::ThreadPool>,
     name: String,
 }
@@ -145,38 +191,25 @@ impl FastOperator {
         sensitivities: Option<&[Complex32]>,
         sizes: Sizes,
         (tolerance, double): (f64, bool),
-        (backend, device): (BackendKind, usize),
+        backend: (BackendKind, usize),
         pool: Arc<rayon::ThreadPool>,
     ) -> Result<FastOperator> {
         let lattice = &separation.lattice;
         let ndims = separation.ndims;
         let sizes_i64: Vec<i64> = lattice.modes[..ndims].iter().map(|&m| m as i64).collect();
         let modes = Modes::new(ndims as i32, &sizes_i64)?;
-        let k = separation.rank;
-        let grid_points = lattice.grid_points();
-        let per_coil = k
-            .checked_mul(grid_points + sizes.samples)
-            .and_then(|e| e.checked_mul(std::mem::size_of::<Complex32>()))
-            .ok_or_else(|| Error::out_of_memory("fast-path buffers are too large"))?;
-        let chunk = (BUFFER_BYTES / per_coil.max(1)).clamp(1, sizes.coils);
-        let upsampling = choose_upsampling(&modes, sizes.samples, tolerance, double);
-        let make = |coils: usize| -> Result<Arc<Executors>> {
-            let [forward, adjoint] = pair_specs(modes, (tolerance, double), upsampling, k * coils)?;
-            let build = |spec: &NufftSpec| {
-                let (points, m) = (&separation.points, sizes.samples);
-                executor::build(backend, device, spec, points, m, pool.clone())
-            };
-            Ok(Arc::new(Executors {
-                coils,
-                forward: build(&forward)?,
-                adjoint: build(&adjoint)?,
-            }))
+        let nufft = NufftChoice {
+            modes,
+            tolerance: (tolerance, double),
+            upsampling: choose_upsampling(&modes, sizes.samples, tolerance, double),
+            backend,
         };
-        let (full, chunks) = coil_chunks(sizes.coils, chunk, make)?;
-        let kernel = KernelParams::new(tolerance, upsampling, double)?;
+        let (k, grid_points) = (separation.rank, lattice.grid_points());
+        let (chunks, backend_name) =
+            nufft.executors(k, sizes, grid_points, &separation.points, &pool)?;
+        let kernel = KernelParams::new(tolerance, nufft.upsampling, double)?;
         let name = format!(
-            "{} (fast path, K = {k}, NUFFT tolerance {tolerance:.1e} sigma {} w {})",
-            full.forward.backend_name(),
+            "{backend_name} (fast path, K = {k}, NUFFT tolerance {tolerance:.1e} sigma {} w {})",
             kernel.upsampling.factor(),
             kernel.width
         );
@@ -184,16 +217,78 @@ impl FastOperator {
             sizes,
             rank: k,
             grid_points,
-            index: lattice.index.clone(),
+            index: lattice.index.clone().map(Arc::new),
             temporal: narrow(&separation.temporal.values(TEMPORAL)?, TEMPORAL)?,
-            spatial: narrow(&separation.spatial.values(SPATIAL)?, SPATIAL)?,
+            spatial: Arc::new(narrow(&separation.spatial.values(SPATIAL)?, SPATIAL)?),
             sensitivities: match sensitivities {
                 Some(s) => Some(crate::error::try_copy(s, "sensitivities")?),
                 None => None,
             },
             chunks,
+            nufft,
             pool,
             name,
+        })
+    }
+
+    /// The rows `samples` (indices into the M samples, any order) of this
+    /// operator, for the coils `sensitivities` (N×C; `None` = this
+    /// operator's): Ẽ_{samples,·} with the same kernel and factors, its
+    /// NUFFTs on those samples' `points` only (`points` = the separation's,
+    /// ndims×M). A type-2 output at a point depends on that point alone and
+    /// a type-1 input at a point spreads from it alone, so these are exactly
+    /// the rows of Ẽ (of Ẽᴴ's columns) at a fraction of the cost — the CPU
+    /// certificate's probes.
+    pub fn rows(
+        &self,
+        points: &[f64],
+        samples: &[usize],
+        sensitivities: Option<&[Complex32]>,
+    ) -> Result<FastOperator> {
+        let (m, n, k) = (self.sizes.samples, self.sizes.voxels, self.rank);
+        let ndims = self.nufft.modes.ndims;
+        if points.len() != ndims * m || samples.iter().any(|&j| j >= m) {
+            return Err(Error::internal(format!(
+                "rows of a fast operator with {m} samples: {} points, samples up to {:?}",
+                points.len(),
+                samples.iter().max()
+            )));
+        }
+        let count = samples.len();
+        let mut sub_points = try_vec(ndims * count, 0.0f64, "probe points")?;
+        for (a, out) in sub_points.chunks_exact_mut(count.max(1)).enumerate() {
+            out.iter_mut()
+                .zip(samples)
+                .for_each(|(o, &j)| *o = points[a * m + j]);
+        }
+        let mut temporal = complex_zeros::<f32>(k * count, "probe a_l(t)")?;
+        for (l, out) in temporal.chunks_exact_mut(count.max(1)).enumerate() {
+            out.iter_mut()
+                .zip(samples)
+                .for_each(|(o, &j)| *o = self.temporal[l * m + j]);
+        }
+        let (coils, sensitivities) = match sensitivities {
+            Some(s) => (
+                s.len() / n.max(1),
+                Some(crate::error::try_copy(s, "sensitivities")?),
+            ),
+            None => (self.sizes.coils, self.sensitivities.clone()),
+        };
+        let [nx, ny, nz] = self.sizes.dims;
+        let sizes = Sizes::new(nx as i64, ny as i64, nz as i64, coils as i64, count as i64)?;
+        let (chunks, _) =
+            self.nufft
+                .executors(k, sizes, self.grid_points, &sub_points, &self.pool)?;
+        Ok(FastOperator {
+            sizes,
+            temporal,
+            sensitivities,
+            chunks,
+            index: self.index.clone(),
+            spatial: self.spatial.clone(),
+            name: format!("{} (rows)", self.name),
+            pool: self.pool.clone(),
+            ..*self
         })
     }
 

@@ -25,6 +25,7 @@
 //! 5. K is the smallest rank whose error is within the target both on the
 //!    sample and on a second, independent sample of times and voxels.
 
+use crate::backend::cpu::trig::unit_phasors;
 use crate::error::{try_vec, Error, Result};
 use faer::{c64, Mat, MatRef};
 use num_complex::Complex64;
@@ -256,16 +257,30 @@ fn entry(times: &Sample, t: usize, voxels: &Sample, v: usize, terms: usize) -> C
     Complex64::from_polar(1.0, phase)
 }
 
-/// Z = D_t Ψ D_v on the sample (times × voxels), its columns in parallel.
+/// Z = D_t Ψ D_v on the sample (times × voxels), its columns in parallel,
+/// each column's phases (in cycles) summed over the terms and turned into
+/// phasors at once ([`unit_phasors`]).
 fn weighted_matrix(times: &Sample, voxels: &Sample, terms: usize) -> Mat<c64> {
-    let mut z = Mat::<c64>::zeros(times.len(), voxels.len());
-    z.par_col_iter_mut().enumerate().for_each(|(v, column)| {
-        for (t, x) in column.iter_mut().enumerate() {
-            let e =
-                entry(times, t, voxels, v, terms) * (times.weights[t] * voxels.weights[v]).sqrt();
-            *x = c64::new(e.re, e.im);
-        }
-    });
+    let st = times.len();
+    let root: Vec<f64> = times.weights.iter().map(|w| w.sqrt()).collect();
+    let mut z = Mat::<c64>::zeros(st, voxels.len());
+    z.par_col_iter_mut().enumerate().for_each_init(
+        || [vec![0.0; st], vec![0.0; st], vec![0.0; st]],
+        |[cycles, re, im], (v, column)| {
+            cycles.fill(0.0);
+            for p in 0..terms {
+                let g = voxels.feature(p, v) / TAU;
+                let u = &times.features[p * st..(p + 1) * st];
+                cycles.iter_mut().zip(u).for_each(|(c, &u)| *c += u * g);
+            }
+            unit_phasors(cycles, re, im);
+            let w = voxels.weights[v].sqrt();
+            for (t, x) in column.iter_mut().enumerate() {
+                let scale = root[t] * w;
+                *x = c64::new(re[t] * scale, im[t] * scale);
+            }
+        },
+    );
     z
 }
 
@@ -425,8 +440,10 @@ impl Skeleton {
 
     /// f_l(x_i)·exp(2πi·offset_i) at the `count` points of P×count
     /// `features` (point fastest), returned K×count (point fastest);
-    /// `offset` (cycles) `None` = 0. In blocks of [`EVALUATE_BLOCK`] points,
-    /// each evaluated point by point and transposed into the K rows in parallel.
+    /// `offset` (cycles) `None` = 0. In blocks of [`EVALUATE_BLOCK`] points
+    /// in parallel: per skeleton point s, the block's phases x_i·f_s (in
+    /// cycles) turned into phasors at once ([`unit_phasors`]) and added to
+    /// the K sums with c_{s,l}.
     pub fn evaluate_all(
         &self,
         count: usize,
@@ -434,41 +451,72 @@ impl Skeleton {
         offset: Option<&[f64]>,
         what: &str,
     ) -> Result<Vec<Complex64>> {
-        let rank = self.rank;
+        let (rank, skeleton) = (self.rank, self.points());
         let terms = features.len() / count.max(1);
         let zero = Complex64::new(0.0, 0.0);
         let mut out = try_vec(rank * count, zero, what)?;
         if rank == 0 || count == 0 {
             return Ok(out);
         }
-        let mut by_point = try_vec(rank * EVALUATE_BLOCK.min(count), zero, what)?;
-        for start in (0..count).step_by(EVALUATE_BLOCK) {
-            let len = EVALUATE_BLOCK.min(count - start);
-            by_point[..rank * len]
-                .par_chunks_mut(rank)
-                .enumerate()
-                .for_each_init(
-                    || vec![0.0f64; terms],
-                    |x, (i, point)| {
-                        for (p, value) in x.iter_mut().enumerate() {
-                            *value = features[p * count + start + i];
-                        }
-                        self.evaluate(x, rank, point);
-                        if let Some(k0) = offset {
-                            let e = Complex64::from_polar(1.0, TAU * k0[start + i].fract());
-                            point.iter_mut().for_each(|v| *v *= e);
-                        }
-                    },
-                );
-            out.par_chunks_mut(count).enumerate().for_each(|(l, row)| {
-                for (o, point) in row[start..start + len]
-                    .iter_mut()
-                    .zip(by_point.chunks_exact(rank))
-                {
-                    *o = point[l];
+        // The K rows' pieces of each block of points.
+        let mut blocks: Vec<Vec<&mut [Complex64]>> = Vec::new();
+        for row in out.chunks_exact_mut(count) {
+            for (b, piece) in row.chunks_mut(EVALUATE_BLOCK).enumerate() {
+                if b == blocks.len() {
+                    blocks.push(Vec::with_capacity(rank));
                 }
-            });
+                blocks[b].push(piece);
+            }
         }
+        let buffers = || [(); 5].map(|_| vec![0.0f64; EVALUATE_BLOCK]);
+        let sums = || vec![0.0f64; 2 * rank * EVALUATE_BLOCK];
+        blocks.into_par_iter().enumerate().for_each_init(
+            || (buffers(), sums()),
+            |([cycles, re, im, re2, im2], sums), (b, mut pieces)| {
+                let start = b * EVALUATE_BLOCK;
+                let len = pieces[0].len();
+                let (cycles, re, im) = (&mut cycles[..len], &mut re[..len], &mut im[..len]);
+                let (sum_re, sum_im) = sums.split_at_mut(rank * EVALUATE_BLOCK);
+                sum_re.fill(0.0);
+                sum_im.fill(0.0);
+                for s in 0..skeleton {
+                    cycles.fill(0.0);
+                    for p in 0..terms {
+                        let f = self.features[p * skeleton + s] / TAU;
+                        let x = &features[p * count + start..p * count + start + len];
+                        cycles.iter_mut().zip(x).for_each(|(c, &x)| *c += x * f);
+                    }
+                    unit_phasors(cycles, re, im);
+                    for (l, c) in self.rows[s * rank..(s + 1) * rank].iter().enumerate() {
+                        let sr = &mut sum_re[l * EVALUATE_BLOCK..l * EVALUATE_BLOCK + len];
+                        let si = &mut sum_im[l * EVALUATE_BLOCK..l * EVALUATE_BLOCK + len];
+                        for (((sr, si), &r), &i) in sr.iter_mut().zip(si).zip(&*re).zip(&*im) {
+                            *sr += c.re * r - c.im * i;
+                            *si += c.re * i + c.im * r;
+                        }
+                    }
+                }
+                let phase = match offset {
+                    Some(k0) => {
+                        let (re2, im2) = (&mut re2[..len], &mut im2[..len]);
+                        unit_phasors(&k0[start..start + len], re2, im2);
+                        Some((re2, im2))
+                    }
+                    None => None,
+                };
+                for (l, piece) in pieces.iter_mut().enumerate() {
+                    let sr = &sum_re[l * EVALUATE_BLOCK..];
+                    let si = &sum_im[l * EVALUATE_BLOCK..];
+                    for (i, o) in piece.iter_mut().enumerate() {
+                        let v = Complex64::new(sr[i], si[i]);
+                        *o = match &phase {
+                            Some((c, s)) => v * Complex64::new(c[i], s[i]),
+                            None => v,
+                        };
+                    }
+                }
+            },
+        );
         Ok(out)
     }
 }
@@ -692,8 +740,8 @@ fn check_errors(f: &Factors, times: &Sample, voxels: &Sample, terms: usize) -> V
         .collect()
 }
 
-/// Points evaluated per block of [`evaluate`] (its by-point buffer).
-const EVALUATE_BLOCK: usize = 1 << 16;
+/// Points per block of [`Skeleton::evaluate_all`].
+const EVALUATE_BLOCK: usize = 512;
 
 impl Expansion {
     /// The expansion of exp(iψ), ψ(j,n) = Σ_p u_p(j) g_p(n) (`temporal` u: P×M,
