@@ -35,6 +35,7 @@ if [ "$MODE" = stage ]; then
   bash scripts/gpu/strip_tests.sh "$DEST" --test multi_gpu --test cuda
   for b in bench_multi_gpu bench_fast_path bench_toeplitz; do strip -o "$DEST/$b" target/release/examples/$b; done
   strip -o "$DEST/libhorecon.so" target/release/libhorecon.so
+  mkdir -p "$DEST/shared/bench" && cp "$ROOT/../shared/bench/cases.py" "$DEST/shared/bench/"
   rm -rf "$DEST/wheels"
   python3 -m pip download -q --only-binary=:all: --python-version "${PYVER:-3.12}" \
     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
@@ -97,10 +98,10 @@ GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
     python3 -m pip install -q --no-index --find-links "$D/wheels" dask distributed 2>&1 | tail -3
   fi
   python3 -c "import dask, distributed; print('dask', dask.__version__, 'distributed', distributed.__version__)"
-  export HORECON_LIB=$D/libhorecon.so
+  export HORECON_LIB=$D/libhorecon.so HORECON_SHARED=$D/shared
   for w in 1 $([ "$GPUS" -ge 2 ] && echo 2); do
     echo "== 64 bieri-256 slices, $w Dask worker(s)"
-    timeout 270 python3 scripts/bench_batch.py --case bieri-256 --slices 64 --iterations 50 --workers "$w"
+    timeout 270 python3 scripts/bench_batch.py --case bieri-256 --slices 64 --iterations 50 --workers "$w" --timing
     echo "bench_batch workers=$w rc=$?"
   done
 } > "$O/batch.log" 2>&1
