@@ -7,7 +7,9 @@
 
 mod common;
 
-use common::{higher_order_problem as problem, inner, normal_f64, rel_error, Kind, Problem, Rng};
+use common::{
+    higher_order_problem as problem, inner, normal_f64, rel_error, to_c64, Kind, Problem, Rng,
+};
 use horecon::{CgOptions, Complex32, Precision, Regularizer, Status};
 use num_complex::Complex64;
 
@@ -442,7 +444,7 @@ fn the_certificates_rows_are_the_operators_rows() {
             let b = whole.forward_rows(&x, &picked).unwrap();
             let c = rows.adjoint_of_rows(&picked, &values).unwrap();
             let d = whole.adjoint_of_rows(&picked, &values).unwrap();
-            let (ef, ea) = (rel_error32(&a, &b), rel_error32(&c, &d));
+            let (ef, ea) = (rel_error(&a, &to_c64(&b)), rel_error(&c, &to_c64(&d)));
             eprintln!(
                 "{kind:?} {dims:?} coils {probed}/{coils}: rows vs whole {ef:.1e} / {ea:.1e}"
             );
@@ -450,16 +452,4 @@ fn the_certificates_rows_are_the_operators_rows() {
             assert!(ef <= 1e-5 && ea <= 1e-5, "{kind:?}: {ef:.2e} / {ea:.2e}");
         }
     }
-}
-
-/// ‖a − b‖/‖b‖ of two float32 vectors.
-fn rel_error32(a: &[Complex32], b: &[Complex32]) -> f64 {
-    assert_eq!(a.len(), b.len());
-    let num: f64 = a
-        .iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).norm_sqr() as f64)
-        .sum();
-    let den: f64 = b.iter().map(|y| y.norm_sqr() as f64).sum();
-    (num / den).sqrt()
 }
