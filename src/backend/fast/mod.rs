@@ -268,14 +268,18 @@ impl FastOperator {
                 .for_each(|(o, &j)| *o = self.temporal[l * m + j]);
         }
         let (coils, sensitivities) = match sensitivities {
-            Some(s) => (
-                s.len() / n.max(1),
-                Some(crate::error::try_copy(s, "sensitivities")?),
-            ),
-            None => (self.sizes.coils, self.sensitivities.clone()),
+            Some(s) => (s.len() / n.max(1), Some(s)),
+            None => (self.sizes.coils, self.sensitivities.as_deref()),
         };
-        let [nx, ny, nz] = self.sizes.dims;
-        let sizes = Sizes::new(nx as i64, ny as i64, nz as i64, coils as i64, count as i64)?;
+        let sensitivities = match sensitivities {
+            Some(s) => Some(crate::error::try_copy(s, "sensitivities")?),
+            None => None,
+        };
+        let sizes = Sizes {
+            coils,
+            samples: count,
+            ..self.sizes
+        };
         let (chunks, _) =
             self.nufft
                 .executors(k, sizes, self.grid_points, &sub_points, &self.pool)?;
