@@ -56,20 +56,15 @@ pub const SAMPLE_SUPPORT: usize = 4096;
 pub const PROBE_COILS: usize = 2;
 
 /// The probed coils of a plan with more than [`PROBE_COILS`] coils.
-pub struct CoilSubset {
-    /// The coils, sorted.
-    pub coils: Vec<usize>,
+struct CoilSubset {
     /// Their sensitivities, N×|coils|.
-    pub sensitivities: Vec<Complex32>,
+    sensitivities: Vec<Complex32>,
     /// The sizes of that sub-model.
-    pub sizes: Sizes,
+    sizes: Sizes,
 }
 
-/// The probed coils; `None` when every coil is probed.
-pub fn coil_subset(
-    sensitivities: Option<&[Complex32]>,
-    sizes: Sizes,
-) -> Result<Option<CoilSubset>> {
+/// The probed coils (drawn stratified, sorted); `None` when every coil is probed.
+fn coil_subset(sensitivities: Option<&[Complex32]>, sizes: Sizes) -> Result<Option<CoilSubset>> {
     let (Some(s), true) = (sensitivities, sizes.coils > PROBE_COILS) else {
         return Ok(None);
     };
@@ -93,7 +88,6 @@ pub fn coil_subset(
         sizes.samples as i64,
     )?;
     Ok(Some(CoilSubset {
-        coils,
         sensitivities: subset,
         sizes: sub,
     }))
