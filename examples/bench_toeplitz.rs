@@ -19,8 +19,8 @@
 //! HORECON_BENCH_UNDERSAMPLING=R sets the spiral's radial spacing (default 1;
 //! 0.526 gives M = 6143 at 64²). HORECON_BENCH_SETUP=1 times only the
 //! Toeplitz set-up: `set_toeplitz` + the first normal (time segmentation and
-//! kernels included) on a fresh plan, the best of 3, and one exact normal
-//! for comparison.
+//! kernels included) on a fresh plan, the best and the median of
+//! HORECON_BENCH_REPS (default 3), and one exact normal for comparison.
 
 use horecon::sim::coils::coil_sensitivities;
 use horecon::sim::field::off_resonance_map;
@@ -256,16 +256,21 @@ fn setup_only(
     let x: Vec<Complex32> = (0..n * n)
         .map(|i| Complex32::new((i % 7) as f32 - 3.0, (i % 5) as f32 - 2.0))
         .collect();
-    let mut best = f64::INFINITY;
+    let reps: usize = std::env::var("HORECON_BENCH_REPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3)
+        .max(1);
+    let mut setups = Vec::with_capacity(reps);
     let mut after = f64::INFINITY;
     let mut y = vec![Complex32::default(); n * n];
-    for _ in 0..3 {
+    for _ in 0..reps {
         let mut plan = make_plan()?;
         plan.operator()?;
         let start = Instant::now();
         plan.set_toeplitz(true, 0)?;
         plan.normal(&x, &mut y)?;
-        best = best.min(start.elapsed().as_secs_f64());
+        setups.push(start.elapsed().as_secs_f64());
         let t = Instant::now();
         plan.normal(&x, &mut y)?;
         after = after.min(t.elapsed().as_secs_f64());
@@ -274,8 +279,11 @@ fn setup_only(
     let t = Instant::now();
     exact.normal(&x, &mut reference)?;
     let exact_s = t.elapsed().as_secs_f64();
+    setups.sort_by(f64::total_cmp);
+    let (best, median) = (setups[0], setups[reps / 2]);
     println!(
         "n={n} coils={coils} M={m} off_resonance_hz={off_resonance_hz} toeplitz_setup_s={best:.4} \
+         toeplitz_setup_median_s={median:.4} \
          toeplitz_normal_s={after:.4} exact_normal_s={exact_s:.4} normal_difference={:.2e}",
         relative(&y, &reference)
     );

@@ -191,7 +191,6 @@ fn segmented_normal_f64(
 #[test]
 fn kernels_from_a_pair_basis_match_the_segmented_operator() {
     use horecon::model::kernel_basis::KernelBasis;
-    use horecon::model::toeplitz::kernel_nufft_tolerance;
     let mut rng = Rng::fresh("kernels_from_a_pair_basis_match_the_segmented_operator");
     let mut active = 0;
     for (dims, hz, duration, segments) in [
@@ -206,7 +205,7 @@ fn kernels_from_a_pair_basis_match_the_segmented_operator() {
             let plan = toeplitz_plan(&p, precision, segments);
             let spec = plan.toeplitz_spec(segments as usize).unwrap();
             let seg = spec.segmentation.as_ref().expect("segmentation");
-            let basis = KernelBasis::new(&spec, kernel_nufft_tolerance(precision).0 / 10.0);
+            let basis = KernelBasis::new(&spec, spec.kernel_tolerance(precision).0 / 10.0);
             active += usize::from(basis.is_some());
             let x = rng.complex(p.voxels());
             let mut got = vec![Complex32::default(); p.voxels()];

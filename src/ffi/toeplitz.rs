@@ -17,7 +17,9 @@ use super::{guard, horecon_plan, horecon_status, plan_mut};
 /// in float32 for FAST, 1e-12 in float64 for DOUBLE: far inside each
 /// precision's bound, so without off-resonance the result matches the exact
 /// normal operator to the precision's accuracy (≤ 1e-5 relative for
-/// ACCURATE, ≤ 1e-3 FAST, ≤ 1e-7 DOUBLE).
+/// ACCURATE, ≤ 1e-3 FAST, ≤ 1e-7 DOUBLE). With off-resonance, where the
+/// time segmentation below sets the error (bound 1e-3), ACCURATE plans
+/// compute the kernels to 1e-5 in float32 arithmetic.
 ///
 /// With off-resonance, exp(iω_n t_j) is interpolated by time segmentation
 /// (Fessler et al., IEEE TSP 2005): exp(iδ_n t) ≈ Σ_l a_l(t)·exp(iδ_n τ_l),

@@ -280,28 +280,29 @@ impl Plan {
         let (_, acc) = cpu_types(self.options.precision);
         let kernel_dims = s.dims.map(|d| if d > 1 { 2 * d } else { 1 });
         let kernel_points = kernel_dims.iter().fold(1usize, |a, &b| a.saturating_mul(b));
-        // L, and the kernels' transforms: r of the CPU's pair basis
-        // (model::kernel_basis) when the full estimate computes the spec,
-        // else one per pair.
-        let (l, transforms) = if self.model.off_resonance.is_none() {
-            (1, 1)
+        // L, the kernels' transforms (r of the CPU's pair basis,
+        // model::kernel_basis, when the full estimate computes the spec,
+        // else one per pair) and their NUFFT's tolerance (without the spec,
+        // that of no segmentation: float64 for ACCURATE, the larger).
+        let precision = self.options.precision;
+        let unsegmented = kernel_nufft_tolerance(precision, false);
+        let (l, transforms, tolerance) = if self.model.off_resonance.is_none() {
+            (1, 1, unsegmented)
         } else if full {
-            self.on_pool(|| -> Result<(usize, usize)> {
+            self.on_pool(|| -> Result<(usize, usize, (f64, bool))> {
                 let spec = ToeplitzSpec::new(&self.model, segments)?;
                 let pairs = spec.kernel_pairs().len();
+                let tolerance = spec.kernel_tolerance(precision);
                 let basis = (self.backend == crate::plan::BackendKind::Cpu)
-                    .then(|| {
-                        let epsilon = kernel_nufft_tolerance(self.options.precision).0 / 10.0;
-                        KernelBasis::new(&spec, epsilon)
-                    })
+                    .then(|| KernelBasis::new(&spec, tolerance.0 / 10.0))
                     .flatten();
-                Ok((spec.segments(), basis.map_or(pairs, |b| b.rank)))
+                Ok((spec.segments(), basis.map_or(pairs, |b| b.rank), tolerance))
             })?
         } else if segments > 0 {
-            (segments, segments * (segments + 1) / 2)
+            (segments, segments * (segments + 1) / 2, unsegmented)
         } else {
             // Sized by the set-up's own check once the segments are known.
-            (1, 1)
+            (1, 1, unsegmented)
         };
         let (n, m) = (s.voxels, s.samples);
         let pairs = l.saturating_mul(l + 1) / 2;
@@ -336,12 +337,8 @@ impl Plan {
         // (transforms x points, float64), its points (3 x M) and its plan and
         // buffers; with a basis also the r spectra beside the P kernels they
         // expand into.
-        let nufft = crate::model::toeplitz::kernel_nufft_spec(
-            kernel_dims,
-            m,
-            transforms,
-            self.options.precision,
-        )?;
+        let nufft =
+            crate::model::toeplitz::kernel_nufft_spec(kernel_dims, m, transforms, tolerance)?;
         let reduced = if transforms < pairs {
             Bytes::of(transforms.saturating_mul(kernel_points), acc)
         } else {

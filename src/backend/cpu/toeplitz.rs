@@ -24,7 +24,7 @@ use super::real::Real;
 use super::{apply_widened, complex_zeros, space, Acc, CpuNormal, CpuOperator};
 use crate::error::Result;
 use crate::model::kernel_basis::KernelBasis;
-use crate::model::toeplitz::{kernel_nufft_spec, kernel_nufft_tolerance, ToeplitzSpec};
+use crate::model::toeplitz::{kernel_nufft_spec, ToeplitzSpec};
 use crate::model::{Features, Sizes};
 use crate::nufft::Nufft;
 use crate::op::{CgReport, EncodingOperator, Precision};
@@ -108,7 +108,7 @@ where
                 Some(p)
             }
         };
-        let basis = KernelBasis::new(&spec, kernel_nufft_tolerance(precision).0 / 10.0);
+        let basis = KernelBasis::new(&spec, spec.kernel_tolerance(precision).0 / 10.0);
         Ok(ToeplitzOperator {
             basis,
             fft: GridFft::new(spec.kernel_dims),
@@ -136,7 +136,12 @@ where
         }
         let spec = &self.spec;
         let m = spec.samples;
-        let nufft_spec = kernel_nufft_spec(spec.kernel_dims, m, self.transforms(), self.precision)?;
+        let nufft_spec = kernel_nufft_spec(
+            spec.kernel_dims,
+            m,
+            self.transforms(),
+            spec.kernel_tolerance(self.precision),
+        )?;
         let mut points = crate::error::try_copy(&spec.cycles, "Toeplitz NUFFT points (M x 3)")?;
         points.iter_mut().for_each(|x| *x *= std::f64::consts::TAU);
         let options = Options {
@@ -171,7 +176,12 @@ where
         let pairs = spec.kernel_pairs().len();
         // The kernels, the NUFFT's modes and its data, before allocating any of it.
         let acc = std::mem::size_of::<Acc<Mo>>() as u64;
-        let nufft_spec = kernel_nufft_spec(spec.kernel_dims, spec.samples, pairs, self.precision)?;
+        let nufft_spec = kernel_nufft_spec(
+            spec.kernel_dims,
+            spec.samples,
+            pairs,
+            spec.kernel_tolerance(self.precision),
+        )?;
         let setup_bytes = (points as u64)
             .saturating_mul(pairs as u64)
             .saturating_mul(acc + 16)

@@ -32,7 +32,7 @@ use super::space::{solve_on, DeviceNormal};
 use super::vectors::CudaCore;
 use super::work::take;
 use crate::error::{checked_bytes, try_copy, Result};
-use crate::model::toeplitz::{kernel_nufft_tolerance, ToeplitzSpec};
+use crate::model::toeplitz::ToeplitzSpec;
 use crate::model::Sizes;
 use crate::nufft::{Modes, NufftSpec, NufftType, Upsampling};
 use crate::op::{CgReport, EncodingOperator, Precision};
@@ -199,7 +199,7 @@ impl CudaToeplitz {
         let points = spec.kernel_points();
         let pairs = spec.kernel_pairs().len();
         let m = spec.samples;
-        let (tolerance, nufft_double) = kernel_nufft_tolerance(self.precision);
+        let (tolerance, nufft_double) = spec.kernel_tolerance(self.precision);
         let mut nufft_slot = self.nufft.lock().unwrap_or_else(|e| e.into_inner());
         if nufft_slot.is_none() {
             let kd = spec.kernel_dims;
