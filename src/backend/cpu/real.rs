@@ -3,7 +3,8 @@
 use std::ops::{Add, Mul, Neg, Sub};
 
 pub trait Real:
-    Copy
+    'static
+    + Copy
     + Send
     + Sync
     + Default

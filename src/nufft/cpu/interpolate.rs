@@ -9,11 +9,13 @@
 //! so all subproblems run at once.
 //!
 //! Per point and transform, each tile row takes one vector FMA,
-//! a ← row·(w_y w_z) + a, and the row sums meet the x weights once at the end.
+//! a ← row·(w_y w_z) + a ([`super::tile_sum`]), and the row sums meet the x
+//! weights once at the end.
 
 use super::horner::HornerKernel;
 use super::sort::{Placed, SortedPoints, Subproblem};
 use super::tile::{as_reals, transform_group, unit_weights, TileBuffers, TileShape};
+use super::tile_sum::{tile_sum, Rows};
 use crate::backend::cpu::real::Real;
 use crate::error::Result;
 use num_complex::Complex;
@@ -30,7 +32,7 @@ pub struct InterpolationJob<'a, T> {
 /// Interpolates the points of `sub` for transforms first.. from `tiles`
 /// (one per transform) into `out` (the subproblem's points × batch, point-major).
 #[inline(always)]
-fn interpolate_points<T: Real, const L: usize, const FMA: bool>(
+fn interpolate_points<T: Real, const L: usize, const FMA: bool, const WIDE: usize>(
     job: &InterpolationJob<'_, T>,
     sub: &Subproblem,
     first: usize,
@@ -56,20 +58,14 @@ fn interpolate_points<T: Real, const L: usize, const FMA: bool>(
         let ky = weights(1, p.z[1]);
         let kz = weights(2, p.z[2]);
         let [lx, ly, lz] = p.local.map(|v| v as usize);
-        let base = row * (ly + ey * lz) + 2 * lx;
+        let rows = Rows {
+            base: row * (ly + ey * lz) + 2 * lx,
+            stride: row,
+            extent_y: ey,
+            count: [rows_y, rows_z],
+        };
         for (tile, value) in tiles.chunks_exact(tile_len).zip(&mut values[first..]) {
-            let mut acc = [T::default(); L];
-            for rz in 0..rows_z {
-                let wz = kz[2 * rz];
-                for ry in 0..rows_y {
-                    let weight = wz * ky[2 * ry];
-                    let offset = base + row * (ry + ey * rz);
-                    let cells = &tile[offset..offset + L];
-                    for (a, &v) in acc.iter_mut().zip(cells) {
-                        *a = v.madd::<FMA>(weight, *a);
-                    }
-                }
-            }
+            let acc = tile_sum::<T, L, FMA, WIDE>(tile, &rows, &ky, &kz);
             let (mut re, mut im) = (T::default(), T::default());
             for k in 0..L / 2 {
                 re = acc[2 * k].madd::<FMA>(kx[2 * k], re);

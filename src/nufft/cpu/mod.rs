@@ -14,6 +14,7 @@ pub mod interpolate;
 pub mod sort;
 pub mod spread;
 pub mod tile;
+pub mod tile_sum;
 
 pub use executor::CpuNufft;
 
@@ -87,21 +88,23 @@ pub fn memory_bytes(spec: &NufftSpec, npoints: usize, threads: usize) -> u64 {
 }
 
 /// Defines `$dispatch::<T>(lanes, args…)`, which runs the `#[inline(always)]`
-/// generic kernel `$kernel::<T, L, FMA>(args…)` for L = `lanes` ∈ {8, 16,
-/// 24, 32} compiled for the widest instruction set of this CPU
-/// ([`crate::backend::cpu::kernel::isa`]).
+/// generic kernel `$kernel::<T, L, FMA, WIDE>(args…)` for L = `lanes` ∈ {8,
+/// 16, 24, 32} compiled for the widest instruction set of this CPU
+/// ([`crate::backend::cpu::kernel::isa`]); WIDE is its vector width in bytes
+/// (64 AVX-512, 32 AVX2, 0 neither), for kernels with explicit vectors
+/// ([`tile_sum`]).
 macro_rules! isa_kernel {
     ($dispatch:ident => $kernel:ident($($arg:ident: $ty:ty),* $(,)?)) => {
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx512f,avx512dq,avx512vl,avx2,fma")]
         unsafe fn avx512<T: Real, const L: usize>($($arg: $ty),*) {
-            $kernel::<T, L, true>($($arg),*)
+            $kernel::<T, L, true, 64>($($arg),*)
         }
 
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2,fma")]
         unsafe fn avx2<T: Real, const L: usize>($($arg: $ty),*) {
-            $kernel::<T, L, true>($($arg),*)
+            $kernel::<T, L, true, 32>($($arg),*)
         }
 
         /// The kernel for `lanes` values per row on the widest instruction set.
@@ -125,10 +128,10 @@ macro_rules! isa_kernel {
                 (Isa::Avx2, 24) => unsafe { avx2::<T, 24>($($arg),*) },
                 #[cfg(target_arch = "x86_64")]
                 (Isa::Avx2, _) => unsafe { avx2::<T, 32>($($arg),*) },
-                (_, 8) => $kernel::<T, 8, false>($($arg),*),
-                (_, 16) => $kernel::<T, 16, false>($($arg),*),
-                (_, 24) => $kernel::<T, 24, false>($($arg),*),
-                _ => $kernel::<T, 32, false>($($arg),*),
+                (_, 8) => $kernel::<T, 8, false, 0>($($arg),*),
+                (_, 16) => $kernel::<T, 16, false, 0>($($arg),*),
+                (_, 24) => $kernel::<T, 24, false, 0>($($arg),*),
+                _ => $kernel::<T, 32, false, 0>($($arg),*),
             }
         }
     };

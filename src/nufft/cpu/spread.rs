@@ -36,7 +36,7 @@ pub struct SpreadJob<'a, T> {
 /// Spreads the points of `sub` for transforms first.. into `tiles` (one
 /// tile per transform, zeroed by the caller).
 #[inline(always)]
-fn spread_points<T: Real, const L: usize, const FMA: bool>(
+fn spread_points<T: Real, const L: usize, const FMA: bool, const _WIDE: usize>(
     job: &SpreadJob<'_, T>,
     sub: &Subproblem,
     first: usize,
