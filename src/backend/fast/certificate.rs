@@ -31,7 +31,7 @@
 //! and Q×T (at most [`PROBES`]·[`VOXEL_SUPPORT`]·L and
 //! [`PROBES`]·[`SAMPLE_SUPPORT`]·L pairs).
 
-use super::FastOperator;
+use super::{gather, FastOperator};
 use crate::backend;
 use crate::error::{try_vec, Result};
 use crate::model::separation::expansion::extreme_indices;
@@ -253,25 +253,6 @@ fn sorted(mut indices: Vec<usize>) -> Vec<usize> {
     indices.sort_unstable();
     indices.dedup();
     indices
-}
-
-/// The columns `indices` of each row of the matrix `values` (rows of `count`).
-fn gather<T: Copy + Send + Sync>(
-    values: &[T],
-    count: usize,
-    indices: &[usize],
-    what: &str,
-) -> Result<Vec<T>> {
-    let rows = values.len() / count.max(1);
-    let q = indices.len();
-    let Some(&first) = values.first() else {
-        return Ok(Vec::new());
-    };
-    let mut out = try_vec(rows * q, first, what)?;
-    out.par_chunks_mut(q.max(1))
-        .zip(values.par_chunks(count.max(1)))
-        .for_each(|(o, row)| o.iter_mut().zip(indices).for_each(|(o, &i)| *o = row[i]));
-    Ok(out)
 }
 
 /// ‖a − b‖/‖b‖.

@@ -104,6 +104,25 @@ pub fn nufft_tolerance(tolerance: f64, precision: Precision) -> (f64, bool) {
     )
 }
 
+/// The columns `indices` of each row of the matrix `values` (rows of `count`).
+pub(crate) fn gather<T: Copy + Send + Sync>(
+    values: &[T],
+    count: usize,
+    indices: &[usize],
+    what: &str,
+) -> Result<Vec<T>> {
+    let rows = values.len() / count.max(1);
+    let q = indices.len();
+    let Some(&first) = values.first() else {
+        return Ok(Vec::new());
+    };
+    let mut out = try_vec(rows * q, first, what)?;
+    out.par_chunks_mut(q.max(1))
+        .zip(values.par_chunks(count.max(1)))
+        .for_each(|(o, row)| o.iter_mut().zip(indices).for_each(|(o, &i)| *o = row[i]));
+    Ok(out)
+}
+
 /// The pair of executors for chunks of `coils` coils.
 struct Executors {
     coils: usize,
@@ -220,10 +239,9 @@ impl FastOperator {
             index: lattice.index.clone().map(Arc::new),
             temporal: narrow(&separation.temporal.values(TEMPORAL)?, TEMPORAL)?,
             spatial: Arc::new(narrow(&separation.spatial.values(SPATIAL)?, SPATIAL)?),
-            sensitivities: match sensitivities {
-                Some(s) => Some(crate::error::try_copy(s, "sensitivities")?),
-                None => None,
-            },
+            sensitivities: sensitivities
+                .map(|s| crate::error::try_copy(s, "sensitivities"))
+                .transpose()?,
             chunks,
             nufft,
             pool,
@@ -254,30 +272,18 @@ impl FastOperator {
                 samples.iter().max()
             )));
         }
-        let count = samples.len();
-        let mut sub_points = try_vec(ndims * count, 0.0f64, "probe points")?;
-        for (a, out) in sub_points.chunks_exact_mut(count.max(1)).enumerate() {
-            out.iter_mut()
-                .zip(samples)
-                .for_each(|(o, &j)| *o = points[a * m + j]);
-        }
-        let mut temporal = complex_zeros::<f32>(k * count, "probe a_l(t)")?;
-        for (l, out) in temporal.chunks_exact_mut(count.max(1)).enumerate() {
-            out.iter_mut()
-                .zip(samples)
-                .for_each(|(o, &j)| *o = self.temporal[l * m + j]);
-        }
+        let sub_points = gather(points, m, samples, "probe points")?;
+        let temporal = gather(&self.temporal, m, samples, "probe a_l(t)")?;
         let (coils, sensitivities) = match sensitivities {
             Some(s) => (s.len() / n.max(1), Some(s)),
             None => (self.sizes.coils, self.sensitivities.as_deref()),
         };
-        let sensitivities = match sensitivities {
-            Some(s) => Some(crate::error::try_copy(s, "sensitivities")?),
-            None => None,
-        };
+        let sensitivities = sensitivities
+            .map(|s| crate::error::try_copy(s, "sensitivities"))
+            .transpose()?;
         let sizes = Sizes {
             coils,
-            samples: count,
+            samples: samples.len(),
             ..self.sizes
         };
         let (chunks, _) =
