@@ -137,12 +137,18 @@ pub fn spread<T: Real>(
         len: grids.len(),
     };
     let group = transform_group::<T>(&job.shape, job.batch);
+    let groups = job.batch.div_ceil(group);
+    // Tasks are (subproblem, transform group) pairs: a colour may hold a
+    // single bin (three bins per axis make 27 colours of one), and its
+    // transform groups write different grids, so they run in parallel too.
     for color in &sorted.by_color {
-        color.par_iter().try_for_each(|&index| -> Result<()> {
-            let sub = &sorted.subproblems[index];
-            buffers.with(|buffer| {
-                for first in (0..job.batch).step_by(group) {
-                    let count = group.min(job.batch - first);
+        (0..color.len() * groups)
+            .into_par_iter()
+            .try_for_each(|task| -> Result<()> {
+                let sub = &sorted.subproblems[color[task / groups]];
+                let first = (task % groups) * group;
+                let count = group.min(job.batch - first);
+                buffers.with(|buffer| {
                     let tiles = &mut buffer[..job.shape.values() * count];
                     tiles.fill(T::default());
                     spread_subproblem(job.shape.lanes, job, sub, first, tiles);
@@ -150,11 +156,12 @@ pub fn spread<T: Real>(
                         .shared
                         .then(|| bin_locks[sub.bin].lock().unwrap_or_else(|e| e.into_inner()));
                     // SAFETY: within one colour the tiles of different bins are
-                    // disjoint (super::sort), and subproblems sharing a bin hold its lock.
+                    // disjoint (super::sort), tasks of one bin write different
+                    // grids unless they share a transform group, and
+                    // subproblems sharing a bin hold its lock.
                     unsafe { shared.add_tile(&job.shape, sub.origin, first, tiles) };
-                }
-            })
-        })?;
+                })
+            })?;
     }
     Ok(())
 }
