@@ -24,10 +24,13 @@
 //! [`Whole`]); on the CPU, where an application costs ∝ L·M and an
 //! operator's build little, the operator's rows R and T only
 //! ([`FastOperator::rows`]: the NUFFTs on those samples' points, the
-//! factors shared) for [`PROBE_COILS`] coils drawn at random
-//! ([`coil_subset`]; the expansion and the NUFFT are shared by all coils) —
-//! the same numbers as [`Whole`]'s for those coils. The exact references are
-//! the backend's exact operator in DOUBLE precision on the sub-models R×V
+//! factors shared) for one virtual coil S_v = Σ_c w_c S_c, w_c iid complex
+//! normal ([`virtual_coil`]) — the same numbers as [`Whole`]'s for that coil.
+//! The operators are linear in the coil map, so (Ẽ_v − E_v)x = Σ_c w_c
+//! (Ẽ_c − E_c)x, and over w its mean square is Σ_c |(Ẽ_c − E_c)x|²: one
+//! virtual coil estimates the all-coil ratios above at the cost of one coil.
+//! The exact references are the backend's exact operator in DOUBLE
+//! precision on the sub-models R×V
 //! and Q×T (at most [`PROBES`]·[`VOXEL_SUPPORT`]·L and
 //! [`PROBES`]·[`SAMPLE_SUPPORT`]·L pairs).
 
@@ -52,43 +55,35 @@ pub const VOXEL_SUPPORT: usize = 16384;
 /// the fast adjoint's rows cost ∝ their number.
 pub const SAMPLE_SUPPORT: usize = 4096;
 
-/// Coils probed (all when the plan has fewer).
-pub const PROBE_COILS: usize = 2;
-
-/// The probed coils of a plan with more than [`PROBE_COILS`] coils.
-struct CoilSubset {
-    /// Their sensitivities, N×|coils|.
+/// The probed coil of a plan with more than one coil: one virtual coil,
+/// S_v(r) = Σ_c w_c S_c(r) with w_c iid complex normal (module documentation).
+struct VirtualCoil {
+    /// S_v, N values.
     sensitivities: Vec<Complex32>,
-    /// The sizes of that sub-model.
+    /// The sizes of that one-coil sub-model.
     sizes: Sizes,
 }
 
-/// The probed coils (drawn stratified, sorted); `None` when every coil is probed.
-fn coil_subset(sensitivities: Option<&[Complex32]>, sizes: Sizes) -> Result<Option<CoilSubset>> {
-    let (Some(s), true) = (sensitivities, sizes.coils > PROBE_COILS) else {
+/// The virtual coil of a plan with several coils; `None` for one coil or none.
+fn virtual_coil(sensitivities: Option<&[Complex32]>, sizes: Sizes) -> Result<Option<VirtualCoil>> {
+    let (Some(s), true) = (sensitivities, sizes.coils > 1) else {
         return Ok(None);
     };
     let mut rng = Probes(SimRng::new(0xC011_5EED ^ sizes.coils as u64));
-    let coils = sorted(rng.stratified(sizes.coils, PROBE_COILS));
+    let weights: Vec<Complex32> = (0..sizes.coils).map(|_| rng.normal()).collect();
     let n = sizes.voxels;
-    let mut subset = try_vec(
-        n * coils.len(),
-        Complex32::new(0.0, 0.0),
-        "probe sensitivities",
-    )?;
-    for (k, &c) in coils.iter().enumerate() {
-        subset[k * n..(k + 1) * n].copy_from_slice(&s[c * n..(c + 1) * n]);
-    }
+    let mut combined = try_vec(n, Complex32::new(0.0, 0.0), "probe sensitivities (N)")?;
+    combined.par_iter_mut().enumerate().for_each(|(v, out)| {
+        *out = weights
+            .iter()
+            .enumerate()
+            .map(|(c, w)| w * s[c * n + v])
+            .sum();
+    });
     let [nx, ny, nz] = sizes.dims;
-    let sub = Sizes::new(
-        nx as i64,
-        ny as i64,
-        nz as i64,
-        coils.len() as i64,
-        sizes.samples as i64,
-    )?;
-    Ok(Some(CoilSubset {
-        sensitivities: subset,
+    let sub = Sizes::new(nx as i64, ny as i64, nz as i64, 1, sizes.samples as i64)?;
+    Ok(Some(VirtualCoil {
+        sensitivities: combined,
         sizes: sub,
     }))
 }
@@ -181,8 +176,8 @@ impl Probe for Rows<'_> {
 }
 
 /// The certificate of a CPU fast operator (the plan's model: `features`,
-/// `sizes`) through its rows ([`Rows`], `points` the separation's) for
-/// [`PROBE_COILS`] of its coils ([`coil_subset`]); exact references on the CPU.
+/// `sizes`) through its rows ([`Rows`], `points` the separation's) for one
+/// virtual coil ([`virtual_coil`]); exact references on the CPU.
 pub fn estimate_by_rows(
     fast: &FastOperator,
     points: &[f64],
@@ -191,7 +186,7 @@ pub fn estimate_by_rows(
     options: &Options,
     pool: Arc<rayon::ThreadPool>,
 ) -> Result<f64> {
-    let (features, sizes) = match coil_subset(features.sensitivities.as_deref(), sizes)? {
+    let (features, sizes) = match virtual_coil(features.sensitivities.as_deref(), sizes)? {
         None => (features, sizes),
         Some(subset) => (
             Features {
@@ -204,7 +199,7 @@ pub fn estimate_by_rows(
     let rows = Rows {
         operator: fast,
         points,
-        // None: the operator's own coils (all of them probed).
+        // None: the operator's own coil (a one-coil plan).
         sensitivities: if sizes.coils == fast.sizes.coils {
             None
         } else {

@@ -11,10 +11,12 @@
 //!    sample represents the operator's error weights w_n = Σ_c |S_c(n)|²:
 //!    all voxels when few, a histogram of g (clustering in the space of basis
 //!    values) when one residual term remains, else voxels drawn ∝ w_n.
-//! 2. Column-pivoted QR of Z picks skeleton voxels J, of Zᵀ skeleton times I
-//!    (segment times), each until the part of Z outside their span is below
-//!    a fraction of the target; both run on random sketches Ω·Z and Ω'·Zᵀ
-//!    of a few more rows than pivots (a randomized interpolative decomposition).
+//! 2. Column-pivoted QR of Z picks skeleton voxels J until the part of Z
+//!    outside their span is below a fraction of the target, run on a random
+//!    sketch Ω·Z of a few more rows than pivots (a randomized interpolative
+//!    decomposition); column-pivoted QR of C(:, J)ᵀ then picks the skeleton
+//!    times I (segment times) among the rows of C = Z(:, J) (Voronin and
+//!    Martinsson's CUR from an ID: Z ≈ C·X, C ≈ W·C(I, :), so Z ≈ W·Z(I, :)).
 //! 3. Z ≈ C·G·R with C = Z(:, J), R = Z(I, :) and the best core of rank K:
 //!    with C = Q_c T_c and Rᴴ = Q_r T_r, the SVD of Q_cᴴ Z Q_r = P Σ Qᴴ gives
 //!    the relative Frobenius error ε(K)² = 1 − ‖Q_cᴴ Z Q_r‖² + Σ_{l>K} σ_l²,
@@ -26,7 +28,7 @@
 //!    sample and on a second, independent sample of times and voxels.
 
 use crate::backend::cpu::trig::unit_phasors;
-use crate::error::{try_vec, Error, Result};
+use crate::error::{checked_len, try_vec, Error, Result};
 use faer::{c64, Mat, MatRef};
 use num_complex::Complex64;
 use rayon::prelude::*;
@@ -257,14 +259,17 @@ fn entry(times: &Sample, t: usize, voxels: &Sample, v: usize, terms: usize) -> C
     Complex64::from_polar(1.0, phase)
 }
 
-/// Z = D_t Ψ D_v on the sample (times × voxels), its columns in parallel,
-/// each column's phases (in cycles) summed over the terms and turned into
-/// phasors at once ([`unit_phasors`]).
-fn weighted_matrix(times: &Sample, voxels: &Sample, terms: usize) -> Mat<c64> {
+/// Z = D_t Ψ D_v on the sample (times × voxels), column-major, its columns
+/// in parallel, each column's phases (in cycles) summed over the terms and
+/// turned into phasors at once ([`unit_phasors`]). Its memory comes from
+/// [`try_vec`] (first touched in parallel, huge pages), not from a serial
+/// zeroing pass, which took twice as long as the phasors.
+fn weighted_matrix(times: &Sample, voxels: &Sample, terms: usize) -> Result<Vec<c64>> {
     let st = times.len();
     let root: Vec<f64> = times.weights.iter().map(|w| w.sqrt()).collect();
-    let mut z = Mat::<c64>::zeros(st, voxels.len());
-    z.par_col_iter_mut().enumerate().for_each_init(
+    let len = checked_len(st, voxels.len(), "sampled phase matrix")?;
+    let mut z = try_vec(len, c64::new(0.0, 0.0), "sampled phase matrix")?;
+    z.par_chunks_mut(st.max(1)).enumerate().for_each_init(
         || [vec![0.0; st], vec![0.0; st], vec![0.0; st]],
         |[cycles, re, im], (v, column)| {
             cycles.fill(0.0);
@@ -281,7 +286,7 @@ fn weighted_matrix(times: &Sample, voxels: &Sample, terms: usize) -> Mat<c64> {
             }
         },
     );
-    z
+    Ok(z)
 }
 
 /// Rows of the first random sketch from which a skeleton is picked.
@@ -634,21 +639,27 @@ impl Factors {
 }
 
 fn factors(times: &Sample, voxels: &Sample, terms: usize, target: f64) -> Result<Factors> {
-    let z = weighted_matrix(times, voxels, terms);
     let (st, sv) = (times.len(), voxels.len());
+    let z = weighted_matrix(times, voxels, terms)?;
+    let z = MatRef::from_column_major_slice(&z, st, sv);
     let stop = SKELETON_FRACTION * target;
-    let voxel_pivots = sketched_pivots(z.as_ref(), 0x5EED_C015, stop);
-    let time_pivots = sketched_pivots(z.as_ref().transpose(), 0x5EED_7135, stop);
+    let voxel_pivots = sketched_pivots(z, 0x5EED_C015, stop);
+    let c = Mat::<c64>::from_fn(st, voxel_pivots.len(), |t, k| z[(t, voxel_pivots[k])]);
+    // The skeleton times from the rows of C (a row ID of the column skeleton:
+    // Z ≈ C·X and C ≈ W·C(I, :) give Z ≈ W·Z(I, :)), not from a sketch of Zᵀ.
+    let rows_of_c = (0..st)
+        .map(|t| (0..voxel_pivots.len()).map(|k| to_c64(c[(t, k)])).collect())
+        .collect();
+    let time_pivots = pivots(rows_of_c, stop);
     if voxel_pivots.is_empty() || time_pivots.is_empty() {
         return Err(Error::internal("the sampled phase matrix is zero"));
     }
-    let c = Mat::<c64>::from_fn(st, voxel_pivots.len(), |t, k| z[(t, voxel_pivots[k])]);
     let r_h = Mat::<c64>::from_fn(sv, time_pivots.len(), |v, k| z[(time_pivots[k], v)].conj());
     let qr_c = c.qr();
     let (q_c, t_c) = (qr_c.compute_thin_Q(), qr_c.thin_R().to_owned());
     let qr_r = r_h.qr();
     let (q_r, t_r) = (qr_r.compute_thin_Q(), qr_r.thin_R().to_owned());
-    let core = q_c.adjoint() * &z * &q_r;
+    let core = q_c.adjoint() * z * &q_r;
     let svd = core
         .thin_svd()
         .map_err(|e| Error::internal(format!("SVD of the skeleton core failed: {e:?}")))?;
