@@ -206,12 +206,13 @@ fn main() {
             println!(
                 "{name}: exact ({exact_mode}) E {exact_forward:.3} s, EH {exact_adjoint:.3} s, \
                  EHE {normal_exact:.3} s; speed-up E {:.1}x, EH {:.1}x, EHE {:.1}x; with set-up \
-                 E {:.1}x, EH {:.1}x",
+                 E {:.1}x, EH {:.1}x, E and EH (one set-up) {:.1}x",
                 exact_forward / forward,
                 exact_adjoint / adjoint,
                 normal_exact / normal,
                 exact_forward / (forward + setup),
-                exact_adjoint / (adjoint + setup)
+                exact_adjoint / (adjoint + setup),
+                normal_exact / (forward + adjoint + setup)
             );
         }
 

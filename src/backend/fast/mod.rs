@@ -194,14 +194,6 @@ pub struct FastOperator {
     name: String,
 }
 
-fn narrow(values: &[num_complex::Complex64], what: &str) -> Result<Vec<Complex32>> {
-    let mut out = complex_zeros::<f32>(values.len(), what)?;
-    out.par_iter_mut()
-        .zip(values)
-        .for_each(|(o, v)| *o = Complex32::new(v.re as f32, v.im as f32));
-    Ok(out)
-}
-
 impl FastOperator {
     /// The operator of `separation` with NUFFTs of relative tolerance
     /// `nufft_tolerance` (float64 arithmetic when `double`) on `backend`.
@@ -226,6 +218,8 @@ impl FastOperator {
         let (k, grid_points) = (separation.rank, lattice.grid_points());
         let (chunks, backend_name) =
             nufft.executors(k, sizes, grid_points, &separation.points, &pool)?;
+        let temporal = separation.temporal.values_f32(TEMPORAL)?;
+        let spatial = Arc::new(separation.spatial.values_f32(SPATIAL)?);
         let kernel = KernelParams::new(tolerance, nufft.upsampling, double)?;
         let name = format!(
             "{backend_name} (fast path, K = {k}, NUFFT tolerance {tolerance:.1e} sigma {} w {})",
@@ -237,8 +231,8 @@ impl FastOperator {
             rank: k,
             grid_points,
             index: lattice.index.clone().map(Arc::new),
-            temporal: narrow(&separation.temporal.values(TEMPORAL)?, TEMPORAL)?,
-            spatial: Arc::new(narrow(&separation.spatial.values(SPATIAL)?, SPATIAL)?),
+            temporal,
+            spatial,
             sensitivities: sensitivities
                 .map(|s| crate::error::try_copy(s, "sensitivities"))
                 .transpose()?,

@@ -61,10 +61,17 @@ impl Factor {
         self.features.len() / self.count.max(1)
     }
 
-    /// The K×count values (point fastest), evaluated on the host.
-    pub fn values(&self, what: &str) -> Result<Vec<Complex64>> {
-        self.skeleton
-            .evaluate_all(self.count, &self.features, self.offset.as_deref(), what)
+    /// The K×count values (point fastest), evaluated on the host and
+    /// rounded to float32.
+    pub fn values_f32(&self, what: &str) -> Result<Vec<num_complex::Complex32>> {
+        let narrow = |v: Complex64| num_complex::Complex32::new(v.re as f32, v.im as f32);
+        self.skeleton.evaluate_all_as(
+            self.count,
+            &self.features,
+            self.offset.as_deref(),
+            narrow,
+            what,
+        )
     }
 }
 
