@@ -318,15 +318,27 @@ fn rel_norm(v: &[Complex64]) -> f64 {
 #[test]
 fn batched_equals_one_at_a_time() {
     let mut rng = Rng::fresh("batched_equals_one_at_a_time");
-    for (sizes, double) in [
-        (&[40i64, 30][..], false),
-        (&[9, 8, 7][..], true),
-        (&[50][..], false),
+    // (modes, float64, transforms): the last two have 3 bins per axis at σ = 2
+    // (colours of a single bin), several transform groups per task and a
+    // heavy, split bin (points clustered below).
+    for (sizes, double, (lo, hi)) in [
+        (&[40i64, 30][..], false, (2, 5)),
+        (&[9, 8, 7][..], true, (2, 5)),
+        (&[50][..], false, (2, 5)),
+        (&[50, 48][..], false, (30, 40)),
+        (&[26, 25, 24][..], true, (3, 6)),
     ] {
         let modes = Modes::new(sizes.len() as i32, sizes).unwrap();
-        let npoints = rng.int(100, 800);
-        let points = random_points(&mut rng, modes.ndims, npoints);
-        let transforms = rng.int(2, 5);
+        let npoints = rng.int(100, 800) + if hi > 5 { 2500 } else { 0 };
+        let mut points = random_points(&mut rng, modes.ndims, npoints);
+        if hi > 5 {
+            for j in 0..2500 {
+                for a in 0..modes.ndims {
+                    points[a * npoints + j] = -1.1 + 1e-3 * rng.uniform();
+                }
+            }
+        }
+        let transforms = rng.int(lo, hi);
         for kind in [NufftType::One, NufftType::Two] {
             let per = match kind {
                 NufftType::One => npoints,

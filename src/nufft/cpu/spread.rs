@@ -3,15 +3,18 @@
 //!
 //! $$b_t(l) = \sum_j c_{j,t}\, \psi(l_x - g_{j,x})\,\psi(l_y - g_{j,y})\,\psi(l_z - g_{j,z}),$$
 //!
-//! by subproblems: each rayon task spreads one subproblem's points into a
-//! private tile ([`super::tile`]) and adds the tile to the grid. The colours
-//! of [`super::sort`] run one after another; within a colour the tiles are
-//! disjoint, so the adds need neither atomics nor locks, except for the
-//! subproblems of a split (heavy) bin, which add under that bin's lock.
+//! by subproblems: each rayon task spreads one subproblem's points for one
+//! group of transforms into private tiles ([`super::tile`]) and adds them to
+//! those transforms' grids. The colours of [`super::sort`] run one after
+//! another; within a colour the tiles are disjoint and different transform
+//! groups write different grids, so the adds need neither atomics nor
+//! locks, except for the subproblems of a split (heavy) bin, which add
+//! under that bin's lock.
 //!
-//! Per point the kernel weights are evaluated once (Horner, all cells of an
-//! axis in one vector) and reused for every transform; per transform a row
-//! of the tile takes one vector FMA, v ← (c ⊗ w_x)·(w_y w_z) + v.
+//! Per point and transform group the kernel weights are evaluated once
+//! (Horner, all cells of an axis in one vector) and reused for every
+//! transform of the group; per transform a row of the tile takes one vector
+//! FMA, v ← (c ⊗ w_x)·(w_y w_z) + v.
 
 use super::horner::HornerKernel;
 use super::sort::{Placed, SortedPoints, Subproblem};
