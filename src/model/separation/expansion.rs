@@ -14,9 +14,10 @@
 //! 2. Column-pivoted QR of Z picks skeleton voxels J until the part of Z
 //!    outside their span is below a fraction of the target, run on a sparse
 //!    random sketch Ω·Z of a few more rows than pivots (a randomized
-//!    interpolative decomposition); column-pivoted QR of C(:, J)ᵀ then picks the skeleton
-//!    times I (segment times) among the rows of C = Z(:, J) (Voronin and
-//!    Martinsson's CUR from an ID: Z ≈ C·X, C ≈ W·C(I, :), so Z ≈ W·Z(I, :)).
+//!    interpolative decomposition); column-pivoted QR of Cᵀ, C = Z(:, J),
+//!    then picks the skeleton times I (segment times) among the rows of C
+//!    (Voronin and Martinsson's CUR from an ID: Z ≈ C·X and C ≈ W·C(I, :),
+//!    so Z ≈ W·Z(I, :)).
 //! 3. Z ≈ C·G·R with C = Z(:, J), R = Z(I, :) and the best core of rank K:
 //!    with C = Q_c T_c and Rᴴ = Q_r T_r, the SVD of Q_cᴴ Z Q_r = P Σ Qᴴ gives
 //!    the relative Frobenius error ε(K)² = 1 − ‖Q_cᴴ Z Q_r‖² + Σ_{l>K} σ_l²,
