@@ -464,20 +464,9 @@ impl Skeleton {
     /// `offset` (cycles) `None` = 0. In blocks of [`EVALUATE_BLOCK`] points
     /// in parallel: per skeleton point s, the block's phases x_i·f_s (in
     /// cycles) turned into phasors at once ([`unit_phasors`]) and added to
-    /// the K sums with c_{s,l}.
-    pub fn evaluate_all(
-        &self,
-        count: usize,
-        features: &[f64],
-        offset: Option<&[f64]>,
-        what: &str,
-    ) -> Result<Vec<Complex64>> {
-        self.evaluate_all_as(count, features, offset, |v| v, what)
-    }
-
-    /// [`Self::evaluate_all`] with each value stored as `convert(value)`
+    /// the K sums with c_{s,l}. Each value is stored as `convert(value)`
     /// (float32 factors are written once, with no float64 copy).
-    pub fn evaluate_all_as<O: Clone + Default + Send + Sync>(
+    pub fn evaluate_all<O: Clone + Default + Send + Sync>(
         &self,
         count: usize,
         features: &[f64],
@@ -868,8 +857,8 @@ mod tests {
     /// Relative weighted error of the expansion over every (t, n).
     fn full_error(e: &Expansion, terms: usize, u: &[f64], g: &[f64], w: &[f64]) -> f64 {
         let (m, n) = (u.len() / terms, g.len() / terms);
-        let a = e.temporal.evaluate_all(m, u, None, "a").unwrap();
-        let b = e.spatial.evaluate_all(n, g, None, "b").unwrap();
+        let a = e.temporal.evaluate_all(m, u, None, |v| v, "a").unwrap();
+        let b = e.spatial.evaluate_all(n, g, None, |v| v, "b").unwrap();
         let (mut num, mut den) = (0.0, 0.0);
         for j in 0..m {
             for v in 0..n {
@@ -962,7 +951,7 @@ mod tests {
             .collect();
         let offset: Vec<f64> = (0..count).map(|i| (i % 13) as f64 * 0.071 - 0.4).collect();
         let values = skeleton
-            .evaluate_all(count, &x, Some(&offset), "test")
+            .evaluate_all(count, &x, Some(&offset), |v| v, "test")
             .unwrap();
         for i in [0, 1, EVALUATE_BLOCK - 1, EVALUATE_BLOCK, count - 1] {
             for l in 0..2 {
@@ -986,11 +975,11 @@ mod tests {
     fn no_residual_is_rank_one() {
         let e = Expansion::new(0, 4, &[], &[], &[1.0; 5], 1e-3, &[]).unwrap();
         assert_eq!(e.rank, 1);
-        let b = e.spatial.evaluate_all(5, &[], None, "b").unwrap();
+        let b = e.spatial.evaluate_all(5, &[], None, |v| v, "b").unwrap();
         assert_eq!(b, vec![Complex64::new(1.0, 0.0); 5]);
         let a = e
             .temporal
-            .evaluate_all(4, &[], Some(&[0.25; 4]), "a")
+            .evaluate_all(4, &[], Some(&[0.25; 4]), |v| v, "a")
             .unwrap();
         assert!(a
             .iter()

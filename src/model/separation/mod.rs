@@ -16,7 +16,6 @@ use crate::error::{try_collect, try_vec, Error, Result};
 use crate::model::lattice::Lattice;
 use crate::model::{Features, Model};
 pub use expansion::{Method, Skeleton};
-use num_complex::Complex64;
 use rayon::prelude::*;
 
 /// Everything a backend needs to apply the separated operator.
@@ -64,12 +63,11 @@ impl Factor {
     /// The K×count values (point fastest), evaluated on the host and
     /// rounded to float32.
     pub fn values_f32(&self, what: &str) -> Result<Vec<num_complex::Complex32>> {
-        let narrow = |v: Complex64| num_complex::Complex32::new(v.re as f32, v.im as f32);
-        self.skeleton.evaluate_all_as(
+        self.skeleton.evaluate_all(
             self.count,
             &self.features,
             self.offset.as_deref(),
-            narrow,
+            crate::backend::cpu::narrow::<f64>,
             what,
         )
     }
