@@ -318,15 +318,19 @@ fn rel_norm(v: &[Complex64]) -> f64 {
 #[test]
 fn batched_equals_one_at_a_time() {
     let mut rng = Rng::fresh("batched_equals_one_at_a_time");
-    // (modes, float64, transforms): the last two have 3 bins per axis at σ = 2
-    // (colours of a single bin), several transform groups per task and a
-    // heavy, split bin (points clustered below).
+    // (modes, float64, transforms): the last three have a heavy, split bin
+    // (points clustered below); 26×25×24 has 3 bins per axis at σ = 2
+    // (colours of a single bin) and one transform per group; 40³ has 5 bins
+    // per axis (colours of up to 8 bins), one transform per group and up to
+    // 5 groups per batch, so spreading and interpolation tasks keep their
+    // points' kernel weights across groups (tile::PointWeights).
     for (sizes, double, (lo, hi)) in [
         (&[40i64, 30][..], false, (2, 5)),
         (&[9, 8, 7][..], true, (2, 5)),
         (&[50][..], false, (2, 5)),
         (&[50, 48][..], false, (30, 40)),
         (&[26, 25, 24][..], true, (3, 6)),
+        (&[40, 40, 40][..], true, (3, 6)),
     ] {
         let modes = Modes::new(sizes.len() as i32, sizes).unwrap();
         let npoints = rng.int(100, 800) + if hi > 5 { 2500 } else { 0 };

@@ -18,7 +18,7 @@ use super::horner::HornerKernel;
 use super::interpolate::{interpolate, InterpolationJob};
 use super::sort::SortedPoints;
 use super::spread::{spread, SpreadJob};
-use super::tile::{transform_group, TileBuffers, TileShape};
+use super::tile::{transform_group, weights_len, TileBuffers, TileShape};
 use crate::backend::cpu::fft::Direction;
 use crate::backend::cpu::real::Real;
 use crate::error::{try_vec, Error, Result};
@@ -137,7 +137,16 @@ impl<T: FftNum + Real> CpuNufft<T> {
             "NUFFT sorted values (batch x npoints)",
         )?;
         let group = transform_group::<T>(&self.shape, batch);
-        let tiles = TileBuffers::new(self.shape.values() * group, self.pool.current_num_threads())?;
+        // Each point's kernel weights kept across transform groups.
+        let kept = if batch > group {
+            weights_len(self.sorted.largest_subproblem(), self.shape.lanes)
+        } else {
+            0
+        };
+        let tiles = TileBuffers::new(
+            self.shape.values() * group + kept,
+            self.pool.current_num_threads(),
+        )?;
         Ok((grids, values, tiles))
     }
 

@@ -78,9 +78,16 @@ pub fn memory_bytes(spec: &NufftSpec, npoints: usize, threads: usize) -> u64 {
         };
         bytes.saturating_mul(cells as u64)
     });
-    let tiles = (tile::TILE_BUDGET as u64 / tile.max(1))
-        .clamp(1, batch)
-        .saturating_mul(tile);
+    let group = (tile::TILE_BUDGET as u64 / tile.max(1)).clamp(1, batch);
+    // With several transform groups, each task keeps its points' kernel
+    // weights (tile::PointWeights): 3 axes × lanes per point of a subproblem.
+    let kept = if batch > group {
+        let points = m.min(sort::MAX_SUBPROBLEM as u64);
+        (tile::weights_len(1, lanes(spec.kernel.width)) as u64 * real).saturating_mul(points)
+    } else {
+        0
+    };
+    let tiles = group.saturating_mul(tile).saturating_add(kept);
     let execution = batch
         .saturating_mul(grid.saturating_add(m.saturating_mul(complex)))
         .saturating_add(tiles.saturating_mul(threads.max(1) as u64));

@@ -156,6 +156,15 @@ pub fn place(x: f64, fine: usize, width: usize) -> (usize, f64) {
 }
 
 impl<T: Real> SortedPoints<T> {
+    /// Points of the largest subproblem.
+    pub fn largest_subproblem(&self) -> usize {
+        self.subproblems
+            .iter()
+            .map(|s| s.end - s.start)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Places and sorts `npoints` points (`points[a·npoints + j]`, a < ndims)
     /// for `spec`; `reach[a]` cells of the tile beyond its bin (see module docs).
     pub fn new(spec: &NufftSpec, points: &[f64], npoints: usize) -> Result<SortedPoints<T>> {

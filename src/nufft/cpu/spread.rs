@@ -3,22 +3,22 @@
 //!
 //! $$b_t(l) = \sum_j c_{j,t}\, \psi(l_x - g_{j,x})\,\psi(l_y - g_{j,y})\,\psi(l_z - g_{j,z}),$$
 //!
-//! by subproblems: each rayon task spreads one subproblem's points for one
-//! group of transforms into private tiles ([`super::tile`]) and adds them to
-//! those transforms' grids. The colours of [`super::sort`] run one after
-//! another; within a colour the tiles are disjoint and different transform
-//! groups write different grids, so the adds need neither atomics nor
-//! locks, except for the subproblems of a split (heavy) bin, which add
-//! under that bin's lock.
+//! by subproblems: each rayon task spreads one subproblem's points for a
+//! run of transform groups, one group at a time, into private tiles
+//! ([`super::tile`]) and adds them to those transforms' grids. The colours
+//! of [`super::sort`] run one after another; within a colour the tiles are
+//! disjoint and different transform groups write different grids, so the
+//! adds need neither atomics nor locks, except for the subproblems of a
+//! split (heavy) bin, which add under that bin's lock.
 //!
-//! Per point and transform group the kernel weights are evaluated once
-//! (Horner, all cells of an axis in one vector) and reused for every
-//! transform of the group; per transform a row of the tile takes one vector
-//! FMA, v ← (c ⊗ w_x)·(w_y w_z) + v.
+//! Per point and task the kernel weights are evaluated once (Horner, all
+//! cells of an axis in one vector, [`PointWeights`]) and reused for every
+//! transform of the task's groups; per transform a row of the tile takes
+//! one vector FMA, v ← (c ⊗ w_x)·(w_y w_z) + v.
 
 use super::horner::HornerKernel;
 use super::sort::{Placed, SortedPoints, Subproblem};
-use super::tile::{add_run, transform_group, unit_weights, TileBuffers, TileShape};
+use super::tile::{add_run, task_buffers, transform_group, PointWeights, TileBuffers, TileShape};
 use crate::backend::cpu::real::Real;
 use crate::error::Result;
 use num_complex::Complex;
@@ -44,22 +44,17 @@ fn spread_points<T: Real, const L: usize, const FMA: bool, const _WIDE: usize>(
     sub: &Subproblem,
     first: usize,
     tiles: &mut [T],
+    mut weights: PointWeights<'_, T>,
 ) {
     let shape = &job.shape;
     let [rows_y, rows_z] = shape.rows();
     let (row, tile_len) = (shape.row(), shape.values());
     let (ey, batch) = (shape.extent[1], job.batch);
-    let weights = |axis: usize, z: T| -> [T; L] {
-        if shape.spread[axis] {
-            job.kernel.evaluate::<L, FMA>(z)
-        } else {
-            unit_weights::<T, L>()
-        }
-    };
-    for (s, p) in (sub.start..sub.end).zip(&job.placed[sub.start..sub.end]) {
-        let kx = weights(0, p.z[0]);
-        let ky = weights(1, p.z[1]);
-        let kz = weights(2, p.z[2]);
+    for (i, (s, p)) in (sub.start..sub.end)
+        .zip(&job.placed[sub.start..sub.end])
+        .enumerate()
+    {
+        let (kx, ky, kz) = weights.of::<L, FMA>(i, p, job.kernel, shape);
         let [lx, ly, lz] = p.local.map(|v| v as usize);
         let base = row * (ly + ey * lz) + 2 * lx;
         for (t, tile) in tiles.chunks_exact_mut(tile_len).enumerate() {
@@ -88,7 +83,8 @@ super::isa_kernel!(spread_subproblem => spread_points(
     job: &SpreadJob<'_, T>,
     sub: &Subproblem,
     first: usize,
-    tiles: &mut [T]
+    tiles: &mut [T],
+    weights: PointWeights<'_, T>
 ));
 
 /// The fine grids (batch × n_f cells, one grid after another) as tasks that
@@ -141,29 +137,45 @@ pub fn spread<T: Real>(
     };
     let group = transform_group::<T>(&job.shape, job.batch);
     let groups = job.batch.div_ceil(group);
-    // Tasks are (subproblem, transform group) pairs: a colour may hold a
-    // single bin (three bins per axis make 27 colours of one), and its
-    // transform groups write different grids, so they run in parallel too.
+    let (tile_len, lanes) = (job.shape.values(), job.shape.lanes);
+    let threads = rayon::current_num_threads();
+    // Tasks are (subproblem, run of transform groups) pairs: a colour may
+    // hold a single bin (three bins per axis make 27 colours of one), and
+    // its transform groups write different grids, so runs of them go in
+    // parallel too — as many runs as keep the threads busy (4 tasks each),
+    // since each run evaluates its points' weights once.
     for color in &sorted.by_color {
-        (0..color.len() * groups)
+        let runs = (4 * threads).div_ceil(color.len().max(1)).clamp(1, groups);
+        (0..color.len() * runs)
             .into_par_iter()
             .try_for_each(|task| -> Result<()> {
-                let sub = &sorted.subproblems[color[task / groups]];
-                let first = (task % groups) * group;
-                let count = group.min(job.batch - first);
-                buffers.with(|buffer| {
-                    let tiles = &mut buffer[..job.shape.values() * count];
-                    tiles.fill(T::default());
-                    spread_subproblem(job.shape.lanes, job, sub, first, tiles);
-                    let _guard = sub
-                        .shared
-                        .then(|| bin_locks[sub.bin].lock().unwrap_or_else(|e| e.into_inner()));
-                    // SAFETY: within one colour the tiles of different bins are
-                    // disjoint (super::sort), tasks of one bin write different
-                    // grids unless they share a transform group, and
-                    // subproblems sharing a bin hold its lock.
-                    unsafe { shared.add_tile(&job.shape, sub.origin, first, tiles) };
-                })
+                let sub = &sorted.subproblems[color[task / runs]];
+                let run = task % runs;
+                let (start, end) = (run * groups / runs, (run + 1) * groups / runs);
+                buffers.with(|buffer| -> Result<()> {
+                    let (buffer, store) = task_buffers(
+                        buffer,
+                        tile_len * group,
+                        (sub.end - sub.start, lanes, end - start),
+                    )?;
+                    for g in start..end {
+                        let first = g * group;
+                        let count = group.min(job.batch - first);
+                        let tiles = &mut buffer[..tile_len * count];
+                        tiles.fill(T::default());
+                        let weights = PointWeights::for_group(&mut *store, g - start, end - start);
+                        spread_subproblem(lanes, job, sub, first, tiles, weights);
+                        let _guard = sub
+                            .shared
+                            .then(|| bin_locks[sub.bin].lock().unwrap_or_else(|e| e.into_inner()));
+                        // SAFETY: within one colour the tiles of different bins are
+                        // disjoint (super::sort), tasks of one bin write different
+                        // grids unless they share a transform group, and
+                        // subproblems sharing a bin hold its lock.
+                        unsafe { shared.add_tile(&job.shape, sub.origin, first, tiles) };
+                    }
+                    Ok(())
+                })?
             })?;
     }
     Ok(())
