@@ -398,3 +398,44 @@ fn rust_api_mistakes_are_argument_errors() {
     assert_eq!(e.status, Status::InvalidArgument, "{e}");
     assert!(e.message.contains("regularizer"), "{}", e.message);
 }
+
+/// Total variation with a vast number of outer steps of zero CG iterations
+/// each on a Cartesian plan (nothing inside a step checks for a cancel):
+/// `horecon_cancel` still stops it, between steps (the adversarial C
+/// harness, seed 64903046536392, hung here).
+#[test]
+fn reweighting_steps_of_no_iterations_are_cancellable() {
+    let mut rng = Rng::fresh("reweighting_steps_of_no_iterations_are_cancellable");
+    // Cartesian (its FFTs check nothing either), every other k-space line.
+    let n = 8;
+    let mask: Vec<u8> = (0..n * n).map(|i| u8::from((i / n) % 2 == 0)).collect();
+    let m = mask.iter().filter(|&&v| v != 0).count();
+    let mut plan = Plan::new(options(), n as i64, n as i64, 1, 1, m as i64).unwrap();
+    plan.set_grid_positions([0.2, 0.2, 0.005], [0.0; 3])
+        .unwrap();
+    plan.set_cartesian(&mask).unwrap();
+    let data = rng.complex(m);
+    let options = CgOptions {
+        max_iterations: 0,
+        regularizer: horecon::Regularizer::TotalVariation,
+        lambda: 1e-3,
+        reweightings: 1 << 30,
+        ..CgOptions::default()
+    };
+    let started = std::time::Instant::now();
+    let mut image = vec![Complex32::new(7.0, 0.0); n * n];
+    let result = std::thread::scope(|s| {
+        let worker = s.spawn(|| plan.cg(&data, &options, &mut image));
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        plan.control().cancel();
+        worker.join().unwrap()
+    });
+    let e = result.expect_err("2^30 outer steps outlast 0.2 s");
+    assert_eq!(e.status, Status::Cancelled, "{e}");
+    assert!(
+        started.elapsed().as_secs_f64() < 10.0,
+        "cancel took {:?}",
+        started.elapsed()
+    );
+    assert!(image.iter().all(|&x| x == Complex32::new(7.0, 0.0)));
+}

@@ -52,6 +52,9 @@ pub fn reweighted_cg<S: CgSpace>(
     let mut total = CgReport::default();
     let mut updates = 0;
     for step in 0..steps {
+        // Cancellable between steps too: inner CGs of 0 iterations check nothing.
+        let span = Progress::current().step(step, steps);
+        span.check(0.0)?;
         let warm = step > 0 || problem.warm_start;
         if warm {
             space.reweight(Penalty::for_update(problem, updates)?, x)?;
@@ -69,9 +72,7 @@ pub fn reweighted_cg<S: CgSpace>(
             progress: Some(&progress),
             ..*problem
         };
-        let report = Progress::current()
-            .step(step, steps)
-            .enter(|| weighted_cg(space, &inner, x))?;
+        let report = span.enter(|| weighted_cg(space, &inner, x))?;
         total.iterations += report.iterations;
         total.converged = report.converged;
         total.rel_residual = report.rel_residual;
