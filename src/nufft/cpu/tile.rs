@@ -140,28 +140,6 @@ pub fn weights_len(points: usize, lanes: usize) -> usize {
     3 * lanes * points
 }
 
-/// Where a task's points' kernel weights come from (L values per axis and
-/// point, stored x, y, z): evaluated (one transform group), evaluated and
-/// kept (the first of several groups), or read back (the later groups).
-/// With one transform per group (3D tiles of ~100 KB), evaluating by Horner
-/// for every group cost ~40 % on top of the tile rows.
-pub enum PointWeights<'a, T> {
-    Evaluate,
-    Keep(&'a mut [T]),
-    Kept(&'a [T]),
-}
-
-impl<'a, T: Real> PointWeights<'a, T> {
-    /// The weights of the `nth` of a task's `groups` transform groups, kept in `store`.
-    pub fn for_group(store: &'a mut [T], nth: usize, groups: usize) -> Self {
-        match (nth, groups) {
-            (_, 1) => PointWeights::Evaluate,
-            (0, _) => PointWeights::Keep(store),
-            _ => PointWeights::Kept(store),
-        }
-    }
-}
-
 /// A task's buffer split into `tiles` values of tiles and the store of its
 /// `points` points' weights (none for one transform group).
 pub fn task_buffers<T>(
@@ -183,7 +161,27 @@ pub fn task_buffers<T>(
     Ok((tiles, &mut store[..kept]))
 }
 
-impl<T: Real> PointWeights<'_, T> {
+/// Where a task's points' kernel weights come from (L values per axis and
+/// point, stored x, y, z): evaluated (one transform group), evaluated and
+/// kept (the first of several groups), or read back (the later groups).
+/// With one transform per group (3D tiles of ~100 KB), evaluating by Horner
+/// for every group cost ~40 % on top of the tile rows.
+pub enum PointWeights<'a, T> {
+    Evaluate,
+    Keep(&'a mut [T]),
+    Kept(&'a [T]),
+}
+
+impl<'a, T: Real> PointWeights<'a, T> {
+    /// The weights of the `nth` of a task's `groups` transform groups, kept in `store`.
+    pub fn for_group(store: &'a mut [T], nth: usize, groups: usize) -> Self {
+        match (nth, groups) {
+            (_, 1) => PointWeights::Evaluate,
+            (0, _) => PointWeights::Keep(store),
+            _ => PointWeights::Kept(store),
+        }
+    }
+
     /// The x, y, z weights of point `i` of the task (placed at `p`).
     /// Closures are avoided on purpose: one passed to another function (an
     /// array `map`) loses the caller's target features, and FMA becomes a
