@@ -16,6 +16,7 @@
 
 use crate::error::Result;
 use crate::nufft::cpu::FLOAT32_ARITHMETIC_TOLERANCE;
+use crate::nufft::params::Upsampling;
 use crate::nufft::{NufftSpec, NufftType};
 
 /// Shared memory a tile may take (bytes): up to three blocks per Hopper SM.
@@ -120,10 +121,18 @@ impl Layout {
                 // 16 at 1e-3: 4.90 vs 5.22; 200×200×144 × 16: 35.7 vs 38.0;
                 // at w = 8, 256³, 16×16×6 stays best: 13.8 vs 16.7); type 2 in
                 // 16×16×4 bins (200×200×144: 25.8 vs 26.7; 96³: 3.36 vs 3.39;
-                // 256³ tiles: 9.39 vs 9.50).
+                // 256³ tiles: 9.39 vs 9.50). The fast path's NUFFTs at 1e-3
+                // (σ = 1.25, w = 7; H100, 2026-11-26, 208 transforms of 96³
+                // modes at 221,184 points, ms against the search's 16×16×8 and
+                // the type-2 entry's 16×16×4): type 1 in 12×12×6 (29.4 vs
+                // 31.3; 200×200×144 × 32: 31.4 vs 33.2), type 2 in 12×12×8
+                // (21.7 vs 24.4; 24.2 vs 25.6).
+                let fast_path = width == 7 && spec.kernel.upsampling == Upsampling::OneQuarter;
                 let measured = match spec.kind {
                     NufftType::One if width <= 6 => Some(clamp([8, 8, 16])),
+                    NufftType::One if fast_path => Some(clamp([12, 12, 6])),
                     NufftType::One => None,
+                    NufftType::Two if fast_path => Some(clamp([12, 12, 8])),
                     NufftType::Two => Some(clamp([16, 16, 4])),
                 };
                 let mut chosen = measured.filter(|&b| tile_bytes(b) <= SHARED_BUDGET);
