@@ -18,7 +18,7 @@ use super::horner::HornerKernel;
 use super::interpolate::{interpolate, InterpolationJob};
 use super::sort::SortedPoints;
 use super::spread::{spread, SpreadJob};
-use super::tile::{transform_group, weights_len, TileBuffers, TileShape};
+use super::tile::{kept_len, transform_group, TileBuffers, TileShape};
 use crate::backend::cpu::fft::Direction;
 use crate::backend::cpu::real::Real;
 use crate::error::{try_vec, Error, Result};
@@ -138,11 +138,11 @@ impl<T: FftNum + Real> CpuNufft<T> {
         )?;
         let group = transform_group::<T>(&self.shape, batch);
         // Each point's kernel weights kept across transform groups.
-        let kept = if batch > group {
-            weights_len(self.sorted.largest_subproblem(), self.shape.lanes)
-        } else {
-            0
-        };
+        let kept = kept_len(
+            self.sorted.largest_subproblem(),
+            self.shape.lanes,
+            batch.div_ceil(group),
+        );
         let tiles = TileBuffers::new(
             self.shape.values() * group + kept,
             self.pool.current_num_threads(),

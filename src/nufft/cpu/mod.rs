@@ -81,12 +81,9 @@ pub fn memory_bytes(spec: &NufftSpec, npoints: usize, threads: usize) -> u64 {
     let group = (tile::TILE_BUDGET as u64 / tile.max(1)).clamp(1, batch);
     // With several transform groups, each task keeps its points' kernel
     // weights (tile::PointWeights): 3 axes × lanes per point of a subproblem.
-    let kept = if batch > group {
-        let points = m.min(sort::MAX_SUBPROBLEM as u64);
-        (tile::weights_len(1, lanes(spec.kernel.width)) as u64 * real).saturating_mul(points)
-    } else {
-        0
-    };
+    let points = m.min(sort::MAX_SUBPROBLEM as u64) as usize;
+    let groups = batch.div_ceil(group) as usize;
+    let kept = tile::kept_len(points, lanes(spec.kernel.width), groups) as u64 * real;
     let tiles = group.saturating_mul(tile).saturating_add(kept);
     let execution = batch
         .saturating_mul(grid.saturating_add(m.saturating_mul(complex)))

@@ -134,10 +134,15 @@ pub fn unit_weights<T: Real, const L: usize>() -> [T; L] {
     k
 }
 
-/// T values of a task's kept kernel weights: 3 axes × `lanes` per point of
-/// its subproblem.
-pub fn weights_len(points: usize, lanes: usize) -> usize {
-    3 * lanes * points
+/// T values of the kernel weights a task keeps for `points` points across
+/// its `groups` transform groups: 3 axes × `lanes` per point, none for one
+/// group (evaluated as used).
+pub fn kept_len(points: usize, lanes: usize, groups: usize) -> usize {
+    if groups > 1 {
+        3 * lanes * points
+    } else {
+        0
+    }
 }
 
 /// A task's buffer split into `tiles` values of tiles and the store of its
@@ -147,11 +152,7 @@ pub fn task_buffers<T>(
     tiles: usize,
     (points, lanes, groups): (usize, usize, usize),
 ) -> Result<(&mut [T], &mut [T])> {
-    let kept = if groups > 1 {
-        weights_len(points, lanes)
-    } else {
-        0
-    };
+    let kept = kept_len(points, lanes, groups);
     if buffer.len() < tiles + kept {
         return Err(crate::error::Error::internal(
             "NUFFT tile buffers shorter than tiles and kept weights",
