@@ -157,6 +157,18 @@ impl NufftSpec {
     }
 }
 
+/// `input(t, out)` writes all of transform t's input into `out`: its modes
+/// (Π n_a, type 2) or its values at the points (M, the caller's order, type 1).
+/// Called in parallel for different t. With [`EachOutput`], a caller that
+/// forms each transform's input from shared factors (the fast path: b_l·S_c·ρ,
+/// ã_l·d_c) never holds an array of all transforms' inputs or outputs, and
+/// makes no extra pass over one (issue 17's "tricks that pay").
+pub type EachInput<'a> = dyn Fn(usize, &mut [Complex32]) + Sync + 'a;
+
+/// `output(t, values)` takes transform t's output (the layout of the other
+/// side of [`EachInput`]), once per t in increasing order.
+pub type EachOutput<'a> = dyn FnMut(usize, &[Complex32]) + Send + 'a;
+
 /// A transform plan with its points, as a backend computes it. Type 1
 /// reads `nonuniform` (transforms × M, one vector after another) and writes
 /// `grid` (transforms × Π n_a); type 2 reads `grid` and writes `nonuniform`.
@@ -164,6 +176,16 @@ impl NufftSpec {
 pub trait NufftExecutor: Send + Sync {
     /// float32 data (arithmetic as [`NufftSpec::double`] says).
     fn execute(&self, nonuniform: &mut [Complex32], grid: &mut [Complex32]) -> Result<()>;
+    /// float32 data one transform at a time, where the executor can
+    /// ([`EachInput`], [`EachOutput`]); `None` where it cannot (use
+    /// [`NufftExecutor::execute`]).
+    fn execute_each(
+        &self,
+        _input: &EachInput<'_>,
+        _output: &mut EachOutput<'_>,
+    ) -> Option<Result<()>> {
+        None
+    }
     /// float64 data.
     fn execute_c64(&self, nonuniform: &mut [Complex64], grid: &mut [Complex64]) -> Result<()>;
     /// Where it runs ("cpu", "cuda:0").

@@ -7,8 +7,11 @@
 //! (type 2 with sign +1 over the lattice modes, type 1 with sign −1, its
 //! adjoint), so Eᴴ is the exact adjoint of the approximate E and CG solves a
 //! consistent system. EᴴWE is Eᴴ W E (the NUFFT pair). All K terms of a chunk
-//! of coils go through one executor call sharing the points; chunks keep the
-//! buffers within [`BUFFER_BYTES`].
+//! of coils go through one executor call sharing the points. On the CPU each
+//! transform's input is written as the NUFFT reads it and its output used as
+//! the NUFFT gives it (`run_each`), so no array of all K·L transforms exists
+//! and all coils form one chunk; elsewhere chunks keep the arrays within
+//! [`BUFFER_BYTES`].
 
 pub mod certificate;
 pub mod executor;
@@ -18,7 +21,9 @@ use crate::error::{try_vec, Error, Result};
 use crate::model::separation::Separation;
 use crate::model::Sizes;
 use crate::nufft::plan::choose_upsampling;
-use crate::nufft::{KernelParams, Modes, NufftExecutor, NufftSpec, NufftType, Upsampling};
+use crate::nufft::{
+    EachInput, EachOutput, KernelParams, Modes, NufftExecutor, NufftSpec, NufftType, Upsampling,
+};
 use crate::op::{CgReport, EncodingOperator, Precision};
 use crate::plan::BackendKind;
 use crate::solver::CgProblem;
@@ -30,8 +35,8 @@ use std::sync::Arc;
 pub const TEMPORAL: &str = "expansion a_l(t) (K x M)";
 pub const SPATIAL: &str = "expansion b_l(r) (K x N)";
 
-/// Voxels per task of the adjoint's gather.
-const GATHER_BLOCK: usize = 512;
+/// Samples or voxels per task where a transform's output meets the factors.
+const BLOCK: usize = 4096;
 
 /// Bytes of grid and sample buffers one executor call may use.
 pub const BUFFER_BYTES: usize = 512 << 20;
@@ -123,6 +128,44 @@ pub(crate) fn gather<T: Copy + Send + Sync>(
     Ok(out)
 }
 
+/// Runs `ex` (of `kind`; `transforms` transforms on M = `points` points and `modes`
+/// lattice modes) with each transform's input from `input` and its output
+/// handed to `output` in order ([`NufftExecutor::execute_each`]): streamed
+/// on the CPU, through whole arrays of every transform where the executor
+/// cannot stream (CUDA).
+fn run_each(
+    (ex, kind): (&dyn NufftExecutor, NufftType),
+    transforms: usize,
+    (points, modes): (usize, usize),
+    input: &EachInput<'_>,
+    output: &mut EachOutput<'_>,
+) -> Result<()> {
+    if let Some(done) = ex.execute_each(input, output) {
+        return done;
+    }
+    let two = kind == NufftType::Two;
+    let (inputs, outputs) = if two {
+        (modes, points)
+    } else {
+        (points, modes)
+    };
+    let mut given = complex_zeros::<f32>(transforms * inputs, "fast-path NUFFT inputs")?;
+    let mut taken = complex_zeros::<f32>(transforms * outputs, "fast-path NUFFT outputs")?;
+    given
+        .par_chunks_mut(inputs.max(1))
+        .enumerate()
+        .for_each(|(t, out)| input(t, out));
+    if two {
+        ex.execute(&mut taken, &mut given)?;
+    } else {
+        ex.execute(&mut given, &mut taken)?;
+    }
+    for (t, out) in taken.chunks_exact(outputs.max(1)).enumerate() {
+        output(t, out);
+    }
+    Ok(())
+}
+
 /// The pair of executors for chunks of `coils` coils.
 struct Executors {
     coils: usize,
@@ -156,8 +199,13 @@ impl NufftChoice {
             .checked_mul(grid_points + sizes.samples)
             .and_then(|e| e.checked_mul(std::mem::size_of::<Complex32>()))
             .ok_or_else(|| Error::out_of_memory("fast-path buffers are too large"))?;
-        let chunk = (BUFFER_BYTES / per_coil.max(1)).clamp(1, sizes.coils);
         let (backend, device) = self.backend;
+        // The CPU streams each transform's input and output (`run_each`): no
+        // buffers of every transform to bound, all coils in one call.
+        let chunk = match backend {
+            BackendKind::Cpu => sizes.coils.max(1),
+            _ => (BUFFER_BYTES / per_coil.max(1)).clamp(1, sizes.coils.max(1)),
+        };
         let make = |coils: usize| -> Result<Arc<Executors>> {
             let [forward, adjoint] =
                 pair_specs(self.modes, self.tolerance, self.upsampling, k * coils)?;
@@ -311,7 +359,9 @@ impl FastOperator {
         self.index.as_ref().map_or(v, |i| i[v])
     }
 
-    /// d = E x (M×L).
+    /// d = E x (M×L): per transform t = (coil, l), the modes b_l ⊙ S_c ⊙ x
+    /// written as the NUFFT places them and its values added as ã_l ⊙ y to
+    /// d_c as it gives them ([`run_each`]).
     fn forward_into(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
         let Sizes {
             voxels: n,
@@ -321,36 +371,44 @@ impl FastOperator {
         let (k, g) = (self.rank, self.grid_points);
         let mut first = 0;
         for ex in &self.chunks {
-            let t = k * ex.coils;
-            let mut grid = complex_zeros::<f32>(t * g, "fast-path grids (K x coils x modes)")?;
-            let mut samples = complex_zeros::<f32>(t * m, "fast-path samples (K x coils x M)")?;
-            grid.par_chunks_mut(g).enumerate().for_each(|(i, out)| {
-                let (c, l) = (first + i / k, i % k);
+            let modes = |t: usize, out: &mut [Complex32]| {
+                let (c, l) = (first + t / k, t % k);
                 let b = &self.spatial[l * n..(l + 1) * n];
+                if g > n {
+                    out.fill(Complex32::new(0.0, 0.0));
+                }
                 for v in 0..n {
                     out[self.grid_index(v)] = b[v] * self.sensitivity(c, v) * image[v];
                 }
-            });
-            ex.forward.execute(&mut samples, &mut grid)?;
-            data[first * m..(first + ex.coils) * m]
-                .par_chunks_mut(m)
-                .enumerate()
-                .for_each(|(ci, d)| {
-                    d.iter_mut().for_each(|x| *x = Complex32::new(0.0, 0.0));
-                    for l in 0..k {
-                        let y = &samples[(ci * k + l) * m..(ci * k + l + 1) * m];
-                        let a = &self.temporal[l * m..(l + 1) * m];
+            };
+            let coils = &mut data[first * m..(first + ex.coils) * m];
+            let mut add = |t: usize, y: &[Complex32]| {
+                let (ci, l) = (t / k, t % k);
+                let a = &self.temporal[l * m..(l + 1) * m];
+                coils[ci * m..(ci + 1) * m]
+                    .par_chunks_mut(BLOCK)
+                    .zip(y.par_chunks(BLOCK).zip(a.par_chunks(BLOCK)))
+                    .for_each(|(d, (y, a))| {
                         for ((d, y), a) in d.iter_mut().zip(y).zip(a) {
-                            *d += a * y;
+                            *d = if l == 0 { a * y } else { *d + a * y };
                         }
-                    }
-                });
+                    });
+            };
+            run_each(
+                (&*ex.forward, NufftType::Two),
+                k * ex.coils,
+                (m, g),
+                &modes,
+                &mut add,
+            )?;
             first += ex.coils;
         }
         Ok(())
     }
 
-    /// x = Eᴴ d (N).
+    /// x = Eᴴ d (N): per transform t = (coil, l), the values ã_l* ⊙ d_c
+    /// written as the NUFFT sorts them and its modes summed as
+    /// Σ_l b_l* ⊙ (modes), then S_c* ⊙ that added to x, as it gives them.
     fn adjoint_into(&self, data: &[Complex32], image: &mut [Complex32]) -> Result<()> {
         let Sizes {
             voxels: n,
@@ -358,43 +416,44 @@ impl FastOperator {
             ..
         } = self.sizes;
         let (k, g) = (self.rank, self.grid_points);
-        image.iter_mut().for_each(|x| *x = Complex32::new(0.0, 0.0));
+        let zero = Complex32::new(0.0, 0.0);
+        let mut coil = complex_zeros::<f32>(n, "fast-path coil image (N)")?;
+        image.iter_mut().for_each(|x| *x = zero);
         let mut first = 0;
         for ex in &self.chunks {
-            let t = k * ex.coils;
-            let mut grid = complex_zeros::<f32>(t * g, "fast-path grids (K x coils x modes)")?;
-            let mut samples = complex_zeros::<f32>(t * m, "fast-path samples (K x coils x M)")?;
-            samples.par_chunks_mut(m).enumerate().for_each(|(i, out)| {
-                let (c, l) = (first + i / k, i % k);
+            let values = |t: usize, out: &mut [Complex32]| {
+                let (c, l) = (first + t / k, t % k);
                 let a = &self.temporal[l * m..(l + 1) * m];
                 let d = &data[c * m..(c + 1) * m];
                 for ((o, a), d) in out.iter_mut().zip(a).zip(d) {
                     *o = a.conj() * d;
                 }
-            });
-            ex.adjoint.execute(&mut samples, &mut grid)?;
-            let coils = ex.coils;
-            // Blocks of voxels, each grid read as a contiguous run per block.
-            image
-                .par_chunks_mut(GATHER_BLOCK)
-                .enumerate()
-                .for_each(|(block, out)| {
-                    let start = block * GATHER_BLOCK;
-                    let mut coil = [Complex32::new(0.0, 0.0); GATHER_BLOCK];
-                    for ci in 0..coils {
-                        coil.iter_mut().for_each(|c| *c = Complex32::new(0.0, 0.0));
-                        for l in 0..k {
-                            let b = &self.spatial[l * n + start..l * n + start + out.len()];
-                            let values = &grid[(ci * k + l) * g..(ci * k + l + 1) * g];
-                            for (i, (c, b)) in coil.iter_mut().zip(b).enumerate() {
-                                *c += b.conj() * values[self.grid_index(start + i)];
+            };
+            let mut add = |t: usize, modes: &[Complex32]| {
+                let (c, l) = (first + t / k, t % k);
+                let b = &self.spatial[l * n..(l + 1) * n];
+                coil.par_chunks_mut(BLOCK)
+                    .zip(image.par_chunks_mut(BLOCK))
+                    .enumerate()
+                    .for_each(|(block, (coil, image))| {
+                        let start = block * BLOCK;
+                        for (i, (s, x)) in coil.iter_mut().zip(image.iter_mut()).enumerate() {
+                            let v = start + i;
+                            let term = b[v].conj() * modes[self.grid_index(v)];
+                            *s = if l == 0 { term } else { *s + term };
+                            if l + 1 == k {
+                                *x += self.sensitivity(c, v).conj() * *s;
                             }
                         }
-                        for (i, (x, c)) in out.iter_mut().zip(&coil).enumerate() {
-                            *x += self.sensitivity(first + ci, start + i).conj() * c;
-                        }
-                    }
-                });
+                    });
+            };
+            run_each(
+                (&*ex.adjoint, NufftType::One),
+                k * ex.coils,
+                (m, g),
+                &values,
+                &mut add,
+            )?;
             first += ex.coils;
         }
         Ok(())
@@ -466,5 +525,69 @@ impl EncodingOperator for FastOperator {
 
     fn backend_name(&self) -> String {
         self.name.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use num_complex::Complex64;
+
+    /// A CPU executor seen only through whole arrays, as CUDA's is.
+    struct Whole(Box<dyn NufftExecutor>);
+
+    impl NufftExecutor for Whole {
+        fn execute(&self, nonuniform: &mut [Complex32], grid: &mut [Complex32]) -> Result<()> {
+            self.0.execute(nonuniform, grid)
+        }
+        fn execute_c64(&self, nonuniform: &mut [Complex64], grid: &mut [Complex64]) -> Result<()> {
+            self.0.execute_c64(nonuniform, grid)
+        }
+        fn backend_name(&self) -> String {
+            "whole".into()
+        }
+    }
+
+    /// `run_each` through whole arrays (the fallback) hands over what the
+    /// streamed CPU executor does, in the same order, for both types.
+    #[test]
+    fn run_each_falls_back_to_whole_arrays_with_the_same_results() {
+        let pool = Arc::new(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(2)
+                .build()
+                .unwrap(),
+        );
+        let (transforms, m) = (4usize, 300usize);
+        let modes = Modes::new(2, &[21, 16]).unwrap();
+        let points: Vec<f64> = (0..2 * m)
+            .map(|i| ((i * 7919 % 1000) as f64 / 500.0 - 1.0) * std::f64::consts::PI)
+            .collect();
+        let [two, one] = pair_specs(modes, (1e-4, false), Upsampling::Two, transforms).unwrap();
+        for (spec, kind) in [(two, NufftType::Two), (one, NufftType::One)] {
+            let streaming = crate::nufft::cpu::build(&spec, &points, m, pool.clone()).unwrap();
+            let whole = Whole(crate::nufft::cpu::build(&spec, &points, m, pool.clone()).unwrap());
+            let input = |t: usize, out: &mut [Complex32]| {
+                for (i, o) in out.iter_mut().enumerate() {
+                    *o = Complex32::new(((t * 31 + i) % 17) as f32 - 8.0, (i % 5) as f32);
+                }
+            };
+            let run = |ex: &dyn NufftExecutor| {
+                let mut taken = Vec::new();
+                let mut take = |t: usize, out: &[Complex32]| taken.push((t, out.to_vec()));
+                run_each(
+                    (ex, kind),
+                    transforms,
+                    (m, modes.total()),
+                    &input,
+                    &mut take,
+                )
+                .unwrap();
+                taken
+            };
+            let (a, b) = (run(&*streaming), run(&whole));
+            assert_eq!(a.len(), transforms, "{kind:?}");
+            assert_eq!(a, b, "{kind:?}");
+        }
     }
 }

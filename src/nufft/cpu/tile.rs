@@ -244,15 +244,15 @@ impl<'a, T: Real> PointWeights<'a, T> {
     }
 }
 
-/// Tile sets of one execution, one per worker thread, allocated before any
-/// output is written.
+/// Scratch buffers of one execution (tile sets; a transform's modes), one
+/// per worker thread, allocated before any output is written.
 pub struct TileBuffers<T> {
     per_thread: Vec<Mutex<Vec<T>>>,
     /// T values of each buffer.
     len: usize,
 }
 
-impl<T: Real> TileBuffers<T> {
+impl<T: Clone + Default + Send + Sync> TileBuffers<T> {
     pub fn new(len: usize, threads: usize) -> Result<TileBuffers<T>> {
         let per_thread = (0..threads.max(1))
             .map(|_| try_vec(len, T::default(), "NUFFT tiles").map(Mutex::new))
