@@ -338,6 +338,23 @@ impl Plan {
         self.progress = callback;
     }
 
+    /// Runs `f` as the long call `what` of this plan (a calibration step that
+    /// calls other plans): cancellable by `horecon_cancel` of this plan and
+    /// reporting to its progress callback ([`crate::progress`]).
+    pub(crate) fn long_call<R>(
+        &self,
+        what: &'static str,
+        f: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        progress::run(what, &self.control, self.progress, f)
+    }
+
+    /// Makes `horecon_cancel` of `other` cancel this plan's calls too (a
+    /// private plan that works for `other`'s call).
+    pub(crate) fn share_cancel(&mut self, other: &Plan) {
+        self.control = other.control.clone();
+    }
+
     /// Runs the body of the long call `call` as a cancellable, reporting
     /// [`progress::Work`], after checking that the memory it needs is there.
     fn run<R>(&self, call: Call, f: impl FnOnce() -> Result<R>) -> Result<R> {

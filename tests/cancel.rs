@@ -439,3 +439,68 @@ fn reweighting_steps_of_no_iterations_are_cancellable() {
     );
     assert!(image.iter().all(|&x| x == Complex32::new(7.0, 0.0)));
 }
+
+/// The delay search runs its CGs on a private plan: `horecon_cancel` of the
+/// user's plan reaches it (between evaluations and inside them), and its
+/// progress callback reports the search (the adversarial C harness, seed
+/// 139704196974377, found a search that never stopped).
+#[test]
+fn delay_search_is_cancellable_and_reports_progress() {
+    use horecon::calib::delay::{estimate_delay, DelayOptions};
+    let mut rng = Rng::fresh("delay_search_is_cancellable_and_reports_progress");
+    let (n, m) = (12, 300);
+    let plan = trajectory_plan(&mut rng, n, m, 2, false);
+    let data = rng.complex(m * 2);
+    let times: Vec<f64> = (0..m).map(|j| 1e-5 * j as f64).collect();
+    // 20,001 coarse evaluations of 50 iterations each: minutes if not stopped.
+    let long = DelayOptions {
+        range: 1e-2,
+        step: 1e-6,
+        iterations: 50,
+        ..DelayOptions::default()
+    };
+    let started = std::time::Instant::now();
+    let result = std::thread::scope(|s| {
+        let worker = s.spawn(|| estimate_delay(&plan, &data, None, &times, &long));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        plan.control().cancel();
+        worker.join().unwrap()
+    });
+    let e = result.err().expect("20,001 CGs outlast 0.3 s");
+    assert_eq!(e.status, Status::Cancelled, "{e}");
+    assert!(
+        e.message.contains("horecon_estimate_delay"),
+        "{}",
+        e.message
+    );
+    assert!(
+        started.elapsed().as_secs_f64() < 10.0,
+        "cancel took {:?}",
+        started.elapsed()
+    );
+    // The progress callback sees the search and can stop it.
+    let mut plan = plan;
+    let seen = Seen {
+        calls: Mutex::new(Vec::new()),
+        stop_at: 2,
+    };
+    plan.set_progress(Some(callback(&seen)));
+    let e = estimate_delay(&plan, &data, None, &times, &long)
+        .err()
+        .expect("stopped by the callback");
+    assert_eq!(e.status, Status::Cancelled, "{e}");
+    check_fractions(&seen);
+    plan.set_progress(None);
+    // The plan still works: a short search ends, even asked for a tolerance
+    // far below what float64 resolves at these delays.
+    let tiny = DelayOptions {
+        tolerance: 1e-300,
+        ..DelayOptions::default()
+    };
+    let r = estimate_delay(&plan, &data, None, &times, &tiny).unwrap();
+    assert!(
+        r.delay.abs() <= tiny.range && r.curve.len() < 200,
+        "{}",
+        r.curve.len()
+    );
+}

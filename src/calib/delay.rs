@@ -18,6 +18,7 @@ use crate::error::{try_vec, Error, Result};
 use crate::model::harmonics::ORDER;
 use crate::model::Basis;
 use crate::plan::{CgOptions, Plan};
+use crate::progress;
 use crate::solver::Regularizer;
 use num_complex::Complex32;
 
@@ -204,7 +205,29 @@ pub fn estimate_delay(
         )));
     }
     let moving = moving_columns(&phase.basis, phase.terms, options.groups)?;
+    // One long call of `plan`: its horecon_cancel and progress callback reach
+    // the search, between evaluations and inside the private plan's CGs.
+    plan.long_call("horecon_estimate_delay", || {
+        search(plan, data, coefficients, times, options, &moving)
+    })
+}
 
+/// The delay search of [`estimate_delay`] (arguments checked), on a private
+/// plan that shares `plan`'s cancellation.
+fn search(
+    plan: &Plan,
+    data: &[Complex32],
+    coefficients: &[f64],
+    times: &[f64],
+    options: &DelayOptions,
+    moving: &[bool],
+) -> Result<DelayResult> {
+    let (model, sizes) = (plan.model(), plan.sizes());
+    let m = sizes.samples;
+    let phase = model
+        .phase
+        .as_ref()
+        .ok_or_else(|| Error::internal("phase model missing"))?;
     // A private plan with the same geometry, coils and off-resonance.
     let d = sizes.dims;
     let mut work = Plan::new(
@@ -215,6 +238,7 @@ pub fn estimate_delay(
         sizes.coils as i64,
         m as i64,
     )?;
+    work.share_cancel(plan);
     if let Some(p) = &model.positions {
         work.set_positions(p)?;
     }
@@ -236,7 +260,23 @@ pub fn estimate_delay(
     let mut shifted = try_vec(coefficients.len(), 0.0f64, "resampled coefficients")?;
     let mut image = try_vec(sizes.voxels, Complex32::default(), "image (N)")?;
     let mut predicted = try_vec(data.len(), Complex32::default(), "E image (M x L)")?;
+    // Evaluations: the coarse grid, then about 1.44·log2(bracket / tolerance)
+    // golden-section steps (the fraction done reported to the callback).
+    let count = (options.range / options.step).floor() as i64;
+    let golden = 1.44 * (2.0 * options.step / options.tolerance).max(1.0).log2() + 2.0;
+    let expected = (2 * count + 1) as f64 + golden;
+    let mut evaluated = 0.0f64;
     let mut evaluate = |delay: f64| -> Result<f64> {
+        let done = (evaluated / expected).min(0.99);
+        evaluated += 1.0;
+        progress::check(done)?;
+        // A cancel seen first by the private plan's call is this call's.
+        let ours = |e: Error| -> Error {
+            match progress::check(done) {
+                Err(cancelled) => cancelled,
+                Ok(()) => e,
+            }
+        };
         for (b, column) in coefficients.chunks_exact(m).enumerate() {
             let out = &mut shifted[b * m..(b + 1) * m];
             if moving[b] {
@@ -245,7 +285,7 @@ pub fn estimate_delay(
                 out.copy_from_slice(column);
             }
         }
-        work.set_coefficients(&shifted)?;
+        work.set_coefficients(&shifted).map_err(ours)?;
         let cg = CgOptions {
             max_iterations: options.iterations,
             tolerance: 0.0,
@@ -258,8 +298,8 @@ pub fn estimate_delay(
             ..CgOptions::default()
         };
         image.fill(Complex32::default());
-        work.cg(data, &cg, &mut image)?;
-        work.forward(&image, &mut predicted)?;
+        work.cg(data, &cg, &mut image).map_err(ours)?;
+        work.forward(&image, &mut predicted).map_err(ours)?;
         Ok(predicted
             .iter()
             .zip(data)
@@ -269,7 +309,6 @@ pub fn estimate_delay(
     };
 
     let mut curve: Vec<(f64, f64)> = Vec::new();
-    let count = (options.range / options.step).floor() as i64;
     for i in -count..=count {
         let delay = i as f64 * options.step;
         curve.push((delay, evaluate(delay)?));
@@ -289,7 +328,10 @@ pub fn estimate_delay(
     let (mut f1, mut f2) = (evaluate(x1)?, evaluate(x2)?);
     curve.push((x1, f1));
     curve.push((x2, f2));
-    while hi - lo > options.tolerance {
+    // Until the bracket is within the tolerance, or as narrow as float64
+    // can resolve at these delays (a tolerance below that would never stop).
+    let resolution = |lo: f64, hi: f64| 8.0 * f64::EPSILON * lo.abs().max(hi.abs());
+    while hi - lo > options.tolerance.max(resolution(lo, hi)) {
         if f1 <= f2 {
             hi = x2;
             x2 = x1;

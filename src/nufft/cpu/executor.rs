@@ -416,8 +416,7 @@ mod tests {
     /// Streamed execution ([`NufftExecutor::execute_each`]) gives what whole
     /// arrays give, bit for bit, with several batches (3D 96×96×24 modes at
     /// σ = 2: 14 MB fine grids, two per batch in float32 and one in float64),
-    /// float32 and float64 arithmetic, and
-    /// hands the outputs over once each, in order.
+    /// and hands the outputs over once each, in order.
     #[test]
     fn streamed_equals_whole_arrays() {
         let pool = Arc::new(
