@@ -552,12 +552,7 @@ mod tests {
     /// streamed CPU executor does, in the same order, for both types.
     #[test]
     fn run_each_falls_back_to_whole_arrays_with_the_same_results() {
-        let pool = Arc::new(
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(2)
-                .build()
-                .unwrap(),
-        );
+        let pool = crate::plan::thread_pool(2).unwrap();
         let (transforms, m) = (4usize, 300usize);
         let modes = Modes::new(2, &[21, 16]).unwrap();
         let points: Vec<f64> = (0..2 * m)

@@ -419,12 +419,7 @@ mod tests {
     /// and hands the outputs over once each, in order.
     #[test]
     fn streamed_equals_whole_arrays() {
-        let pool = Arc::new(
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(2)
-                .build()
-                .unwrap(),
-        );
+        let pool = crate::plan::thread_pool(2).unwrap();
         let (transforms, m) = (5usize, 700usize);
         let points: Vec<f64> = (0..3 * m)
             .map(|i| std::f64::consts::PI * value(i))
