@@ -338,9 +338,10 @@ impl Plan {
         self.progress = callback;
     }
 
-    /// Runs `f` as the long call `what` of this plan (a calibration step that
-    /// calls other plans): cancellable by `horecon_cancel` of this plan and
-    /// reporting to its progress callback ([`crate::progress`]).
+    /// Runs `f` as the long call `what` of this plan (the body of
+    /// [`Plan::run`]'s calls, or a calibration step that calls other plans):
+    /// cancellable by `horecon_cancel` of this plan and reporting to its
+    /// progress callback ([`crate::progress`]).
     pub(crate) fn long_call<R>(
         &self,
         what: &'static str,
@@ -360,7 +361,7 @@ impl Plan {
     fn run<R>(&self, call: Call, f: impl FnOnce() -> Result<R>) -> Result<R> {
         let what = call.name();
         self.preflight(call, what)?;
-        progress::run(what, &self.control, self.progress, f)
+        self.long_call(what, f)
     }
 
     pub fn sizes(&self) -> Sizes {

@@ -16,7 +16,7 @@
 
 use crate::error::{try_vec, Error, Result};
 use crate::model::harmonics::ORDER;
-use crate::model::Basis;
+use crate::model::{Basis, PhaseModel};
 use crate::plan::{CgOptions, Plan};
 use crate::progress;
 use crate::solver::Regularizer;
@@ -208,26 +208,21 @@ pub fn estimate_delay(
     // One long call of `plan`: its horecon_cancel and progress callback reach
     // the search, between evaluations and inside the private plan's CGs.
     plan.long_call("horecon_estimate_delay", || {
-        search(plan, data, coefficients, times, options, &moving)
+        search(plan, phase, (data, coefficients, times), options, &moving)
     })
 }
 
-/// The delay search of [`estimate_delay`] (arguments checked), on a private
-/// plan that shares `plan`'s cancellation.
+/// The delay search of [`estimate_delay`] (arguments checked; `phase` the
+/// plan's phase model), on a private plan that shares `plan`'s cancellation.
 fn search(
     plan: &Plan,
-    data: &[Complex32],
-    coefficients: &[f64],
-    times: &[f64],
+    phase: &PhaseModel,
+    (data, coefficients, times): (&[Complex32], &[f64], &[f64]),
     options: &DelayOptions,
     moving: &[bool],
 ) -> Result<DelayResult> {
     let (model, sizes) = (plan.model(), plan.sizes());
     let m = sizes.samples;
-    let phase = model
-        .phase
-        .as_ref()
-        .ok_or_else(|| Error::internal("phase model missing"))?;
     // A private plan with the same geometry, coils and off-resonance.
     let d = sizes.dims;
     let mut work = Plan::new(
