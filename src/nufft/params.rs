@@ -31,8 +31,21 @@
 //! 2e-3 at 1e-6; at ε = 1e-4, w = 9, 5.0e-5 and 3.1e-5 for types 1 and 2:
 //! `nufft_accuracy 3 32 3000 3`, 2026-11-26).
 //!
-//! The fine grid of an axis with n modes has n_f = the smallest even
-//! 2,3,5-smooth integer ≥ max(σ·n, 2w) points.
+//! The fine grid of an axis with n modes has n_f = the smallest even fast
+//! FFT length ≥ max(σ·n, 2w) points: q = 2^a·3^b, or q·c with c = 5, 7 or
+//! 25 and q a multiple of 4 and ≥ 8. FINUFFT takes every 2,3,5-smooth length
+//! (fast in FFTW); rustfft 6.4's planner computes a length whose factors
+//! other than 2 and 3 are not one of its butterflies (35, 49, 125, ...) by
+//! Bluestein's algorithm, and a 5, 7 or 25 over a small q (10, 20, 30, 90,
+//! 14, 28, 126, 50, 100, 150, ...) slowly too. Measured, float32 lines on the
+//! development CPU (ns per point, 2026-11-27): 50 1.84 and 54 0.57, 100 1.81
+//! and 108 0.88, 126 1.86 and 128 0.62, 250 2.14 and 252 0.91, against
+//! 0.74–0.93 for 56, 60, 80, 84, 112, 120, 160, 168, 180, 224, 240 and
+//! 1.20–1.43 for 200, 300 and 400 (kept: the next faster lengths are 8 %
+//! and more larger). cuFFT is fast on every such length. The fast path's
+//! 40-mode axes went from 50 to 54 cells: its 192 float32 type-2 transforms
+//! of ho3d-40 −18 %, type 1 −11 %, both more accurate (BENCHMARKS.md,
+//! session 8).
 
 use crate::error::{Error, Result};
 
@@ -192,7 +205,7 @@ impl KernelParams {
             return Ok(1);
         }
         let wanted = (self.upsampling.factor() * modes as f64).ceil() as usize;
-        next_smooth_even(wanted.max(2 * self.width)).ok_or_else(|| {
+        next_fast_even(wanted.max(2 * self.width)).ok_or_else(|| {
             Error::invalid(format!(
                 "{modes} modes need a fine grid beyond the addressable size"
             ))
@@ -200,22 +213,28 @@ impl KernelParams {
     }
 }
 
-/// The smallest even integer ≥ n whose only prime factors are 2, 3 and 5.
-pub fn next_smooth_even(n: usize) -> Option<usize> {
-    let mut m = n.max(2);
-    m += m % 2;
-    loop {
-        let mut r = m;
-        for p in [2, 3, 5] {
-            while r % p == 0 {
-                r /= p;
-            }
-        }
-        if r == 1 {
-            return Some(m);
-        }
+/// The smallest even integer ≥ n that is a fast FFT length (module
+/// documentation): q = 2^a·3^b, or q·c with c ∈ {5, 7, 25} and q a
+/// multiple of 4 and ≥ 8; `None` past `usize::MAX`.
+pub fn next_fast_even(n: usize) -> Option<usize> {
+    let m = n.max(2);
+    let mut m = m.checked_add(m % 2)?;
+    while !fast_length(m) {
         m = m.checked_add(2)?;
     }
+    Some(m)
+}
+
+/// Whether n is q = 2^a·3^b, or q·c with c ∈ {5, 7, 25}, 4 | q and q ≥ 8.
+fn fast_length(n: usize) -> bool {
+    let mut q = n;
+    for p in [2, 3] {
+        while q > 1 && q % p == 0 {
+            q /= p;
+        }
+    }
+    let (c, q) = (q, n / q);
+    c == 1 || (matches!(c, 5 | 7 | 25) && q % 4 == 0 && q >= 8)
 }
 
 #[cfg(test)]
@@ -223,15 +242,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn smooth_sizes() {
-        assert_eq!(next_smooth_even(1), Some(2));
-        assert_eq!(next_smooth_even(7), Some(8));
-        assert_eq!(next_smooth_even(13), Some(16));
-        assert_eq!(next_smooth_even(14), Some(16));
-        assert_eq!(next_smooth_even(31), Some(32));
-        assert_eq!(next_smooth_even(161), Some(162));
-        assert_eq!(next_smooth_even(251), Some(256));
-        assert_eq!(next_smooth_even(257), Some(270));
+    fn fast_lengths() {
+        let cases = [
+            (0, 2),
+            (1, 2),
+            (7, 8),
+            (9, 12),
+            (13, 16),
+            (14, 16),
+            (31, 32),
+            (37, 40),
+            (50, 54),
+            (55, 56),
+            (61, 64),
+            (81, 84),
+            (85, 96),
+            (99, 108),
+            (125, 128),
+            (161, 162),
+            (199, 200),
+            (250, 252),
+            (253, 256),
+            (257, 288),
+        ];
+        for (n, fast) in cases {
+            assert_eq!(next_fast_even(n), Some(fast), "{n}");
+        }
+        // Every even length from 2 to 10⁴ has a fast length at most 1/8 (+ 6) above it.
+        for n in (2..10_000).step_by(2) {
+            let m = next_fast_even(n).unwrap();
+            assert!(
+                fast_length(m) && m % 2 == 0 && m >= n && m <= n + n / 8 + 6,
+                "{n} → {m}"
+            );
+        }
+        assert_eq!(next_fast_even(usize::MAX - 1), None);
+        assert_eq!(next_fast_even(usize::MAX), None);
     }
 
     #[test]
