@@ -37,7 +37,7 @@ extern "C" __global__ void pad_coils(const double2* __restrict__ x, const float2
 }
 
 // y(n) (+)= conj(phase(n)) * sum_b conj(S_{c0+b}(n)) * grid[b][p(n)], the crop of
-// the 2n grid back to the image (p(n) as in pad_coils).
+// the kernel grid back to the image (p(n) as in pad_coils).
 extern "C" __global__ void crop_accumulate(const REAL2* __restrict__ grid, const float2* __restrict__ sens,
                                            const double2* __restrict__ phase, int nx, int ny, int gx, int gy,
                                            long long N, long long G, int L, int c0, int B, int accumulate,
@@ -77,40 +77,6 @@ extern "C" __global__ void kernel_multiply(const REAL2* __restrict__ K, int conj
             v.y += prev.y;
         }
         V[q] = narrow2(v);
-    }
-}
-
-// out = scale * in, rounded to REAL2 (the kernels' normalisation 1/G folded
-// in), on the gx*gy*gz kernel grid; the unused index n of every doubled axis
-// (g = 2n) is set to zero.
-extern "C" __global__ void scale_narrow(const double2* __restrict__ in, double scale, int nx, int ny, int nz,
-                                        int gx, int gy, long long G, REAL2* __restrict__ out) {
-    GRID_STRIDE(p, G) {
-        const long long px = p % gx, t = p / gx;
-        const long long py = t % gy, pz = t / gy;
-        const bool unused = (nx > 1 && px == nx) || (ny > 1 && py == ny) || (nz > 1 && pz == nz);
-        const double2 v = in[p];
-        out[p] = narrow2(unused ? make_double2(0.0, 0.0) : make_double2(scale * v.x, scale * v.y));
-    }
-}
-
-// A real-weighted kernel is Hermitian, T(-D) = conj(T(D)): only the points
-// v < computed (the first half along the slowest doubled axis) were summed;
-// t[v] = conj(t[mirror(v)]) for the others, mirror(v) the index of -D mod g
-// (0 where the mirror is not computed: the unused index n).
-extern "C" __global__ void mirror_conj(double2* __restrict__ t, long long computed, int gx, int gy, int gz,
-                                       long long G) {
-    GRID_STRIDE(r, G - computed) {
-        const long long v = computed + r;
-        const long long px = v % gx, q = v / gx;
-        const long long py = q % gy, pz = q / gy;
-        const long long m = (gx - px) % gx + gx * ((gy - py) % gy + (long long)gy * ((gz - pz) % gz));
-        double2 value = make_double2(0.0, 0.0);
-        if (m < computed) {
-            value = t[m];
-            value.y = -value.y;
-        }
-        t[v] = value;
     }
 }
 

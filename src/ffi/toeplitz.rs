@@ -3,8 +3,9 @@
 use super::{guard, horecon_plan, horecon_status, plan_mut};
 
 /// Enables (enable ≠ 0) or disables (enable = 0) the Toeplitz normal
-/// operator used by horecon_normal and horecon_cg: EᴴWE through FFTs of the
-/// 2×-oversampled grid with precomputed kernels,
+/// operator used by horecon_normal and horecon_cg: EᴴWE through FFTs of a
+/// grid of 2n cells per axis of n > 1 voxels, or of the next fast FFT length
+/// (50 → 108 cells, not 100), with precomputed kernels,
 /// EᴴWE x = Σ_c conj(S_c)·crop(IFFT(FFT(T)·FFT(pad(S_c·x)))),
 /// T(Δ) = Σ_j w_j·exp(−i k_j·Δr). Forward and adjoint stay exact.
 ///

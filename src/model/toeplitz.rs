@@ -13,15 +13,19 @@
 //!   (EᴴWE)_{n,n'} = Σ_c conj(S_c(r_n))·S_c(r_n')·T(i_n − i_n'),
 //!   T(Δ) = Σ_j w_j·exp(−2πi·κ_j·Δ),   Δ ∈ (−n, n) per axis.
 //!
-//! T lives on the 2n periodic grid ([`ToeplitzSpec::kernel_dims`], index
-//! Δ mod 2n, axes of one voxel not doubled; the entry at index n is never
-//! read and is zero), and
+//! T lives on a periodic grid of g ≥ 2n cells per axis ([`kernel_length`]:
+//! the smallest fast FFT length ≥ 2n; axes of one voxel keep 1), at index
+//! Δ mod g. Any g ≥ 2n − 1 holds the offsets Δ ∈ (−n, n) without overlap,
+//! so the circular convolution on g cells, cropped to the image, is the
+//! linear one; the indices n … g − n add nothing to the cropped output
+//! and are set to zero ([`kernel_offset`]). Then
 //!
 //!   EᴴWE x = Σ_c conj(S_c)·crop(IFFT(FFT(T)·FFT(pad(S_c·x)))).
 //!
 //! T is one type-1 NUFFT (sign −1, points 2π·κ_j, modes Δ = −n … n − 1 per
-//! doubled axis) of the data w_j, at [`kernel_nufft_tolerance`] on both
-//! backends; mode Δ goes to index Δ mod 2n, and Δ = −n (index n) is zero.
+//! doubled axis, [`ToeplitzSpec::mode_dims`]) of the data w_j, at
+//! [`kernel_nufft_tolerance`] on both backends; mode Δ (index Δ + n) goes to
+//! kernel-grid index Δ mod g, and the mode Δ = −n is not used.
 //!
 //! # Off-resonance: time segmentation
 //!
@@ -72,7 +76,7 @@ pub const AUTO_ERROR: f64 = 2e-4;
 /// The most segments `time_segments = 0` will choose.
 pub const MAX_AUTO_SEGMENTS: usize = 64;
 /// The most segments a fixed `time_segments` may ask for: the set-up
-/// computes L(L+1)/2 kernels on the 2^d·N grid (memory and time grow as L²),
+/// computes L(L+1)/2 kernels on the kernel grid (≥ 2^d·N points) (memory and time grow as L²),
 /// and beyond a few tens of segments the interpolation is ill-conditioned.
 pub const MAX_TIME_SEGMENTS: usize = 256;
 /// Voxels (at most) on which ε is measured.
@@ -108,17 +112,52 @@ pub fn kernel_nufft_tolerance(precision: crate::op::Precision, segmented: bool) 
     }
 }
 
+/// The kernel grid's cells along an axis of n voxels: 1 for n = 1, else
+/// the smallest fast FFT length ≥ 2n ([`crate::nufft::params::next_fast_even`];
+/// 2n itself where it is fast, e.g. 64 → 128, 50 → 108 instead of 100).
+pub fn kernel_length(n: usize) -> usize {
+    if n > 1 {
+        crate::nufft::params::next_fast_even(2 * n).unwrap_or(2 * n)
+    } else {
+        1
+    }
+}
+
+/// The kernel grid of an image grid `dims` ([`kernel_length`] per axis).
+pub fn kernel_grid(dims: [usize; 3]) -> [usize; 3] {
+    dims.map(kernel_length)
+}
+
+/// The kernel NUFFT's modes of an image grid `dims`: 2n (Δ = −n … n − 1)
+/// along axes with n > 1, 1 along the others.
+pub fn mode_grid(dims: [usize; 3]) -> [usize; 3] {
+    dims.map(|n| if n > 1 { 2 * n } else { 1 })
+}
+
+/// The offset Δ ∈ (−n, n) held at index p of a kernel-grid axis of `g`
+/// cells over n voxels: p for p < n, p − g for p > g − n, `None` for the
+/// unused indices n ≤ p ≤ g − n (zero in T). Axes of one voxel (g = 1): 0.
+pub fn kernel_offset(p: usize, n: usize, g: usize) -> Option<i64> {
+    if g == 1 || p < n {
+        Some(p as i64)
+    } else if p > g - n {
+        Some(p as i64 - g as i64)
+    } else {
+        None
+    }
+}
+
 /// The kernels' NUFFT (type 1 of `pairs` transforms, sign −1, modes
-/// `kernel_dims`, `samples` points) at `(tolerance, double)`
-/// ([`kernel_nufft_tolerance`]), σ by the cost model.
+/// `mode_dims` ([`ToeplitzSpec::mode_dims`]), `samples` points) at
+/// `(tolerance, double)` ([`kernel_nufft_tolerance`]), σ by the cost model.
 pub fn kernel_nufft_spec(
-    kernel_dims: [usize; 3],
+    mode_dims: [usize; 3],
     samples: usize,
     pairs: usize,
     (tolerance, double): (f64, bool),
 ) -> Result<crate::nufft::NufftSpec> {
     use crate::nufft::{plan::choose_upsampling, Modes, NufftSpec, NufftType};
-    let modes = Modes::new(3, &kernel_dims.map(|n| n as i64))?;
+    let modes = Modes::new(3, &mode_dims.map(|n| n as i64))?;
     let transforms = i32::try_from(pairs)
         .map_err(|_| crate::error::Error::invalid(format!("{pairs} Toeplitz kernel pairs")))?;
     NufftSpec::new(
@@ -160,7 +199,8 @@ pub fn segmentation_work_bytes(omega: &[f64], times: &[f64]) -> usize {
 pub struct ToeplitzSpec {
     /// The image grid n0×n1×n2.
     pub dims: [usize; 3],
-    /// The kernel grid: 2n along axes with n > 1, 1 along the others.
+    /// The kernel grid ([`kernel_grid`]): g ≥ 2n along axes with n > 1,
+    /// 1 along the others.
     pub kernel_dims: [usize; 3],
     /// M samples.
     pub samples: usize,
@@ -254,16 +294,33 @@ impl ToeplitzSpec {
         };
         Ok(ToeplitzSpec {
             dims,
-            kernel_dims: dims.map(|d| if d > 1 { 2 * d } else { 1 }),
+            kernel_dims: kernel_grid(dims),
             samples: m,
             cycles,
             segmentation,
         })
     }
 
-    /// Points of the kernel grid, 2^d·N.
+    /// Points of the kernel grid, Π g_a.
     pub fn kernel_points(&self) -> usize {
         self.kernel_dims.iter().product()
+    }
+
+    /// The kernel NUFFT's modes ([`mode_grid`]).
+    pub fn mode_dims(&self) -> [usize; 3] {
+        mode_grid(self.dims)
+    }
+
+    /// The NUFFT mode index of kernel-grid index p (Δ + n, 0 along an axis
+    /// of one voxel), `None` where p is unused ([`kernel_offset`]).
+    pub fn mode_index(&self, axis: usize, p: usize) -> Option<usize> {
+        let (n, g) = (self.dims[axis], self.kernel_dims[axis]);
+        let delta = kernel_offset(p, n, g)?;
+        Some(if g > 1 {
+            (delta + n as i64) as usize
+        } else {
+            0
+        })
     }
 
     /// L (1 without segmentation).
@@ -293,19 +350,6 @@ impl ToeplitzSpec {
         )
     }
 
-    /// Δ of kernel-grid index p along an axis of n voxels: p for p < n,
-    /// p − 2n for p > n, and the unused index p = n maps to 0 (see
-    /// [`ToeplitzSpec::kernel_weights`]). Singleton axes: 0.
-    pub fn offset(p: usize, n: usize) -> f64 {
-        if n == 1 || p == n {
-            0.0
-        } else if p < n {
-            p as f64
-        } else {
-            p as f64 - 2.0 * n as f64
-        }
-    }
-
     /// The kernels' NUFFT input: for pair (l, l') the column
     /// w_j·conj(a_l(t_j))·a_l'(t_j) (w ≡ 1 when `weights` is `None`), M×pairs.
     pub fn kernel_weights(&self, weights: Option<&[f32]>) -> Result<Vec<Complex64>> {
@@ -326,14 +370,6 @@ impl ToeplitzSpec {
                 }
             });
         Ok(out)
-    }
-
-    /// Whether kernel-grid point v is the unused index n of some doubled axis
-    /// (its kernel value is set to zero).
-    pub fn is_unused(&self, v: usize) -> bool {
-        let kd = self.kernel_dims;
-        let index = [v % kd[0], (v / kd[0]) % kd[1], v / (kd[0] * kd[1])];
-        (0..3).any(|a| self.dims[a] > 1 && index[a] == self.dims[a])
     }
 }
 
@@ -917,6 +953,42 @@ mod tests {
         // Float32 arithmetic on the CPU too (not float64 below its threshold).
         let spec = kernel_nufft_spec([128, 128, 1], 6000, 20, (1e-5, false)).unwrap();
         assert!(!crate::nufft::cpu::float64_arithmetic(&spec));
+    }
+
+    #[test]
+    fn kernel_grid_holds_every_offset_once() {
+        assert_eq!(kernel_grid([64, 50, 1]), [128, 108, 1]);
+        assert_eq!(kernel_grid([110, 1, 100]), [224, 1, 200]);
+        for n in 1..300 {
+            let g = kernel_length(n);
+            assert!(
+                g == 1 && n == 1 || g >= 2 * n && g <= 2 * n + 2 * n / 8 + 6,
+                "{n}: {g}"
+            );
+            let offsets: Vec<i64> = (0..g).filter_map(|p| kernel_offset(p, n, g)).collect();
+            let expected: Vec<i64> = (0..n as i64).chain(1 - n as i64..0).collect();
+            assert_eq!(offsets, expected, "n = {n}, g = {g}");
+        }
+        let spec = ToeplitzSpec {
+            dims: [50, 3, 1],
+            kernel_dims: kernel_grid([50, 3, 1]),
+            samples: 0,
+            cycles: vec![],
+            segmentation: None,
+        };
+        assert_eq!(
+            (spec.kernel_dims, spec.mode_dims()),
+            ([108, 6, 1], [100, 6, 1])
+        );
+        assert_eq!(spec.mode_index(0, 0), Some(50));
+        assert_eq!(spec.mode_index(0, 49), Some(99));
+        assert_eq!(spec.mode_index(0, 50), None);
+        assert_eq!(spec.mode_index(0, 58), None);
+        assert_eq!(spec.mode_index(0, 59), Some(1));
+        assert_eq!(spec.mode_index(0, 107), Some(49));
+        assert_eq!(spec.mode_index(1, 3), None);
+        assert_eq!(spec.mode_index(1, 4), Some(1));
+        assert_eq!(spec.mode_index(2, 0), Some(0));
     }
 
     #[test]

@@ -32,8 +32,8 @@
 //! `nufft_accuracy 3 32 3000 3`, 2026-11-26).
 //!
 //! The fine grid of an axis with n modes has n_f = the smallest even fast
-//! FFT length ≥ max(σ·n, 2w) points: q = 2^a·3^b, or q·c with c = 5, 7 or
-//! 25 and q a multiple of 4 and ≥ 8. FINUFFT takes every 2,3,5-smooth length
+//! FFT length ≥ max(σ·n, 2w) points: q = 2^a·3^b, or q·c with c = 5, 7,
+//! 11 or 25 and q a multiple of 4 and ≥ 8. FINUFFT takes every 2,3,5-smooth length
 //! (fast in FFTW); rustfft 6.4's planner computes a length whose factors
 //! other than 2 and 3 are not one of its butterflies (35, 49, 125, ...) by
 //! Bluestein's algorithm, and a 5, 7 or 25 over a small q (10, 20, 30, 90,
@@ -42,7 +42,10 @@
 //! and 108 0.88, 126 1.86 and 128 0.62, 250 2.14 and 252 0.91, against
 //! 0.74–0.93 for 56, 60, 80, 84, 112, 120, 160, 168, 180, 224, 240 and
 //! 1.20–1.43 for 200, 300 and 400 (kept: the next faster lengths are 8 %
-//! and more larger). cuFFT is fast on every such length. The fast path's
+//! and more larger); with an 11, 88 1.00, 132 0.95, 176 0.85 (kept: 96, 144
+//! and 180 are 0.68–0.84 on 2–9 % more cells per axis, and a 3D grid's
+//! other passes cost per cell) against 44 1.15, 110 1.45, 220 1.43 (not
+//! kept). cuFFT is fast on every such length. The fast path's
 //! 40-mode axes went from 50 to 54 cells: its 192 float32 type-2 transforms
 //! of ho3d-40 −18 %, type 1 −11 %, both more accurate (BENCHMARKS.md,
 //! session 8).
@@ -214,7 +217,7 @@ impl KernelParams {
 }
 
 /// The smallest even integer ≥ n that is a fast FFT length (module
-/// documentation): q = 2^a·3^b, or q·c with c ∈ {5, 7, 25} and q a
+/// documentation): q = 2^a·3^b, or q·c with c ∈ {5, 7, 11, 25} and q a
 /// multiple of 4 and ≥ 8; `None` past `usize::MAX`.
 pub fn next_fast_even(n: usize) -> Option<usize> {
     let m = n.max(2);
@@ -225,7 +228,7 @@ pub fn next_fast_even(n: usize) -> Option<usize> {
     Some(m)
 }
 
-/// Whether n is q = 2^a·3^b, or q·c with c ∈ {5, 7, 25}, 4 | q and q ≥ 8.
+/// Whether n is q = 2^a·3^b, or q·c with c ∈ {5, 7, 11, 25}, 4 | q and q ≥ 8.
 fn fast_length(n: usize) -> bool {
     let mut q = n;
     for p in [2, 3] {
@@ -234,7 +237,7 @@ fn fast_length(n: usize) -> bool {
         }
     }
     let (c, q) = (q, n / q);
-    c == 1 || (matches!(c, 5 | 7 | 25) && q % 4 == 0 && q >= 8)
+    c == 1 || (matches!(c, 5 | 7 | 11 | 25) && q % 4 == 0 && q >= 8)
 }
 
 #[cfg(test)]
@@ -256,14 +259,19 @@ mod tests {
             (55, 56),
             (61, 64),
             (81, 84),
-            (85, 96),
+            (43, 48),
+            (85, 88),
+            (89, 96),
+            (109, 112),
+            (129, 132),
             (99, 108),
             (125, 128),
             (161, 162),
             (199, 200),
             (250, 252),
             (253, 256),
-            (257, 288),
+            (257, 264),
+            (265, 288),
         ];
         for (n, fast) in cases {
             assert_eq!(next_fast_even(n), Some(fast), "{n}");

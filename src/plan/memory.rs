@@ -278,7 +278,8 @@ impl Plan {
             .is_some();
         let s = self.sizes();
         let (_, acc) = cpu_types(self.options.precision);
-        let kernel_dims = s.dims.map(|d| if d > 1 { 2 * d } else { 1 });
+        let kernel_dims = crate::model::toeplitz::kernel_grid(s.dims);
+        let mode_dims = crate::model::toeplitz::mode_grid(s.dims);
         let kernel_points = kernel_dims.iter().fold(1usize, |a, &b| a.saturating_mul(b));
         // L, the kernels' transforms (r of the CPU's pair basis,
         // model::kernel_basis, when the full estimate computes the spec,
@@ -337,8 +338,7 @@ impl Plan {
         // (transforms x points, float64), its points (3 x M) and its plan and
         // buffers; with a basis also the r spectra beside the P kernels they
         // expand into.
-        let nufft =
-            crate::model::toeplitz::kernel_nufft_spec(kernel_dims, m, transforms, tolerance)?;
+        let nufft = crate::model::toeplitz::kernel_nufft_spec(mode_dims, m, transforms, tolerance)?;
         let reduced = if transforms < pairs {
             Bytes::of(transforms.saturating_mul(kernel_points), acc)
         } else {

@@ -21,6 +21,7 @@
 
 use crate::backend::cpu::fft::{Direction, GridFft};
 use crate::error::{try_vec, Error, Result};
+use crate::model::toeplitz::kernel_offset;
 use num_complex::Complex64;
 
 /// The preconditioner codes of the C API (`horecon_cg_options.preconditioner`).
@@ -112,7 +113,7 @@ impl Preconditioner {
     }
 
     /// The circulant preconditioner of an image grid `dims` from the summed
-    /// Toeplitz kernel spectrum K = FFT(T)/(2^d N) on `kernel_dims` (the
+    /// Toeplitz kernel spectrum K = FFT(T)/Π g_a on `kernel_dims` g (the
     /// layout of [`crate::model::toeplitz`]), D = Σ_c|S_c|², and the
     /// regulariser's symbol `regularizer(m)` (already multiplied by λ) at the
     /// grid frequency index m.
@@ -145,11 +146,17 @@ impl Preconditioner {
             let mut target = 0;
             for a in (0..3).rev() {
                 let n = dims[a];
-                let delta = crate::model::toeplitz::ToeplitzSpec::offset(index[a], n) as i64;
+                // The unused indices hold zero (model::toeplitz).
+                let Some(delta) = kernel_offset(index[a], n, kernel_dims[a]) else {
+                    weight = 0.0;
+                    break;
+                };
                 weight *= 1.0 - delta.unsigned_abs() as f64 / n as f64;
                 target = target * n + delta.rem_euclid(n as i64) as usize;
             }
-            folded[target] += t * weight;
+            if weight != 0.0 {
+                folded[target] += t * weight;
+            }
         }
         let fft = GridFft::<f64>::new(dims);
         fft.process(&mut folded, Direction::Forward);
@@ -234,7 +241,7 @@ pub fn sum_kernel_pairs(
     let mut total = try_vec(
         points,
         Complex64::new(0.0, 0.0),
-        "Toeplitz kernel sum (2^d N)",
+        "Toeplitz kernel sum (kernel grid)",
     )?;
     for (p, &(l, lp)) in spec.kernel_pairs().iter().enumerate() {
         for (v, t) in total.iter_mut().enumerate() {
@@ -264,30 +271,30 @@ mod tests {
     #[test]
     fn circulant_of_a_constant_kernel() {
         let dims = [4, 3, 1];
-        let kd = [8, 6, 1];
-        let points = 48;
-        // T ≡ 2 except the unused index n: K = FFT(T)/points.
-        let mut t: Vec<Complex64> = (0..points)
-            .map(|v| {
-                let (i, j) = (v % 8, v / 8);
-                if i == 4 || j == 3 {
-                    Complex64::new(0.0, 0.0)
-                } else {
-                    Complex64::new(2.0, 0.0)
-                }
-            })
-            .collect();
-        GridFft::<f64>::new(kd).process(&mut t, Direction::Forward);
-        t.iter_mut().for_each(|v| *v /= points as f64);
-        let p = Preconditioner::circulant(dims, kd, t, vec![1.0; 12], |_| 0.0).unwrap();
-        // A constant image is the m = 0 mode: M⁻¹·1 = 1/(2·N).
-        let r = vec![Complex64::new(1.0, 0.0); 12];
-        let mut z = vec![Complex64::new(0.0, 0.0); 12];
-        p.apply(&r, &mut z).unwrap();
-        for v in &z {
-            // The other modes' symbols are floored at 1e-6 of the largest.
-            assert!((v.re * 24.0 - 1.0).abs() < 1e-8, "{v}");
-            assert!(v.im.abs() < 1e-8 / 24.0);
+        // The 2n grid and a longer one (unused indices n … g − n).
+        for kd in [[8, 6, 1], [12, 8, 1]] {
+            let points = kd[0] * kd[1];
+            // T ≡ 2 except at the unused indices: K = FFT(T)/points.
+            let mut t: Vec<Complex64> = (0..points)
+                .map(|v| {
+                    let (i, j) = (v % kd[0], v / kd[0]);
+                    let used = kernel_offset(i, 4, kd[0]).is_some()
+                        && kernel_offset(j, 3, kd[1]).is_some();
+                    Complex64::new(if used { 2.0 } else { 0.0 }, 0.0)
+                })
+                .collect();
+            GridFft::<f64>::new(kd).process(&mut t, Direction::Forward);
+            t.iter_mut().for_each(|v| *v /= points as f64);
+            let p = Preconditioner::circulant(dims, kd, t, vec![1.0; 12], |_| 0.0).unwrap();
+            // A constant image is the m = 0 mode: M⁻¹·1 = 1/(2·N).
+            let r = vec![Complex64::new(1.0, 0.0); 12];
+            let mut z = vec![Complex64::new(0.0, 0.0); 12];
+            p.apply(&r, &mut z).unwrap();
+            for v in &z {
+                // The other modes' symbols are floored at 1e-6 of the largest.
+                assert!((v.re * 24.0 - 1.0).abs() < 1e-8, "{kd:?}: {v}");
+                assert!(v.im.abs() < 1e-8 / 24.0);
+            }
         }
     }
 }

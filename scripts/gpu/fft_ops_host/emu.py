@@ -34,9 +34,21 @@ def idx(dims):
     v = np.arange(n)
     return np.stack([v % dims[0], (v // dims[0]) % dims[1], v // (dims[0] * dims[1])])
 
+def fast_even(n):
+    """nufft::params::next_fast_even: the smallest even m >= n that is 2^a 3^b,
+    or q*c with c in {5, 7, 25}, 4 | q and q >= 8."""
+    m = max(n, 2); m += m % 2
+    while True:
+        q = m
+        for p in (2, 3):
+            while q > 1 and q % p == 0: q //= p
+        if q == 1 or (q in (5, 7, 25) and (m // q) % 4 == 0 and m // q >= 8): return m
+        m += 2
+
 def toeplitz(mode, dims, L, M, S, B):
     ops = Ops(mode)
-    N = int(np.prod(dims)); kd = [2 * d if d > 1 else 1 for d in dims]; G = int(np.prod(kd))
+    N = int(np.prod(dims)); kd = [fast_even(2 * d) if d > 1 else 1 for d in dims]; G = int(np.prod(kd))
+    md = [2 * d if d > 1 else 1 for d in dims]; W = int(np.prod(md))
     kappa = rng.uniform(-0.5, 0.5, (3, M)); kappa[[a for a in range(3) if dims[a] == 1]] = 0
     w = rng.uniform(0.5, 1.5, M)
     sens = (rng.normal(size=(L, N)) + 1j * rng.normal(size=(L, N))).astype(np.complex64)
@@ -51,27 +63,17 @@ def toeplitz(mode, dims, L, M, S, B):
     E = np.concatenate([sens[c][None, :].astype(complex) * base * seg for c in range(L)])
     Wd = np.tile(w, L)
     ref = E.conj().T @ (Wd * (E @ x))
-    # kernels (direct sums), as ToeplitzSpec: offsets Δ = p (p<n), p-2n (p>n), 0 at p=n
+    # the kernels' type-1 NUFFT by direct sums: modes Δ = −n … n − 1 (index Δ + n)
     pairs = [(l, lp) for l in range(S) for lp in range(l, S)]
-    ip = idx(kd)
-    off = np.zeros((3, G))
-    for a in range(3):
-        n = dims[a]; p = ip[a]
-        off[a] = np.where(n == 1, 0, np.where(p < n, p, np.where(p == n, 0, p - 2 * n)))
-    computed = G
-    if len(pairs) == 1:
-        A = max(a for a in range(3) if dims[a] > 1)
-        computed = G // kd[A] * dims[A]
-    spectra = np.zeros(len(pairs) * G, ops.cplx)
+    off = idx(md) - np.array([d if d > 1 else 0 for d in dims])[:, None]
+    modes = np.zeros(len(pairs) * W, np.complex128)
     for pi, (l, lp) in enumerate(pairs):
         data = w * np.conj(a_lt[l]) * a_lt[lp]
-        t = np.zeros(G, np.complex128)
-        t[:computed] = np.exp(-2j * np.pi * (off[:, :computed].T @ kappa)) @ data
-        if computed < G:
-            ops.mirror_conj(t, (LL, computed), (I, kd[0]), (I, kd[1]), (I, kd[2]), (LL, G))
-        k = spectra[pi * G:(pi + 1) * G]
-        ops.scale_narrow(t, (D, 1.0 / G), (I, dims[0]), (I, dims[1]), (I, dims[2]), (I, kd[0]), (I, kd[1]), (LL, G), k)
-        fft(k, kd, False)
+        modes[pi * W:(pi + 1) * W] = np.exp(-2j * np.pi * (off.T @ kappa)) @ data
+    spectra = np.zeros(len(pairs) * G, ops.cplx)
+    ops.toeplitz_from_modes(modes, (D, 1.0 / G), (I, dims[0]), (I, dims[1]), (I, dims[2]), (I, kd[0]), (I, kd[1]), (I, kd[2]), (LL, G), (I, len(pairs)), spectra)
+    for pi in range(len(pairs)):
+        fft(spectra[pi * G:(pi + 1) * G], kd, False)
     # normal_with
     y = np.zeros(N, np.complex128)
     grids = np.zeros(S * B * G, ops.cplx)
@@ -158,7 +160,7 @@ worst = {0: 0, 2: 0}
 for mode in (0, 2):
     for dims, L, M, S, B in [([6, 5, 1], 1, 40, 1, 1), ([7, 8, 1], 3, 60, 1, 2), ([1, 9, 1], 2, 30, 1, 2),
                              ([4, 3, 5], 3, 50, 1, 3), ([5, 4, 2], 2, 50, 2, 1), ([3, 1, 4], 3, 40, 3, 2),
-                             ([6, 7, 1], 4, 70, 3, 3)]:
+                             ([6, 7, 1], 4, 70, 3, 3), ([25, 1, 1], 2, 40, 1, 2), ([11, 5, 1], 2, 60, 2, 2)]:
         e = toeplitz(mode, dims, L, M, S, B)
         worst[mode] = max(worst[mode], e)
         print(f"toeplitz MODE {mode} {dims} L={L} M={M} S={S} B={B}: {e:.2e}")

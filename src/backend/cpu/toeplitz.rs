@@ -1,9 +1,10 @@
 //! The Toeplitz normal operator on the CPU (issue 5 §2): EᴴWE through FFTs
-//! of the 2×-oversampled grid with precomputed kernels,
+//! of the kernel grid (g ≥ 2n cells per axis, `ToeplitzSpec::kernel_dims`)
+//! with precomputed kernels,
 //!
 //!   EᴴWE x ≈ Σ_c conj(S_c) Σ_l conj(P_l)·crop(IFFT(Σ_l' K_{l,l'}·FFT(pad(P_l'·S_c·x)))),
 //!
-//! K_{l,l'} = FFT(T_{l,l'})/(2^d·N), P_l = exp(iδ·τ_l) and one segment (P ≡ 1)
+//! K_{l,l'} = FFT(T_{l,l'})/Π g_a, P_l = exp(iδ·τ_l) and one segment (P ≡ 1)
 //! without off-resonance ([`crate::model::toeplitz`] for T, the segments and
 //! the accuracy). Forward, adjoint and CG's right-hand side stay the exact
 //! phase sums of [`CpuOperator`].
@@ -13,8 +14,8 @@
 //! Δ = −n … n − 1 of every doubled axis, γ = `ToeplitzSpec::kernel_weights`)
 //! at the tolerance and arithmetic of
 //! [`crate::model::toeplitz::kernel_nufft_tolerance`] (the CUDA backend's
-//! too), moved onto the kernel grid (index Δ mod 2n; the unused Δ = −n is
-//! zero) and transformed. The NUFFT plan (its sorted points) is made once;
+//! too), moved onto the kernel grid (index Δ mod g; the unused indices
+//! are zero) and transformed. The NUFFT plan (its sorted points) is made once;
 //! the kernels are kept for W = 1 and for the sample weights W of the last
 //! weighted call; other weights recompute them.
 
@@ -61,7 +62,7 @@ pub fn build(
 struct Kernels<T> {
     /// The weights they were computed for (`None` = 1).
     weights: Option<Vec<f32>>,
-    /// K_p for the pairs of [`ToeplitzSpec::kernel_pairs`], pairs × 2^d·N.
+    /// K_p for the pairs of [`ToeplitzSpec::kernel_pairs`], pairs × kernel grid.
     spectra: Vec<Complex<T>>,
 }
 
@@ -137,7 +138,7 @@ where
         let spec = &self.spec;
         let m = spec.samples;
         let nufft_spec = kernel_nufft_spec(
-            spec.kernel_dims,
+            spec.mode_dims(),
             m,
             self.transforms(),
             spec.kernel_tolerance(self.precision),
@@ -177,7 +178,7 @@ where
         // The kernels, the NUFFT's modes and its data, before allocating any of it.
         let acc = std::mem::size_of::<Acc<Mo>>() as u64;
         let nufft_spec = kernel_nufft_spec(
-            spec.kernel_dims,
+            spec.mode_dims(),
             spec.samples,
             pairs,
             spec.kernel_tolerance(self.precision),
@@ -198,21 +199,22 @@ where
             Some(basis) => basis.compressed_weights(spec, weights)?,
             None => spec.kernel_weights(weights)?,
         };
+        let mode_dims = spec.mode_dims();
+        let mode_points: usize = mode_dims.iter().product();
         let mut modes = crate::error::try_vec(
-            points * transforms,
+            mode_points * transforms,
             num_complex::Complex64::default(),
             "Toeplitz kernel modes (2^d N x transforms)",
         )?;
         nufft.execute_c64(&mut data, &mut modes)?;
         drop(data);
-        let mut spectra =
-            complex_zeros(points * transforms, "Toeplitz kernels (2^d N x transforms)")?;
-        // T(Δ) at kernel-grid index Δ mod 2n comes from mode index Δ + n; the
-        // unused index n is zero; 1/(2^d N) of the inverse FFT is applied here.
-        let [n0, n1, n2] = spec.dims;
+        let mut spectra = complex_zeros(
+            points * transforms,
+            "Toeplitz kernels (kernel grid x transforms)",
+        )?;
+        // T(Δ) at kernel-grid index Δ mod g comes from mode index Δ + n; the
+        // unused indices are zero; 1/Π g_a of the inverse FFT is applied here.
         let kd = spec.kernel_dims;
-        let mode_index = |p: usize, n: usize| if n > 1 { (p + n) % (2 * n) } else { 0 };
-        let unused = |p: usize, n: usize| n > 1 && p == n;
         let scale = 1.0 / points as f64;
         let zero = Complex::new(Mo::Acc::default(), Mo::Acc::default());
         spectra
@@ -220,18 +222,18 @@ where
             .enumerate()
             .for_each(|(row, out)| {
                 let (p1, p2, pair) = (row % kd[1], (row / kd[1]) % kd[2], row / (kd[1] * kd[2]));
-                if unused(p1, n1) || unused(p2, n2) {
+                let (Some(m1), Some(m2)) = (spec.mode_index(1, p1), spec.mode_index(2, p2)) else {
                     out.fill(zero);
                     return;
-                }
-                let base =
-                    pair * points + kd[0] * (mode_index(p1, n1) + kd[1] * mode_index(p2, n2));
+                };
+                let base = pair * mode_points + mode_dims[0] * (m1 + mode_dims[1] * m2);
                 for (p0, t) in out.iter_mut().enumerate() {
-                    let v = modes[base + mode_index(p0, n0)] * scale;
-                    *t = if unused(p0, n0) {
-                        zero
-                    } else {
-                        Complex::new(Mo::Acc::from_f64(v.re), Mo::Acc::from_f64(v.im))
+                    *t = match spec.mode_index(0, p0) {
+                        Some(m0) => {
+                            let v = modes[base + m0] * scale;
+                            Complex::new(Mo::Acc::from_f64(v.re), Mo::Acc::from_f64(v.im))
+                        }
+                        None => zero,
                     };
                 }
             });

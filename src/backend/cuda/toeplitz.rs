@@ -1,23 +1,24 @@
 //! The Toeplitz normal operator on the GPU (`model::toeplitz` has the math):
 //!
-//!   EᴴWE x = Σ_c conj(S_c)·crop(F⁻¹(K·F(pad(S_c·x)))),   K = F(T)/(2^d·N),
+//!   EᴴWE x = Σ_c conj(S_c)·crop(F⁻¹(K·F(pad(S_c·x)))),   K = F(T)/Π g_a,
 //!
 //! and with off-resonance, L time segments with P_l(n) = exp(iδ_n τ_l),
 //!
 //!   EᴴWE x ≈ Σ_c Σ_l conj(P_l)·conj(S_c)·crop(F⁻¹(Σ_l' K_{l,l'}·F(pad(S_c·P_l'·x)))),
 //!
 //! K_{l',l} = conj(K_{l,l'}) (only l ≤ l' stored). F, F⁻¹ are cuFFT's
-//! unnormalised transforms of the 2n grid, batched over coils (batches sized
+//! unnormalised transforms of the kernel grid (g ≥ 2n cells per axis,
+//! `ToeplitzSpec::kernel_dims`), batched over coils (batches sized
 //! from the free memory). The kernels T_{l,l'}(Δ) = Σ_j γ_j e^{−2πi κ_j·Δ},
 //! γ_j = w_j·conj(a_l(t_j))·a_l'(t_j) (`ToeplitzSpec::kernel_weights`), are
-//! one batched type-1 NUFFT (sign −1, points 2π κ_j, modes Δ = −n … n − 1 of
-//! the 2n grid, all pairs at once; `nufft::CudaNufft`) at the tolerance and
+//! one batched type-1 NUFFT (sign −1, points 2π κ_j, modes Δ = −n … n − 1 per
+//! doubled axis, all pairs at once; `nufft::CudaNufft`) at the tolerance and
 //! precision of `model::toeplitz::kernel_nufft_tolerance`, moved onto the
 //! kernel grid (kernels/nufft_toeplitz.cu) and transformed there, all on the
 //! device; the NUFFT plan (its sorted points) is kept and the kernels are
 //! recomputed when CG's sample weights differ from the last ones. Forward,
 //! adjoint and CG's right-hand side are the exact
-//! //! operator's. Grids are float32 complex in accurate and fast modes and
+//! operator's. Grids are float32 complex in accurate and fast modes and
 //! float64 in double mode; images stay float64 on the device.
 
 use super::coil_split::CoilPart;
@@ -45,7 +46,7 @@ use std::sync::{Arc, Mutex};
 struct Kernels {
     /// The weights they were computed for (`None` = 1).
     weights: Option<Vec<f32>>,
-    /// K_p for the pairs of `ToeplitzSpec::kernel_pairs`, pairs × 2^d·N REAL2.
+    /// K_p for the pairs of `ToeplitzSpec::kernel_pairs`, pairs × kernel grid REAL2.
     spectra: DeviceBuffer,
 }
 
@@ -170,13 +171,13 @@ impl CudaToeplitz {
             spectra: DeviceBuffer::new::<u8>(
                 self.device(),
                 segments * grid,
-                "Toeplitz FFT grids (segments x B x 2^d N)",
+                "Toeplitz FFT grids (segments x B x kernel grid)",
             )?,
             sum: if segments > 1 {
                 Some(DeviceBuffer::new::<u8>(
                     self.device(),
                     grid,
-                    "Toeplitz FFT grids (B x 2^d N)",
+                    "Toeplitz FFT grids (B x kernel grid)",
                 )?)
             } else {
                 None
@@ -202,8 +203,7 @@ impl CudaToeplitz {
         let (tolerance, nufft_double) = spec.kernel_tolerance(self.precision);
         let mut nufft_slot = self.nufft.lock().unwrap_or_else(|e| e.into_inner());
         if nufft_slot.is_none() {
-            let kd = spec.kernel_dims;
-            let modes = Modes::new(3, &[kd[0] as i64, kd[1] as i64, kd[2] as i64])?;
+            let modes = Modes::new(3, &spec.mode_dims().map(|n| n as i64))?;
             let nufft_spec = NufftSpec::new(
                 NufftType::One,
                 modes,
@@ -244,14 +244,15 @@ impl CudaToeplitz {
                 .collect();
             data.upload(&narrow, s)?;
         }
+        let mode_points: usize = spec.mode_dims().iter().product();
         let modes = DeviceBuffer::new::<u8>(
             &device,
             checked_bytes(
-                pairs.saturating_mul(points),
+                pairs.saturating_mul(mode_points),
                 nufft_bytes,
-                "Toeplitz kernels (pairs x 2^d N)",
+                "Toeplitz kernel modes (pairs x 2^d N)",
             )?,
-            "Toeplitz kernels (pairs x 2^d N)",
+            "Toeplitz kernel modes (pairs x 2^d N)",
         )?;
         let bytes = self.bytes();
         let spectra = DeviceBuffer::new::<u8>(
@@ -259,9 +260,9 @@ impl CudaToeplitz {
             checked_bytes(
                 pairs.saturating_mul(points),
                 bytes,
-                "Toeplitz kernel spectra (pairs x 2^d N)",
+                "Toeplitz kernel spectra (pairs x kernel grid)",
             )?,
-            "Toeplitz kernel spectra (pairs x 2^d N)",
+            "Toeplitz kernel spectra (pairs x kernel grid)",
         )?;
         let plan = FftPlan::new(
             &device,
