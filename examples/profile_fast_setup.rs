@@ -89,8 +89,8 @@ fn main() {
             timed(|| {
                 certificate::estimate(
                     probe,
-                    &features,
-                    sizes,
+                    (&features, sizes),
+                    certificate::probe_count(separation.rank, separation.lattice.grid_points()),
                     BackendKind::Cpu,
                     &options,
                     pool.clone(),

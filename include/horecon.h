@@ -283,8 +283,9 @@ typedef struct horecon_approximation_info {
   // K, the terms a_l(t)·b_l(r) of the separable expansion (0 when inactive).
   int32_t rank;
   // The larger of the relative RMS errors of E x and Eᴴ d against the exact
-  // operator, measured on random probes (128 samples, all coils, and 128
-  // voxels) when the plan was prepared; 0 when inactive.
+  // operator, measured on random probes (256 samples, all coils, and 256
+  // voxels; up to 8 probes each way on small plans) when the plan was
+  // prepared; 0 when inactive.
   double estimated_error;
   // Why active = 0 (e.g. "voxels are not on a lattice: ..."), else "";
   // NUL-terminated, cut to fit.
@@ -654,8 +655,9 @@ horecon_status horecon_sim_psnr(int64_t count, const struct horecon_c32 *x, cons
 horecon_status horecon_sim_percent_error(int64_t count, const struct horecon_c32 *x, const struct horecon_c32 *reference, double *out);
 
 // Enables (enable ≠ 0) or disables (enable = 0) the Toeplitz normal
-// operator used by horecon_normal and horecon_cg: EᴴWE through FFTs of the
-// 2×-oversampled grid with precomputed kernels,
+// operator used by horecon_normal and horecon_cg: EᴴWE through FFTs of a
+// grid of 2n cells per axis of n > 1 voxels, or of the next fast FFT length
+// (50 → 108 cells, not 100), with precomputed kernels,
 // EᴴWE x = Σ_c conj(S_c)·crop(IFFT(FFT(T)·FFT(pad(S_c·x)))),
 // T(Δ) = Σ_j w_j·exp(−i k_j·Δr). Forward and adjoint stay exact.
 //
@@ -803,13 +805,13 @@ void horecon_nufft_destroy(struct horecon_nufft *nufft);
 // E ρ = Σ_l a_l(t)·NUFFT(b_l·S_c·ρ), and Eᴴ is its exact adjoint, so CG
 // solves a consistent system. K is the smallest rank whose expansion error
 // is within 0.45·tolerance on the operator (not on the factors); the NUFFTs
-// get tolerance/2. The relative RMS error of E x and Eᴴ d against the exact
+// get 0.9·tolerance (their RMS error stays 3–5× below what they are asked). The relative RMS error of E x and Eᴴ d against the exact
 // operator is then ≤ tolerance for typical images and data, and is measured
 // when the plan is next prepared (horecon_get_approximation_info). A phase
 // linear in position (a trajectory, k0 allowed) gives K = 1: a plain NUFFT.
 //
 // Needs voxels on a lattice (any orientation, any order, a masked subset of
-// one); otherwise, and in Cartesian mode, the operators stay exact and the
+// one; positions within 1e-3 of a voxel size of it); otherwise, and in Cartesian mode, the operators stay exact and the
 // info says why. Every change of the model rebuilds the expansion when an
 // operator next runs. Both backends (CUDA plans compute the NUFFTs where the
 // CUDA NUFFT executor is available, else on the CPU).
@@ -819,8 +821,8 @@ horecon_status horecon_set_approximation(struct horecon_plan *plan, double toler
 
 // Reports whether the fast path is in use, its rank K, its measured error
 // and, when inactive, why. Prepares the plan if needed (builds the
-// expansion and measures its error: the cost of one fast E and Eᴴ plus 128
-// exact rows and voxels), so the model must be complete
+// expansion and measures its error: the cost of one fast E and Eᴴ, up to 8
+// each on small plans, plus 256 exact rows and voxels), so the model must be complete
 // (HORECON_ERR_INCOMPLETE_PLAN otherwise). `info->struct_size` must be
 // sizeof(horecon_approximation_info) (else HORECON_ERR_INVALID_ARGUMENT).
 // `info` is written only on success.

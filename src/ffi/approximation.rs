@@ -18,8 +18,9 @@ pub struct horecon_approximation_info {
     /// K, the terms a_l(t)·b_l(r) of the separable expansion (0 when inactive).
     pub rank: i32,
     /// The larger of the relative RMS errors of E x and Eᴴ d against the exact
-    /// operator, measured on random probes (128 samples, all coils, and 128
-    /// voxels) when the plan was prepared; 0 when inactive.
+    /// operator, measured on random probes (256 samples, all coils, and 256
+    /// voxels; up to 8 probes each way on small plans) when the plan was
+    /// prepared; 0 when inactive.
     pub estimated_error: f64,
     /// Why active = 0 (e.g. "voxels are not on a lattice: ..."), else "";
     /// NUL-terminated, cut to fit.
@@ -34,13 +35,13 @@ pub struct horecon_approximation_info {
 /// E ρ = Σ_l a_l(t)·NUFFT(b_l·S_c·ρ), and Eᴴ is its exact adjoint, so CG
 /// solves a consistent system. K is the smallest rank whose expansion error
 /// is within 0.45·tolerance on the operator (not on the factors); the NUFFTs
-/// get tolerance/2. The relative RMS error of E x and Eᴴ d against the exact
+/// get 0.9·tolerance (their RMS error stays 3–5× below what they are asked). The relative RMS error of E x and Eᴴ d against the exact
 /// operator is then ≤ tolerance for typical images and data, and is measured
 /// when the plan is next prepared (horecon_get_approximation_info). A phase
 /// linear in position (a trajectory, k0 allowed) gives K = 1: a plain NUFFT.
 ///
 /// Needs voxels on a lattice (any orientation, any order, a masked subset of
-/// one); otherwise, and in Cartesian mode, the operators stay exact and the
+/// one; positions within 1e-3 of a voxel size of it); otherwise, and in Cartesian mode, the operators stay exact and the
 /// info says why. Every change of the model rebuilds the expansion when an
 /// operator next runs. Both backends (CUDA plans compute the NUFFTs where the
 /// CUDA NUFFT executor is available, else on the CPU).
@@ -58,8 +59,8 @@ pub unsafe extern "C" fn horecon_set_approximation(
 
 /// Reports whether the fast path is in use, its rank K, its measured error
 /// and, when inactive, why. Prepares the plan if needed (builds the
-/// expansion and measures its error: the cost of one fast E and Eᴴ plus 128
-/// exact rows and voxels), so the model must be complete
+/// expansion and measures its error: the cost of one fast E and Eᴴ, up to 8
+/// each on small plans, plus 256 exact rows and voxels), so the model must be complete
 /// (HORECON_ERR_INCOMPLETE_PLAN otherwise). `info->struct_size` must be
 /// sizeof(horecon_approximation_info) (else HORECON_ERR_INVALID_ARGUMENT).
 /// `info` is written only on success.

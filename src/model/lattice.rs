@@ -8,9 +8,14 @@
 //!   grid index centred like the grid helper, m = i − ⌊n/2⌋ per axis;
 //! - any order or a masked subset: lattice vectors from the shortest
 //!   independent differences between nearby voxels, m_n = round(A⁻¹(r_n − r_0)),
-//!   accepted when every voxel lies within 1e-6 of a voxel size of its lattice
+//!   accepted when every voxel lies within 1e-3 of a voxel size of its lattice
 //!   point and no two voxels share one. The modes are then the bounding box
-//!   of the m_n, each voxel at its own grid index.
+//!   of the m_n, each voxel at its own grid index. The bound admits positions
+//!   that went through float32 (a 0.1 m offset rounds by ~1e-6 of a 3 mm
+//!   voxel) without risking a wrong m_n (off by 1/2 step); what the voxels'
+//!   offsets δ from their lattice points do to the phase (k·δ) is part of the
+//!   non-linear phase ψ that the expansion approximates and the certificate
+//!   measures, since both take the basis at the voxels' own positions.
 //!
 //! The phase split ([`super::separation`]) fits everything against m
 //! directly, so A and c themselves are never needed.
@@ -19,8 +24,8 @@ use super::grid::lattice_steps;
 use crate::error::{try_vec, Error, Result};
 
 /// Residual (fraction of the shortest lattice vector) within which a voxel
-/// is on its lattice point.
-const ON_LATTICE: f64 = 1e-6;
+/// is on its lattice point (module documentation).
+const ON_LATTICE: f64 = 1e-3;
 /// Voxels whose neighbourhoods give the candidate lattice vectors.
 const PROBE_VOXELS: usize = 48;
 /// Nearest neighbours kept per probe voxel.

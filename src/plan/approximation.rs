@@ -156,8 +156,8 @@ impl Plan {
             )?,
             None => certificate::estimate(
                 &certificate::Whole(operator.as_ref(), sizes),
-                &features,
-                sizes,
+                (&features, sizes),
+                certificate::probe_count(separation.rank, separation.lattice.grid_points()),
                 self.backend,
                 &self.options,
                 self.pool.clone(),
