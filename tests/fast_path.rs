@@ -52,6 +52,14 @@ fn true_errors(rng: &mut Rng, p: &Problem, plan: &horecon::Plan) -> [f64; 3] {
     ]
 }
 
+/// The certificate `estimated` is within 3× of the true error `truth` (`case` names the case).
+fn assert_honest(estimated: f64, truth: f64, case: &str) {
+    assert!(
+        estimated <= 3.0 * truth && truth <= 3.0 * estimated,
+        "{case}: estimated {estimated:.3e} vs true {truth:.3e}"
+    );
+}
+
 #[test]
 fn fast_operators_meet_the_tolerance_and_the_certificate_is_honest() {
     let mut rng = Rng::fresh("fast_operators_meet_the_tolerance");
@@ -87,10 +95,10 @@ fn fast_operators_meet_the_tolerance_and_the_certificate_is_honest() {
                 );
             }
             let truth = errors[0].max(errors[1]);
-            assert!(
-                info.estimated_error <= 3.0 * truth && truth <= 3.0 * info.estimated_error,
-                "{kind:?} tol {tolerance}: estimated {:.3e} vs true {truth:.3e}",
-                info.estimated_error
+            assert_honest(
+                info.estimated_error,
+                truth,
+                &format!("{kind:?} tol {tolerance}"),
             );
         }
     }
@@ -363,10 +371,10 @@ fn the_certificate_is_honest_where_e_is_nearly_rank_one() {
                 info.rank, info.estimated_error
             );
             assert!(truth <= tolerance, "{coils} coils: error {truth:.3e}");
-            assert!(
-                info.estimated_error <= 3.0 * truth && truth <= 3.0 * info.estimated_error,
-                "{coils} coils tol {tolerance}: estimated {:.3e} vs true {truth:.3e}",
-                info.estimated_error
+            assert_honest(
+                info.estimated_error,
+                truth,
+                &format!("{coils} coils tol {tolerance}"),
             );
         }
     }
@@ -426,11 +434,7 @@ fn the_sparse_certificate_is_honest_on_larger_plans() {
             info.rank, info.estimated_error
         );
         assert!(truth <= tolerance, "{kind:?}: error {truth:.3e}");
-        assert!(
-            info.estimated_error <= 3.0 * truth && truth <= 3.0 * info.estimated_error,
-            "{kind:?}: estimated {:.3e} vs true {truth:.3e}",
-            info.estimated_error
-        );
+        assert_honest(info.estimated_error, truth, &format!("{kind:?}"));
     }
 }
 
