@@ -145,19 +145,20 @@ impl Plan {
             None => self.separated_operator(&separation, tolerance, sensitivities, sizes)?,
         };
         let built = started.elapsed().as_secs_f64();
+        let probes = certificate::probe_count(separation.rank, separation.lattice.grid_points());
         let estimated_error = match &cpu {
             Some(fast) => certificate::estimate_by_rows(
                 fast,
                 &separation.points,
-                features,
-                sizes,
+                (features, sizes),
+                probes,
                 &self.options,
                 self.pool.clone(),
             )?,
             None => certificate::estimate(
                 &certificate::Whole(operator.as_ref(), sizes),
                 (&features, sizes),
-                certificate::probe_count(separation.rank, separation.lattice.grid_points()),
+                probes,
                 self.backend,
                 &self.options,
                 self.pool.clone(),

@@ -135,26 +135,27 @@ impl Preconditioner {
         }
         // T = IFFT(K) (K carries the 1/points of the forward transform).
         GridFft::<f64>::new(kernel_dims).process(&mut spectrum, Direction::Inverse);
-        let mut folded = try_vec(voxels, Complex64::new(0.0, 0.0), "circulant kernel (N)")?;
-        for (v, t) in spectrum.iter().enumerate() {
+        // Kernel-grid point v as (image-grid index of Δ mod n, Chan's weight
+        // Π_a (1 − |Δ_a|/n_a)); `None` at the unused indices, which hold zero
+        // (model::toeplitz).
+        let fold = |v: usize| -> Option<(usize, f64)> {
             let index = [
                 v % kernel_dims[0],
                 (v / kernel_dims[0]) % kernel_dims[1],
                 v / (kernel_dims[0] * kernel_dims[1]),
             ];
-            let mut weight = 1.0;
-            let mut target = 0;
+            let (mut target, mut weight) = (0, 1.0);
             for a in (0..3).rev() {
                 let n = dims[a];
-                // The unused indices hold zero (model::toeplitz).
-                let Some(delta) = kernel_offset(index[a], n, kernel_dims[a]) else {
-                    weight = 0.0;
-                    break;
-                };
+                let delta = kernel_offset(index[a], n, kernel_dims[a])?;
                 weight *= 1.0 - delta.unsigned_abs() as f64 / n as f64;
                 target = target * n + delta.rem_euclid(n as i64) as usize;
             }
-            if weight != 0.0 {
+            Some((target, weight))
+        };
+        let mut folded = try_vec(voxels, Complex64::new(0.0, 0.0), "circulant kernel (N)")?;
+        for (v, t) in spectrum.iter().enumerate() {
+            if let Some((target, weight)) = fold(v) {
                 folded[target] += t * weight;
             }
         }

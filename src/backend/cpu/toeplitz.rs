@@ -177,8 +177,9 @@ where
         let pairs = spec.kernel_pairs().len();
         // The kernels, the NUFFT's modes and its data, before allocating any of it.
         let acc = std::mem::size_of::<Acc<Mo>>() as u64;
+        let mode_dims = spec.mode_dims();
         let nufft_spec = kernel_nufft_spec(
-            spec.mode_dims(),
+            mode_dims,
             spec.samples,
             pairs,
             spec.kernel_tolerance(self.precision),
@@ -199,7 +200,6 @@ where
             Some(basis) => basis.compressed_weights(spec, weights)?,
             None => spec.kernel_weights(weights)?,
         };
-        let mode_dims = spec.mode_dims();
         let mode_points: usize = mode_dims.iter().product();
         let mut modes = crate::error::try_vec(
             mode_points * transforms,

@@ -202,12 +202,13 @@ pub fn probe_count(rank: usize, grid_points: usize) -> usize {
 
 /// The certificate of a CPU fast operator (the plan's model: `features`,
 /// `sizes`) through its rows ([`Rows`], `points` the separation's) for one
-/// virtual coil ([`virtual_coil`]); exact references on the CPU.
+/// virtual coil ([`virtual_coil`]), `probes` per direction ([`probe_count`]);
+/// exact references on the CPU.
 pub fn estimate_by_rows(
     fast: &FastOperator,
     points: &[f64],
-    features: Features,
-    sizes: Sizes,
+    (features, sizes): (Features, Sizes),
+    probes: usize,
     options: &Options,
     pool: Arc<rayon::ThreadPool>,
 ) -> Result<f64> {
@@ -231,7 +232,6 @@ pub fn estimate_by_rows(
             features.sensitivities.as_deref()
         },
     };
-    let probes = probe_count(fast.rank, fast.grid_points);
     estimate(
         &rows,
         (&features, sizes),
