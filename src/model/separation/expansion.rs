@@ -54,6 +54,24 @@ pub const MAX_RANK: usize = 64;
 /// fraction of the target.
 const SKELETON_FRACTION: f64 = 0.2;
 
+/// The relative error an expansion is built for: the smallest rank within
+/// `aim` where at most [`MAX_RANK`] terms reach it, else the smallest within
+/// `bound` (aim ≤ bound; a plain number is both).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Target {
+    pub aim: f64,
+    pub bound: f64,
+}
+
+impl From<f64> for Target {
+    fn from(target: f64) -> Target {
+        Target {
+            aim: target,
+            bound: target,
+        }
+    }
+}
+
 /// How the voxels were represented when the expansion was chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
@@ -774,18 +792,20 @@ const EVALUATE_BLOCK: usize = 512;
 impl Expansion {
     /// The expansion of exp(iψ), ψ(j,n) = Σ_p u_p(j) g_p(n) (`temporal` u: P×M,
     /// `spatial` g: P×N), with relative error ≤ `target` on the voxel weights
-    /// `weights` (N, e.g. Σ_c |S_c|²); `lattice_cover` lists voxels spread over
-    /// the field of view (boundaries included) that join a drawn sample. `InvalidArgument` when more than
-    /// [`MAX_RANK`] terms would be needed.
+    /// `weights` (N, e.g. Σ_c |S_c|²): its aim where [`MAX_RANK`] terms reach
+    /// that, else its bound ([`Target`]); `lattice_cover` lists voxels spread
+    /// over the field of view (boundaries included) that join a drawn sample.
+    /// `InvalidArgument` when more than [`MAX_RANK`] terms would be needed.
     pub fn new(
         terms: usize,
         samples: usize,
         temporal: &[f64],
         spatial: &[f64],
         weights: &[f64],
-        target: f64,
+        target: impl Into<Target>,
         lattice_cover: &[usize],
     ) -> Result<Expansion> {
+        let Target { aim, bound } = target.into();
         let n = weights.len();
         let m = samples;
         if terms == 0 {
@@ -800,7 +820,7 @@ impl Expansion {
         let u_max = temporal.iter().fold(0.0f64, |s, u| s.max(u.abs()));
         let times = Sample::pick(temporal, terms, &even(m, SAMPLE_TIMES));
         let (voxels, method) = voxel_sample(spatial, terms, weights, u_max, lattice_cover);
-        let f = factors(&times, &voxels, terms, target)?;
+        let f = factors(&times, &voxels, terms, aim)?;
         // The independent check: other times and other voxels.
         let check_times: Vec<usize> = if m <= CHECK_TIMES {
             (0..m).collect()
@@ -823,15 +843,16 @@ impl Expansion {
         };
         let checked = check_errors(&f, &check_t, &check_v, terms);
         let within = |k: usize| f.errors[k - 1].max(checked[k - 1]).sqrt();
-        let rank = (1..=f.rank_limit())
-            .find(|&k| within(k) <= target)
+        let first_within = |t: f64| (1..=f.rank_limit()).find(|&k| within(k) <= t);
+        let rank = first_within(aim)
+            .or_else(|| first_within(bound))
             .ok_or_else(|| {
                 Error::invalid(format!(
-                "the residual phase needs more than {} separable terms for a relative error of \
-                 {target:.1e} (best {:.2e})",
-                f.rank_limit(),
-                within(f.rank_limit())
-            ))
+                    "the residual phase needs more than {} separable terms for a relative error of \
+                     {bound:.1e} (best {:.2e})",
+                    f.rank_limit(),
+                    within(f.rank_limit())
+                ))
             })?;
         let sampled_error = within(rank);
         let f = f.balanced(rank, &voxels);

@@ -15,7 +15,7 @@ pub mod split;
 use crate::error::{try_collect, try_vec, Error, Result};
 use crate::model::lattice::Lattice;
 use crate::model::{Features, Model};
-pub use expansion::{Method, Skeleton};
+pub use expansion::{Method, Skeleton, Target};
 use rayon::prelude::*;
 
 /// Everything a backend needs to apply the separated operator.
@@ -96,9 +96,14 @@ fn lattice_cover(lattice: &Lattice, n: usize) -> Vec<usize> {
 
 impl Separation {
     /// The separation of `model` (features `features`) with the expansion's
-    /// relative error ≤ `target`. `InvalidArgument` with the reason when the
-    /// model has none (voxels off any lattice, too many terms needed).
-    pub fn new(model: &Model, features: &Features, target: f64) -> Result<Separation> {
+    /// relative error ≤ `target` ([`Target`]: its aim where reachable, else
+    /// its bound). `InvalidArgument` with the reason when the model has none
+    /// (voxels off any lattice, too many terms needed).
+    pub fn new(
+        model: &Model,
+        features: &Features,
+        target: impl Into<Target>,
+    ) -> Result<Separation> {
         let sizes = model.sizes;
         let (n, m) = (sizes.voxels, sizes.samples);
         let positions = model.positions.as_deref().ok_or_else(|| {
