@@ -622,7 +622,8 @@ horecon_status horecon_sim_stack_of_spirals(int64_t n, int64_t nz, double fov, d
 horecon_status horecon_sim_coil_sensitivities(int64_t npoints, const double *positions, int32_t ncoils, double radius, const double *center, struct horecon_c32 *sensitivities);
 
 // A smooth off-resonance map ω (rad/s, npoints) peaking at about `max_hz`
-// over the field of view `fov` (m) around `center` (m).
+// over the field of view `fov` (m, ≥ 0 per axis; 0 = no variation along
+// that axis) around `center` (m).
 horecon_status horecon_sim_off_resonance(int64_t npoints, const double *positions, const double *fov, const double *center, double max_hz, double *omega);
 
 // Higher-order field coefficients (nsamples×16, rad/m^order, the solid

@@ -262,11 +262,31 @@ static void check(horecon_status s) {
 /* ---------------------------------------------------------- plan registry */
 
 typedef struct {
+  uint64_t id; /* the handle MATLAB holds (new_handle) */
   horecon_plan *plan;
   int64_t dims[3];
   int64_t coils;
   int64_t samples;
+  int32_t terms; /* B of the phase model set through this MEX, 0 = none yet */
 } plan_entry;
+
+/* Handles are opaque ids, not addresses: a nonce drawn when this MEX is
+ * loaded (high 32 bits) and a counter (low 32), so a Plan object that outlived
+ * `clear horecon_mex` never names a plan of the next session (a reused
+ * address would), and is refused as deleted. */
+static uint64_t new_handle(void) {
+  static uint64_t session = 0, counter = 0;
+  if (session == 0) { /* splitmix64 of the load time and an address */
+    uint64_t x = (uint64_t)(seconds_now() * 1e9) ^ ((uint64_t)(uintptr_t)&counter << 20);
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    session = (x | 1u) << 32;
+  }
+  counter = (counter + 1) & 0xFFFFFFFFu;
+  return session | counter;
+}
 
 static plan_entry *registry = NULL;
 static size_t registry_len = 0, registry_cap = 0;
@@ -283,7 +303,7 @@ static void destroy_all(void) {
 static plan_entry *find_plan(uint64_t handle) {
   size_t i;
   for (i = 0; i < registry_len; ++i)
-    if ((uint64_t)(uintptr_t)registry[i].plan == handle) return &registry[i];
+    if (registry[i].id == handle) return &registry[i];
   return NULL;
 }
 
@@ -357,6 +377,13 @@ static double scalar(const mxArray *a, const char *name) {
   return mxGetScalar(a);
 }
 
+/* A true/false scalar: logical, or a number that is 0 or 1 (NaN is neither). */
+static int flag(const mxArray *a, const char *name) {
+  double v = scalar(a, name);
+  if (v != 0.0 && v != 1.0) fail("horecon:invalidArgument", "%s must be true or false (1 or 0), got %g", name, v);
+  return v != 0.0;
+}
+
 static int64_t integer(const mxArray *a, const char *name) {
   double v = scalar(a, name);
   if (!(v == floor(v)) || fabs(v) > 9.0e15)
@@ -370,6 +397,13 @@ static int32_t integer32(const mxArray *a, const char *name) {
   if (v < INT32_MIN || v > INT32_MAX)
     fail("horecon:invalidArgument", "%s = %lld is out of range (a 32-bit integer)", name, (long long)v);
   return (int32_t)v;
+}
+
+/* A non-negative integer that fits int32_t (bit masks, counts). */
+static int32_t non_negative32(const mxArray *a, const char *name) {
+  int32_t v = integer32(a, name);
+  if (v < 0) fail("horecon:invalidArgument", "%s must be a non-negative integer, got %d", name, (int)v);
+  return v;
 }
 
 /* A non-negative integer seed (exact in a double). */
@@ -498,7 +532,9 @@ static void cmd_create(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[
     registry = grown;
     registry_cap = cap;
   }
+  registry[registry_len].id = new_handle();
   registry[registry_len].plan = plan;
+  registry[registry_len].terms = 0;
   memcpy(registry[registry_len].dims, dims, sizeof dims);
   registry[registry_len].coils = coils;
   registry[registry_len].samples = samples;
@@ -508,7 +544,7 @@ static void cmd_create(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[
     exit_hook_set = 1;
   }
   plhs[0] = mxCreateNumericMatrix(1, 1, mxUINT64_CLASS, mxREAL);
-  *(uint64_t *)mxGetData(plhs[0]) = (uint64_t)(uintptr_t)plan;
+  *(uint64_t *)mxGetData(plhs[0]) = registry[registry_len - 1].id;
   (void)nlhs;
 }
 
@@ -516,7 +552,7 @@ static void cmd_create(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[
 static void destroy_handle(uint64_t handle) {
   size_t i;
   for (i = 0; i < registry_len; ++i) {
-    if ((uint64_t)(uintptr_t)registry[i].plan == handle) {
+    if (registry[i].id == handle) {
       horecon_plan_destroy(registry[i].plan);
       registry[i] = registry[registry_len - 1];
       --registry_len;
@@ -555,6 +591,9 @@ static void cmd_set_cartesian(int nrhs, const mxArray *prhs[]) {
   need_args(nrhs, 3, "setCartesian");
   e = plan_arg(prhs[1]);
   n = voxels(e);
+  if (mxIsSparse(prhs[2])) /* a sparse array stores only its non-zeros: read it full */
+    fail("horecon:invalidArgument", "mask must be a full array, got a sparse %s (use full(mask))",
+         mxGetClassName(prhs[2]));
   check_count(prhs[2], "mask", n, "N = nx*ny*nz, [nx ny nz] or [nx ny]");
   mask = (uint8_t *)mxMalloc((n ? n : 1) * sizeof(uint8_t));
   if (mxIsLogical(prhs[2])) {
@@ -562,7 +601,10 @@ static void cmd_set_cartesian(int nrhs, const mxArray *prhs[]) {
     for (i = 0; i < n; ++i) mask[i] = l[i] ? 1 : 0;
   } else {
     const double *d = real_values(prhs[2], "mask");
-    for (i = 0; i < n; ++i) mask[i] = d[i] != 0.0 ? 1 : 0;
+    for (i = 0; i < n; ++i) {
+      if (d[i] != d[i]) fail("horecon:notFinite", "mask(%zu) is NaN (sampled or not?)", i + 1);
+      mask[i] = d[i] != 0.0 ? 1 : 0;
+    }
   }
   check(horecon_set_cartesian(e->plan, mask));
 }
@@ -585,6 +627,7 @@ static void cmd_set_solid_harmonics(int nrhs, const mxArray *prhs[]) {
   e = plan_arg(prhs[1]);
   b = columns(prhs[2], "coef", (size_t)e->samples, "M x B");
   check(horecon_set_solid_harmonics(e->plan, b, real_values(prhs[2], "coef")));
+  e->terms = b;
 }
 
 static void cmd_set_basis(int nrhs, const mxArray *prhs[]) {
@@ -595,6 +638,7 @@ static void cmd_set_basis(int nrhs, const mxArray *prhs[]) {
   b = columns(prhs[2], "H", voxels(e), "N x B");
   check_count(prhs[3], "coef", (size_t)b * (size_t)e->samples, "M x B, B = columns of H");
   check(horecon_set_basis(e->plan, b, real_values(prhs[2], "H"), real_values(prhs[3], "coef")));
+  e->terms = b;
 }
 
 static void cmd_set_trajectory(int nrhs, const mxArray *prhs[]) {
@@ -604,6 +648,7 @@ static void cmd_set_trajectory(int nrhs, const mxArray *prhs[]) {
   e = plan_arg(prhs[1]);
   d = columns(prhs[2], "k", (size_t)e->samples, "M x d");
   check(horecon_set_trajectory(e->plan, d, real_values(prhs[2], "k")));
+  e->terms = d;
 }
 
 static void cmd_set_off_resonance(int nrhs, const mxArray *prhs[]) {
@@ -639,7 +684,7 @@ static void cmd_set_toeplitz(int nrhs, const mxArray *prhs[]) {
   need_args(nrhs, 4, "setToeplitz");
   e = plan_arg(prhs[1]);
   segments = integer32(prhs[3], "TimeSegments");
-  check(horecon_set_toeplitz(e->plan, scalar(prhs[2], "enable") != 0.0, segments));
+  check(horecon_set_toeplitz(e->plan, flag(prhs[2], "enable"), segments));
 }
 
 static void cmd_forward(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
@@ -796,7 +841,7 @@ static void cmd_cg(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
          (long long)neighbours);
   o.neighbours = (int32_t)neighbours;
   if (nrhs == 18) {
-    o.preconditioner = (int32_t)integer(prhs[15], "Preconditioner");
+    o.preconditioner = integer32(prhs[15], "Preconditioner");
     o.discrepancy_tau = scalar(prhs[16], "DiscrepancyTau");
     o.noise_sigma = scalar(prhs[17], "NoiseSigma");
   }
@@ -1212,8 +1257,8 @@ static void cmd_espirit(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs
   e = plan_arg(prhs[1]);
   reference_args(prhs + 2, dims, &fov, &center);
   horecon_default_espirit_options(&o);
-  o.kernel = (int32_t)integer(prhs[6], "Kernel");
-  o.calibration = (int32_t)integer(prhs[7], "Calibration");
+  o.kernel = integer32(prhs[6], "Kernel");
+  o.calibration = integer32(prhs[7], "Calibration");
   o.threshold = scalar(prhs[8], "Threshold");
   o.crop = scalar(prhs[9], "Crop");
   maps = (horecon_c32 *)mxMalloc(voxels(e) * (size_t)e->coils * sizeof(horecon_c32));
@@ -1240,7 +1285,7 @@ static void cmd_walsh(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   maps = (horecon_c32 *)mxMalloc(voxels(e) * (size_t)e->coils * sizeof(horecon_c32));
   check(horecon_walsh(e->plan, dims, fov, center,
                       complex_arg(prhs[5], "images", dims_product(dims) * (size_t)e->coils, "nx*ny*nz x L"),
-                      (int32_t)integer(prhs[6], "Window"), maps));
+                      integer32(prhs[6], "Window"), maps));
   plhs[0] = complex_output(voxels(e), (size_t)e->coils, maps);
 }
 
@@ -1260,7 +1305,7 @@ static void cmd_b0_map(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   horecon_default_b0_options(&o);
   o.mask_threshold = scalar(prhs[8], "MaskThreshold");
   o.smoothness = scalar(prhs[9], "Smoothness");
-  o.max_iterations = (int32_t)integer(prhs[10], "MaxIterations");
+  o.max_iterations = integer32(prhs[10], "MaxIterations");
   plhs[0] = real_output(voxels(e), 1, &w);
   check(horecon_b0_map(e->plan, dims, fov, center, l, (int32_t)echoes, real_values(prhs[6], "echoTimes"),
                        complex_arg(prhs[7], "kspace", dims_product(dims) * (size_t)l * echoes,
@@ -1273,21 +1318,27 @@ static void cmd_b0_map(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
 static void cmd_estimate_delay(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   plan_entry *e;
   horecon_delay_options o;
-  double delay = 0, residual = 0, *xs, *rs, *c;
+  double delay = 0, residual = 0, *xs, *rs, *c, *coef = NULL;
   int32_t length = 0, capacity = 4096, i;
   need_args(nrhs, 11, "estimateDelay");
   e = plan_arg(prhs[1]);
+  if (!mxIsEmpty(prhs[4])) { /* shaped like the plan's phase model: M x B */
+    if (e->terms == 0)
+      fail("horecon:sizeMismatch", "coef has the shape of the plan's phase model, and this plan has none "
+                                   "(setSolidHarmonics, setTrajectory or setBasis first)");
+    coef = real_arg(prhs[4], "coef", (size_t)e->samples * (size_t)e->terms, "M x B of the phase model");
+  }
   horecon_default_delay_options(&o);
   o.range = scalar(prhs[5], "Range");
   o.step = scalar(prhs[6], "Step");
   o.tolerance = scalar(prhs[7], "Tolerance");
-  o.iterations = (int32_t)integer(prhs[8], "Iterations");
+  o.iterations = integer32(prhs[8], "Iterations");
   o.lambda = scalar(prhs[9], "Lambda");
-  o.groups = (uint32_t)integer(prhs[10], "Groups");
+  o.groups = (uint32_t)non_negative32(prhs[10], "Groups");
   xs = (double *)mxMalloc((size_t)capacity * sizeof(double));
   rs = (double *)mxMalloc((size_t)capacity * sizeof(double));
   check(horecon_estimate_delay(e->plan, complex_arg(prhs[2], "d", (size_t)(e->samples * e->coils), "M x L"),
-                               mxIsEmpty(prhs[4]) ? NULL : real_values(prhs[4], "coef"),
+                               coef,
                                real_arg(prhs[3], "t", (size_t)e->samples, "M"), &o, &delay, &residual, capacity, xs,
                                rs, &length));
   plhs[0] = mxCreateDoubleScalar(delay);
@@ -1360,6 +1411,7 @@ static void cmd_sim_correlated_noise(mxArray *plhs[], int nrhs, const mxArray *p
  * MATLAB argument; the library checks the rest (tolerance range, options). */
 
 typedef struct {
+  uint64_t id; /* the handle MATLAB holds (new_handle) */
   horecon_nufft *nufft;
   int32_t type;        /* 1: nonuniform -> grid, 2: grid -> nonuniform */
   int32_t ndims;
@@ -1391,7 +1443,7 @@ static nufft_entry *nufft_arg(const mxArray *a) {
   size_t i;
   uint64_t handle = handle_value(a, "NUFFT plan");
   for (i = 0; i < nufft_len; ++i)
-    if ((uint64_t)(uintptr_t)nufft_registry[i].nufft == handle) return &nufft_registry[i];
+    if (nufft_registry[i].id == handle) return &nufft_registry[i];
   fail("horecon:invalidArgument", "invalid or deleted NUFFT plan (its handle is not alive)");
   return NULL;
 }
@@ -1400,7 +1452,7 @@ static nufft_entry *nufft_arg(const mxArray *a) {
 static void nufft_destroy_handle(uint64_t handle) {
   size_t i;
   for (i = 0; i < nufft_len; ++i) {
-    if ((uint64_t)(uintptr_t)nufft_registry[i].nufft == handle) {
+    if (nufft_registry[i].id == handle) {
       horecon_nufft_destroy(nufft_registry[i].nufft);
       nufft_registry[i] = nufft_registry[nufft_len - 1];
       --nufft_len;
@@ -1502,6 +1554,7 @@ static void cmd_nufft_create(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   if (o.num_threads < 0) fail("horecon:invalidArgument", "Threads must be >= 0 (0 = all), got %d", (int)o.num_threads);
   check(horecon_nufft_create(&nufft, (int32_t)type, e.ndims, e.modes, (int64_t)e.npoints, points, (int32_t)sign,
                              scalar(prhs[5], "Tolerance"), (int32_t)ntransforms, &o));
+  e.id = new_handle();
   e.nufft = nufft;
   e.type = (int32_t)type;
   e.ntransforms = (size_t)ntransforms;
@@ -1522,7 +1575,7 @@ static void cmd_nufft_create(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
     nufft_exit_hook_set = exit_hook_set = 1;
   }
   plhs[0] = mxCreateNumericMatrix(1, 1, mxUINT64_CLASS, mxREAL);
-  *(uint64_t *)mxGetData(plhs[0]) = (uint64_t)(uintptr_t)nufft;
+  *(uint64_t *)mxGetData(plhs[0]) = e.id;
 }
 
 static void cmd_nufft_destroy(int nrhs, const mxArray *prhs[]) {

@@ -107,6 +107,16 @@ cases = {
   @() horecon.sim.refinedGrid([4 4 1], [0.2 0.2 0.01], [0 0 0], 2^40), inv, 'factor'
   @() horecon.sim.nrmse(ones(4, 1), ones(5, 1)), siz, 'x'
   @() horecon.sim.densityWeights('k'), inv, 'k'
+  % arrays read element by element: sparse or NaN masks, out-of-range integers
+  @() p.setCartesian(sparse(true(16, 1))), inv, 'mask'
+  @() p.setCartesian([NaN; ones(15, 1)]), 'horecon:notFinite', 'mask'
+  @() p.setToeplitz(NaN, 0), inv, 'enable'
+  @() p.cg(d, 'Preconditioner', 2^32 + 1), inv, 'Preconditioner'
+  @() horecon.calib.estimateDelay(p, d, (1:12)' * 1e-5, 5), siz, 'coef'
+  @() horecon.calib.estimateDelay(p, d, (1:12)' * 1e-5, [], 'Groups', -1), inv, 'Groups'
+  @() horecon.calib.estimateDelay(p, d, (1:12)' * 1e-5, [], 'Groups'), inv, 'name/value'
+  @() horecon.calib.estimateDelay(p, d, (1:12)' * 1e-5, [], 'Iterations', 2^32 + 2), inv, 'Iterations'
+  @() horecon.calib.walsh(p, ones(16, 2), [4 4 1], [0.2 0.2 0.01], [0 0 0], 2^32 + 3), inv, 'Window'
   % the gateway itself
   @() horecon_mex(42), inv, 'command'
   @() horecon_mex('bogus'), inv, 'bogus'

@@ -27,6 +27,18 @@ q = horecon.Plan([2 2 1], 1, 3);
 assert(horecon_mex('livePlans') == live0 + 1);
 clear q;
 assert(horecon_mex('livePlans') == live0, 'clear destroys the plan');
+% Handles are ids, not addresses: a Plan that outlived `clear horecon_mex`
+% (every plan destroyed) is refused, and never drives a plan created after.
+p1 = horecon.Plan([8 8 1], 1, 30);
+h1 = p1.mexHandle();
+clear horecon_mex
+p2 = horecon.Plan([8 8 1], 1, 30);
+assert(~isequal(p2.mexHandle(), h1), 'a new plan got the handle of a destroyed one');
+expect_error('horecon:invalidArgument', @() horecon_mex('backend', h1));
+clear p1;  % its delete destroys nothing of p2's
+assert(strcmp(horecon_mex('backend', p2.mexHandle()), p2.backend()), 'p2 broken by the stale p1');
+clear p2;
+live0 = horecon_mex('livePlans');
 % A plan created inside a function is destroyed when the function returns.
 make_and_forget();
 assert(horecon_mex('livePlans') == live0, 'a plan local to a function leaks');

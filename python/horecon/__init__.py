@@ -511,6 +511,9 @@ class Plan:
         self.nvoxels = nx * ny * nz
         self.ncoils = operator.index(ncoils)
         self.nsamples = operator.index(nsamples)
+        # B of the phase model set through this object (None: none yet), for
+        # arrays "shaped like the phase model" (calib.estimate_delay).
+        self._model_terms = None
         opts = _Options()
         lib.horecon_default_options(ctypes.byref(opts))
         opts.backend = _enum("backend", backend, BACKENDS)
@@ -639,9 +642,12 @@ class Plan:
 
     def cancel(self) -> None:
         """Cancels the calls running on this plan now (from any thread): they
-        raise HoreconError(HORECON_ERR_CANCELLED); the plan stays usable."""
-        if self._handle is not None:
-            _check(_load().horecon_cancel(self._handle))
+        raise HoreconError(HORECON_ERR_CANCELLED); the plan stays usable.
+        Raises on a closed plan, like every other use after ``close()``."""
+        handle = self._handle
+        status = _load().horecon_cancel(handle)
+        if status != HORECON_OK:
+            raise _error(status, _last_error(), "this Plan was closed" if handle is None else "")
 
     def memory(self, call: str = "cg"):
         """(host_bytes, device_bytes) the call ('forward', 'adjoint', 'normal',
@@ -784,6 +790,7 @@ class Plan:
         b = self._terms_from("coefficients", coefficients, self.nsamples, "M")
         c = self._matrix_in("coefficients", coefficients, self.nsamples, b, np.float64, "M", "B")
         self._call("horecon_set_solid_harmonics", int(b), _ptr(c, c_double))
+        self._model_terms = int(b)
 
     def set_basis(self, basis, coefficients) -> None:
         """A user basis h_b(r_n), (N, B) (or (B, N) when B != N), with
@@ -792,6 +799,7 @@ class Plan:
         h = self._matrix_in("basis", basis, self.nvoxels, b, np.float64, "N", "B")
         c = self._matrix_in("coefficients", coefficients, self.nsamples, b, np.float64, "M", "B")
         self._call("horecon_set_basis", int(b), _ptr(h, c_double), _ptr(c, c_double))
+        self._model_terms = int(b)
 
     def set_trajectory(self, k) -> None:
         """A k-space trajectory k(t_j) in rad/m: (M, ndims) (or (ndims, M) when
@@ -799,6 +807,7 @@ class Plan:
         b = self._terms_from("k", k, self.nsamples, "M")
         kk = self._matrix_in("k", k, self.nsamples, b, np.float64, "M", "ndims")
         self._call("horecon_set_trajectory", int(b), _ptr(kk, c_double))
+        self._model_terms = int(b)
 
     def set_off_resonance(self, omega, times=None) -> None:
         """Off-resonance omega (rad/s; (N,) or the image shape) with sample times

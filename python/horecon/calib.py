@@ -94,9 +94,24 @@ def _dp(a):
     return a.ctypes.data_as(_D)
 
 
-def _grid(dims, fov, center):
+def _grid(dims, fov, center, what="the reference grid"):
+    """(dims as 3 int64, fov, center) of a reference grid of 1 to 3 axes."""
+    dims = tuple(dims)
+    if not 1 <= len(dims) <= 3:
+        raise _value_error(HORECON_ERR_SIZE_MISMATCH,
+                           f"{what} has {len(dims)} axes {dims}, expected 1 to 3 (nx[, ny[, nz]])")
     d = np.array(list(dims) + [1] * (3 - len(dims)), dtype=np.int64)
     return d, _three("fov", fov), _three("center", center)
+
+
+def _coil_array(name, a, plan, trailing=0):
+    """A reference-grid array [ix, (iy, (iz,)) coil, (trailing axes)] of the
+    plan's coil count, as complex64 (not yet flattened)."""
+    arr = _numeric(name, a, np.complex64)
+    if arr.ndim < 2 + trailing or arr.shape[arr.ndim - 1 - trailing] != plan.ncoils:
+        expected = "(nx[, ny[, nz]], ncoils" + ", ..." * trailing + f") with ncoils = {plan.ncoils}"
+        raise _value_error(HORECON_ERR_SIZE_MISMATCH, f"{name} has shape {arr.shape}, expected {expected}")
+    return arr
 
 
 def _matrix(name, a, columns):
@@ -128,6 +143,7 @@ def whiten(covariance, values):
     if psi.shape != (l, l):
         raise _value_error(HORECON_ERR_SIZE_MISMATCH, f"covariance has shape {psi.shape}, expected (L, L)")
     flat, shape = _matrix("values", values, l)
+    flat = flat.copy()  # whitened in place: never the caller's array
     p = _c(psi)
     _check(_lib().horecon_whiten(_cp(p), l, flat.size // l, _cp(flat)))
     return flat.reshape(shape, order="F")
@@ -136,7 +152,7 @@ def whiten(covariance, values):
 def cartesian_images(kspace, fov, center=0.0):
     """Coil images (same shape) from Cartesian k-space [ix, iy, (iz,) coil]."""
     arr = _numeric("kspace", kspace, np.complex64)
-    dims, f, c = _grid(arr.shape[:-1], fov, center)
+    dims, f, c = _grid(arr.shape[:-1], fov, center, "kspace")
     y = _c(arr)
     out = np.empty_like(y)
     _check(_lib().horecon_cartesian_images(dims.ctypes.data_as(_I64), _dp(f), _dp(c), arr.shape[-1], _cp(y), _cp(out)))
@@ -148,8 +164,8 @@ def espirit(plan, kspace, fov, center=0.0, kernel=6, calibration=24, threshold=0
     [ix, iy, (iz,) coil] (ncoils = plan.ncoils). Returns (maps (N, L),
     eigenvalues (N,)); maps have sum_c |S_c|^2 = 1 and are 0 where the
     eigenvalue is below ``crop``."""
-    arr = _numeric("kspace", kspace, np.complex64)
-    dims, f, c = _grid(arr.shape[:-1], fov, center)
+    arr = _coil_array("kspace", kspace, plan)
+    dims, f, c = _grid(arr.shape[:-1], fov, center, "kspace")
     o = _EspiritOptions()
     lib = _lib()
     lib.horecon_default_espirit_options(ctypes.byref(o))
@@ -164,9 +180,9 @@ def espirit(plan, kspace, fov, center=0.0, kernel=6, calibration=24, threshold=0
 
 def walsh(plan, images, fov, center=0.0, window=5):
     """Walsh adaptive-combine maps (N, L) at the plan's positions from coil
-    images [ix, iy, (iz,) coil] on the reference grid."""
-    arr = _numeric("images", images, np.complex64)
-    dims, f, c = _grid(arr.shape[:-1], fov, center)
+    images [ix, iy, (iz,) coil] on the reference grid (ncoils = plan.ncoils)."""
+    arr = _coil_array("images", images, plan)
+    dims, f, c = _grid(arr.shape[:-1], fov, center, "images")
     m = _c(arr)
     maps = np.empty(plan.nvoxels * plan.ncoils, dtype=np.complex64)
     plan._call("horecon_walsh", dims.ctypes.data_as(_I64), _dp(f), _dp(c), _cp(m), int(window), _cp(maps))
@@ -182,7 +198,7 @@ def b0_map(plan, kspace, echo_times, fov, center=0.0, mask_threshold=0.1, smooth
     if arr.ndim < 3 or arr.shape[-1] != te.size:
         raise _value_error(HORECON_ERR_SIZE_MISMATCH,
                            f"kspace has shape {arr.shape}, expected (nx, ny[, nz], ncoils, {te.size} echoes)")
-    dims, f, c = _grid(arr.shape[:-2], fov, center)
+    dims, f, c = _grid(arr.shape[:-2], fov, center, "kspace")
     o = _B0Options()
     lib = _lib()
     lib.horecon_default_b0_options(ctypes.byref(o))
@@ -200,10 +216,16 @@ def estimate_delay(plan, data, times, coefficients=None, range=20e-6, step=4e-6,
     model, (M, B); None = the plan's own) and the data (M, L), by short
     reconstructions over a coarse grid then golden-section refinement.
     Returns (delay, residual, curve) with curve (K, 2) = (delay, residual) rows."""
-    d = _c(data)
-    t = np.ascontiguousarray(_numeric("times", times, np.float64).reshape(-1))
-    k = None if coefficients is None else np.ascontiguousarray(
-        _numeric("coefficients", coefficients, np.float64).reshape(-1, order="F"))
+    d = plan._data_in("data", data)
+    t = plan._vector_in("times", times, plan.nsamples, "M")
+    k = None
+    if coefficients is not None:
+        terms = plan._model_terms
+        if terms is None:
+            raise _value_error(HORECON_ERR_SIZE_MISMATCH,
+                               "coefficients are shaped like the plan's phase model, and this plan has none: "
+                               "set_solid_harmonics, set_trajectory or set_basis first")
+        k = plan._matrix_in("coefficients", coefficients, plan.nsamples, terms, np.float64, "M", "B")
     o = _DelayOptions()
     lib = _lib()
     lib.horecon_default_delay_options(ctypes.byref(o))
@@ -251,5 +273,6 @@ def sim_correlated_noise(covariance, values, seed=1):
     psi = _c(covariance)
     l = int(round(np.sqrt(psi.size)))
     flat, shape = _matrix("values", values, l)
+    flat = flat.copy()  # noise added in place: never to the caller's array
     _check(_lib().horecon_sim_correlated_noise(_cp(psi), l, flat.size // l, int(seed), _cp(flat)))
     return flat.reshape(shape, order="F")

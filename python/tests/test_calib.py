@@ -66,3 +66,43 @@ def test_preconditioned_cg_and_the_discrepancy_rule_report_their_stop():
         _, c = plan.cg(noisy, max_iterations=200, tolerance=0.0, discrepancy_tau=1.0, noise_sigma=sigma)
         assert c["stop_reason"] == "discrepancy"
         assert c["data_residual"] <= sigma * np.sqrt(noisy.size) * (1 + 1e-6)
+
+
+def test_arrays_of_the_wrong_size_are_refused_before_the_library_reads_them():
+    """espirit, walsh and estimate_delay get bare pointers: a coil count or a
+    length that does not match the plan must raise here (it read past the
+    arrays: a segfault for walsh), and the plan must still work after."""
+    n, coils, m = 12, 4, 10
+    rng = np.random.default_rng(3)
+    with horecon.Plan((n, n), ncoils=coils, nsamples=m) as plan:
+        plan.set_grid_positions((0.2, 0.2, 0.01))
+        plan.set_trajectory(rng.normal(size=(m, 2)) * 10)
+        plan.set_sensitivities(np.ones((n * n, coils), np.complex64))
+        one_coil = rng.normal(size=(n, n, 1)).astype(np.complex64)
+        cases = [
+            lambda: calib.walsh(plan, one_coil, (0.2, 0.2, 0.01)),
+            lambda: calib.espirit(plan, one_coil, (0.2, 0.2, 0.01)),
+            lambda: calib.walsh(plan, np.ones((2, 2, 2, 2, coils), np.complex64), 0.2),
+            lambda: calib.estimate_delay(plan, np.ones(m - 1, np.complex64), np.zeros(m - 1)),
+            lambda: calib.estimate_delay(plan, np.ones((m, coils), np.complex64), np.zeros(1)),
+            lambda: calib.estimate_delay(plan, np.ones((m, coils), np.complex64), np.zeros(m),
+                                         coefficients=np.zeros((m, 3))),
+        ]
+        for i, call in enumerate(cases):
+            with pytest.raises(horecon.HoreconError) as e:
+                call()
+            assert e.value.name == "HORECON_ERR_SIZE_MISMATCH", (i, str(e.value))
+        x = rng.normal(size=(n, n)).astype(np.complex64)
+        assert np.isfinite(plan.forward(x)).all()
+
+
+def test_whitening_and_correlated_noise_leave_their_input_alone():
+    psi = calib.sim_noise_covariance(2, seed=4)
+    for values in (np.ones((5, 1), np.complex64), np.asfortranarray(np.ones((5, 2), np.complex64))):
+        before = values.copy()
+        cov = psi[:1, :1] if values.shape[1] == 1 else psi
+        out = calib.whiten(cov, values)
+        noisy = calib.sim_correlated_noise(cov, values, seed=2)
+        assert np.array_equal(values, before)
+        assert not np.shares_memory(out, values) and not np.shares_memory(noisy, values)
+        assert not np.array_equal(noisy, values)

@@ -1,6 +1,7 @@
 """The simulation toolkit from Python (python/horecon_sim.py, exposed as horecon.sim)."""
 
 import numpy as np
+import pytest
 
 import horecon
 import horecon.sim as horecon_sim
@@ -30,3 +31,20 @@ def test_simulated_cartesian_scan_reconstructs_with_the_plan():
     err = horecon.sim.nrmse(recon.ravel(order="F"), truth.ravel(order="F").astype(np.complex64))
     print(f"cartesian {n}x{n}: {info['iterations']} iterations, NRMSE {err:.3f}")
     assert err < 1e-3
+
+
+def test_bad_arguments_are_named_with_their_values():
+    # a negative factor or ndims was reported as "got 0"; a negative or tiny
+    # fov gave an infinite off-resonance map with an OK status
+    p = horecon.sim.refined_grid((4, 4, 1), (0.2, 0.2, 0.01), (0.0, 0.0, 0.0), 1)
+    for call, text in (
+        (lambda: horecon.sim.refined_grid((4, 4, 1), (0.2, 0.2, 0.01), (0.0, 0.0, 0.0), -3), "got -3"),
+        (lambda: horecon.sim.shepp_logan(-2, (0.2, 0.2, 0.0), (0.0, 0.0, 0.0), p), "got -2"),
+        (lambda: horecon.sim.off_resonance(p, (-0.2, 0.2, 0.0), (0.0, 0.0, 0.0), 50.0), "fov must be >= 0"),
+        (lambda: horecon.sim.off_resonance(p, (1e-170, 0.2, 0.0), (0.0, 0.0, 0.0), 50.0), "overflows"),
+    ):
+        with pytest.raises(horecon.sim.SimError) as e:
+            call()
+        assert "HORECON_ERR_INVALID_ARGUMENT" in str(e.value) and text in str(e.value), str(e.value)
+    omega = horecon.sim.off_resonance(p, (0.2, 0.0, 0.0), (0.0, 0.0, 0.0), 50.0)
+    assert np.isfinite(omega).all()

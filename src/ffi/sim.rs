@@ -76,7 +76,7 @@ pub unsafe extern "C" fn horecon_sim_shepp_logan(
             let center = read3("center", center)?;
             let p = read("positions", positions, 3 * n)?;
             non_null("values", values)?;
-            let v = sim::shepp_logan(ndims.max(0) as usize, fov, center, &p)?;
+            let v = sim::shepp_logan(dimensions(ndims)?, fov, center, &p)?;
             write_f64(values, &v);
             Ok(())
         })
@@ -109,8 +109,7 @@ pub unsafe extern "C" fn horecon_sim_shepp_logan_kspace(
             let k = read("k", k, m * kdims as usize)?;
             non_null("out_re", out_re)?;
             non_null("out_im", out_im)?;
-            let f =
-                sim::shepp_logan_kspace(ndims.max(0) as usize, fov, center, kdims as usize, &k)?;
+            let f = sim::shepp_logan_kspace(dimensions(ndims)?, fov, center, kdims as usize, &k)?;
             // Element by element: no second copy of the M values.
             for (j, c) in f.iter().enumerate() {
                 *out_re.add(j) = c.re;
@@ -299,7 +298,8 @@ pub unsafe extern "C" fn horecon_sim_coil_sensitivities(
             let p = read("positions", positions, 3 * n)?;
             let center = read3("center", center)?;
             non_null("sensitivities", sensitivities)?;
-            let s = sim::coil_sensitivities(&p, ncoils.max(0) as usize, radius, center)?;
+            let s =
+                sim::coil_sensitivities(&p, positive("ncoils", ncoils.into())?, radius, center)?;
             write_c32(sensitivities, &s);
             Ok(())
         })
@@ -307,7 +307,8 @@ pub unsafe extern "C" fn horecon_sim_coil_sensitivities(
 }
 
 /// A smooth off-resonance map ω (rad/s, npoints) peaking at about `max_hz`
-/// over the field of view `fov` (m) around `center` (m).
+/// over the field of view `fov` (m, ≥ 0 per axis; 0 = no variation along
+/// that axis) around `center` (m).
 #[no_mangle]
 pub unsafe extern "C" fn horecon_sim_off_resonance(
     npoints: i64,
@@ -385,6 +386,22 @@ pub unsafe extern "C" fn horecon_sim_add_noise(
     })
 }
 
+/// A phantom's dimensions, 2 or 3, else an error naming the value.
+fn dimensions(ndims: i32) -> Result<usize> {
+    usize::try_from(ndims)
+        .ok()
+        .filter(|d| (2..=3).contains(d))
+        .ok_or_else(|| Error::invalid(format!("ndims must be 2 or 3, got {ndims}")))
+}
+
+/// A refinement factor as an index: 1…16, else an error naming its value.
+fn refinement(factor: i32) -> Result<usize> {
+    usize::try_from(factor)
+        .ok()
+        .filter(|f| (1..=16).contains(f))
+        .ok_or_else(|| Error::invalid(format!("factor must be 1..16, got {factor}")))
+}
+
 /// The grid nx×ny×nz (fov, center as horecon_set_grid_positions) refined by
 /// `factor` along every non-singleton axis, sub-voxels symmetric around each
 /// voxel: positions (npoints×3). Query *npoints with positions NULL.
@@ -409,7 +426,7 @@ pub unsafe extern "C" fn horecon_sim_refined_grid(
             let fov = read3("fov", fov)?;
             let center = read3("center", center)?;
             non_null("npoints", npoints)?;
-            let (fine, p) = sim::refined_grid(dims, fov, center, factor.max(0) as usize)?;
+            let (fine, p) = sim::refined_grid(dims, fov, center, refinement(factor)?)?;
             let n: usize = fine.iter().product();
             if positions.is_null() {
                 *npoints = n as i64;
@@ -445,7 +462,7 @@ pub unsafe extern "C" fn horecon_sim_block_average(
                 positive("ny", ny)?,
                 positive("nz", nz)?,
             ];
-            let f = factor.max(0) as usize;
+            let f = refinement(factor)?;
             // Validates sizes (no overflow, at most 2^30 points) before reading `fine`.
             let n_fine: usize = sim::grid::refined_dims_checked(dims, f)?.iter().product();
             let x = read_c32("fine", fine, n_fine)?;

@@ -565,12 +565,21 @@ impl<'a> Interpolator<'a> {
             g[a * l + a] += 1e-12 * trace / l as f64;
         }
         if !cholesky(&mut g, l) {
+            let (lo, hi) = histogram
+                .centres
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &d| {
+                    (lo.min(d), hi.max(d))
+                });
             return Err(toeplitz_invalid(format!(
-                "time_segments = {l} is more than this off-resonance map supports: its values \
-                 fall into {} distinct bins, so {l} segments are linearly dependent (the {l}x{l} \
-                 interpolation Gram matrix is singular); use fewer segments, or 0 to choose them \
-                 automatically",
-                histogram.centres.len()
+                "time_segments = {l} is more than this off-resonance map and these sample times \
+                 support: the segments' phase factors exp(-i w t) are numerically linearly \
+                 dependent (w spans {:.2e} rad/s in {} distinct bins, t spans {:.2e} s; the \
+                 {l}x{l} interpolation Gram matrix is singular); use fewer segments, or 0 to \
+                 choose them automatically",
+                (hi - lo).max(0.0),
+                histogram.centres.len(),
+                t_max - t_min
             )));
         }
         let weighted = tau

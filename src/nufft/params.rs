@@ -220,29 +220,76 @@ impl KernelParams {
 /// documentation): q = 2^a·3^b, or q·c with c ∈ {5, 7, 11, 25} and q a
 /// multiple of 4 and ≥ 8; `None` past `usize::MAX`.
 pub fn next_fast_even(n: usize) -> Option<usize> {
-    let m = n.max(2);
-    let mut m = m.checked_add(m % 2)?;
-    while !fast_length(m) {
-        m = m.checked_add(2)?;
-    }
-    Some(m)
-}
-
-/// Whether n is q = 2^a·3^b, or q·c with c ∈ {5, 7, 11, 25}, 4 | q and q ≥ 8.
-fn fast_length(n: usize) -> bool {
-    let mut q = n;
-    for p in [2, 3] {
-        while q > 1 && q % p == 0 {
-            q /= p;
+    let n = n.max(2);
+    // Per c and power of 3, the smallest admissible power of 2: O(log² n)
+    // candidates (a scan of the even numbers took seconds near 10¹¹).
+    let mut best: Option<usize> = None;
+    for (c, least_q, least_two) in [(1, 2, 1), (5, 8, 2), (7, 8, 2), (11, 8, 2), (25, 8, 2)] {
+        let mut three = Some(1usize);
+        while let Some(t) = three {
+            let Some(base) = t.checked_mul(c) else {
+                break;
+            };
+            // q = 2^a·t with 2^a ≥ 2^least_two, q ≥ least_q and q·c ≥ n.
+            let mut q = t.checked_mul(1 << least_two);
+            while let Some(v) = q.filter(|&v| v < least_q || v.saturating_mul(c) < n) {
+                q = v.checked_mul(2);
+            }
+            if let Some(m) = q.and_then(|q| q.checked_mul(c)) {
+                best = Some(best.map_or(m, |b| b.min(m)));
+            }
+            if base >= n {
+                break;
+            }
+            three = t.checked_mul(3);
         }
     }
-    let (c, q) = (q, n / q);
-    c == 1 || (matches!(c, 5 | 7 | 11 | 25) && q % 4 == 0 && q >= 8)
+    best
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether n is q = 2^a·3^b, or q·c with c ∈ {5, 7, 11, 25}, 4 | q and q ≥ 8.
+    fn fast_length(n: usize) -> bool {
+        let mut q = n;
+        for p in [2, 3] {
+            while q > 1 && q % p == 0 {
+                q /= p;
+            }
+        }
+        let (c, q) = (q, n / q);
+        c == 1 || (matches!(c, 5 | 7 | 11 | 25) && q % 4 == 0 && q >= 8)
+    }
+
+    /// The smallest even fast length by scanning, as [`next_fast_even`] once was.
+    fn scanned(n: usize) -> usize {
+        let mut m = n.max(2);
+        m += m % 2;
+        while !fast_length(m) {
+            m += 2;
+        }
+        m
+    }
+
+    #[test]
+    fn fast_lengths_match_a_scan_and_stay_quick_when_huge() {
+        for n in 0..200_000 {
+            assert_eq!(next_fast_even(n), Some(scanned(n)), "n = {n}");
+        }
+        for n in [
+            1usize << 40,
+            10usize.pow(11) + 7,
+            10usize.pow(15) + 1,
+            usize::MAX / 4,
+        ] {
+            let m = next_fast_even(n).unwrap();
+            assert!(m >= n && m % 2 == 0 && fast_length(m), "{n} -> {m}");
+            assert!(m as f64 <= 1.07 * n as f64, "{n} -> {m}");
+        }
+        assert_eq!(next_fast_even(usize::MAX), None);
+    }
 
     #[test]
     fn fast_lengths() {

@@ -124,8 +124,13 @@ pub fn off_resonance_map(
     crate::model::check_finite("positions", positions)?;
     crate::model::check_finite("fov", &fov)?;
     crate::model::check_finite("center", &center)?;
+    if fov.iter().any(|&f| f < 0.0) {
+        return Err(Error::invalid(format!(
+            "fov must be >= 0 per axis (0 = the map does not vary along it), got {fov:?}"
+        )));
+    }
     let n = positions.len() / 3;
-    super::tabulate(n, "off-resonance map (N)", |i| {
+    let omega = super::tabulate(n, "off-resonance map (N)", |i| {
         let u = [0, 1, 2].map(|a| {
             if fov[a] > 0.0 {
                 2.0 * (positions[a * n + i] - center[a]) / fov[a]
@@ -142,7 +147,13 @@ pub fn off_resonance_map(
             + 0.1 * (u[0] * u[0] - u[1] * u[1])
             + 0.1 * u[2];
         2.0 * PI * max_hz * f
-    })
+    })?;
+    if omega.iter().any(|w| !w.is_finite()) {
+        return Err(Error::invalid(format!(
+            "the off-resonance map overflows: fov {fov:?} is too small for these positions"
+        )));
+    }
+    Ok(omega)
 }
 
 #[cfg(test)]
