@@ -35,7 +35,9 @@ pub struct horecon_approximation_info {
 /// E ρ = Σ_l a_l(t)·NUFFT(b_l·S_c·ρ), and Eᴴ is its exact adjoint, so CG
 /// solves a consistent system. K is the smallest rank whose expansion error
 /// is within 0.45·tolerance on the operator (not on the factors); the NUFFTs
-/// get 0.9·tolerance (their RMS error stays 3–5× below what they are asked). The relative RMS error of E x and Eᴴ d against the exact
+/// get 0.9·tolerance (their RMS error stays 3–5× below what they are asked);
+/// plans with min(N, M·L) < 4096 outputs aim at a third of both, where 64
+/// terms reach that. The relative RMS error of E x and Eᴴ d against the exact
 /// operator is then ≤ tolerance for typical images and data, and is measured
 /// when the plan is next prepared (horecon_get_approximation_info). A phase
 /// linear in position (a trajectory, k0 allowed) gives K = 1: a plain NUFFT.
