@@ -56,6 +56,7 @@ def test_close_twice_and_use_after_close(destroy):
         lambda: plan.set_off_resonance(None),
         lambda: plan.set_sensitivities(None),
         lambda: plan.backend,
+        lambda: plan.cancel(),
     ]
     for call in calls:
         with pytest.raises(horecon.HoreconError) as info:
