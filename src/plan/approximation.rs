@@ -34,8 +34,8 @@ const EXPANSION_SHARE: f64 = 0.45;
 /// (fuzzing: up to 5× on N = 24 … 1,335 or M·L = 7 … 184, where E has few
 /// large singular values). Such plans are built for [`FEW_OUTPUTS_MARGIN`]
 /// of the tolerance, expansion and NUFFT alike (a term or two more, a wider
-/// kernel: cheap there); the expansion keeps [`EXPANSION_SHARE`] of the
-/// tolerance itself as its bound where 64 terms cannot reach that.
+/// kernel: cheap there); where 64 terms cannot reach that aim the expansion
+/// is the one for [`EXPANSION_SHARE`] of the tolerance itself.
 const FEW_OUTPUTS: usize = 4096;
 const FEW_OUTPUTS_MARGIN: f64 = 1.0 / 3.0;
 

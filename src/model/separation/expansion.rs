@@ -29,7 +29,7 @@
 //!    sample and on a second, independent sample of times and voxels.
 
 use crate::backend::cpu::trig::unit_phasors;
-use crate::error::{checked_len, try_vec, Error, Result};
+use crate::error::{checked_len, try_vec, Error, Result, Status};
 use faer::{c64, Mat, MatRef};
 use num_complex::Complex64;
 use rayon::prelude::*;
@@ -55,8 +55,8 @@ pub const MAX_RANK: usize = 64;
 const SKELETON_FRACTION: f64 = 0.2;
 
 /// The relative error an expansion is built for: the smallest rank within
-/// `aim` where at most [`MAX_RANK`] terms reach it, else the smallest within
-/// `bound` (aim ≤ bound; a plain number is both).
+/// `aim` where at most [`MAX_RANK`] terms reach it, else the expansion built
+/// for `bound` alone (aim ≤ bound; a plain number is both).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Target {
     pub aim: f64,
@@ -806,6 +806,31 @@ impl Expansion {
         lattice_cover: &[usize],
     ) -> Result<Expansion> {
         let Target { aim, bound } = target.into();
+        let build = |t| {
+            Self::build(
+                terms,
+                samples,
+                (temporal, spatial, weights),
+                t,
+                lattice_cover,
+            )
+        };
+        match build(aim) {
+            // An aim that MAX_RANK terms cannot reach (its skeletons may also be
+            // numerically singular): the bound's own expansion.
+            Err(e) if e.status == Status::InvalidArgument && aim < bound => build(bound),
+            built => built,
+        }
+    }
+
+    /// [`Expansion::new`] for one target.
+    fn build(
+        terms: usize,
+        samples: usize,
+        (temporal, spatial, weights): (&[f64], &[f64], &[f64]),
+        target: f64,
+        lattice_cover: &[usize],
+    ) -> Result<Expansion> {
         let n = weights.len();
         let m = samples;
         if terms == 0 {
@@ -820,7 +845,7 @@ impl Expansion {
         let u_max = temporal.iter().fold(0.0f64, |s, u| s.max(u.abs()));
         let times = Sample::pick(temporal, terms, &even(m, SAMPLE_TIMES));
         let (voxels, method) = voxel_sample(spatial, terms, weights, u_max, lattice_cover);
-        let f = factors(&times, &voxels, terms, aim)?;
+        let f = factors(&times, &voxels, terms, target)?;
         // The independent check: other times and other voxels.
         let check_times: Vec<usize> = if m <= CHECK_TIMES {
             (0..m).collect()
@@ -843,13 +868,12 @@ impl Expansion {
         };
         let checked = check_errors(&f, &check_t, &check_v, terms);
         let within = |k: usize| f.errors[k - 1].max(checked[k - 1]).sqrt();
-        let first_within = |t: f64| (1..=f.rank_limit()).find(|&k| within(k) <= t);
-        let rank = first_within(aim)
-            .or_else(|| first_within(bound))
+        let rank = (1..=f.rank_limit())
+            .find(|&k| within(k) <= target)
             .ok_or_else(|| {
                 Error::invalid(format!(
                     "the residual phase needs more than {} separable terms for a relative error of \
-                     {bound:.1e} (best {:.2e})",
+                     {target:.1e} (best {:.2e})",
                     f.rank_limit(),
                     within(f.rank_limit())
                 ))
@@ -929,6 +953,45 @@ mod tests {
             last = e.rank;
         }
         assert!(last > 3 && last < 40, "rank {last}");
+    }
+
+    /// An aim below what 64 terms reach falls back to the bound; a
+    /// reachable aim gives at least the bound's rank, and meets the aim.
+    #[test]
+    fn an_unreachable_aim_falls_back_to_the_bound() {
+        let (u, g, w) = problem(3, 700, 900, 12.0);
+        let bound = Expansion::new(3, 700, &u, &g, &w, 1e-3, &[]).unwrap();
+        let target = |aim| Target { aim, bound: 1e-3 };
+        let fallback = Expansion::new(3, 700, &u, &g, &w, target(1e-30), &[]).unwrap();
+        assert_eq!(
+            (fallback.rank, fallback.sampled_error),
+            (bound.rank, bound.sampled_error)
+        );
+        assert!(
+            full_error(&fallback, 3, &u, &g, &w) <= 1e-3,
+            "rank {}",
+            fallback.rank
+        );
+        let tighter = Expansion::new(3, 700, &u, &g, &w, target(1e-4), &[]).unwrap();
+        assert!(tighter.rank >= bound.rank && tighter.sampled_error <= 1e-4);
+        assert!(
+            full_error(&tighter, 3, &u, &g, &w) <= 1e-4,
+            "rank {}",
+            tighter.rank
+        );
+        assert!(Expansion::new(
+            3,
+            700,
+            &u,
+            &g,
+            &w,
+            Target {
+                aim: 1e-30,
+                bound: 1e-30
+            },
+            &[]
+        )
+        .is_err());
     }
 
     #[test]
