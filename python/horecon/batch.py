@@ -97,10 +97,14 @@ class Problem:
     cg: dict = dataclasses.field(default_factory=dict)
 
     def describe(self) -> str:
-        """The input in one line (for failure reports)."""
+        """The input in one line (for failure reports; never raises, whatever the fields hold)."""
         model = [k for k in ("solid_harmonics", "trajectory", "basis") if getattr(self, k) is not None]
+        try:
+            shape = tuple(int(s) for s in np.atleast_1d(self.shape))
+        except (TypeError, ValueError):
+            shape = self.shape
         return (
-            f"Problem {self.name!r}: shape {tuple(int(s) for s in np.atleast_1d(self.shape))}, {self.ncoils} coil(s), "
+            f"Problem {self.name!r}: shape {shape}, {self.ncoils} coil(s), "
             f"data {np.shape(self.data)}, model {'+'.join(model) or 'none'}"
             f"{' + off-resonance' if self.off_resonance is not None else ''}, cg {self.cg}"
         )
@@ -228,7 +232,10 @@ class _Sink:
             except ImportError as e:
                 raise ImportError("format='nifti' needs nibabel (pip install nibabel)") from e
         self.fmt = fmt
-        self.voxel_size = voxel_size
+        size = np.broadcast_to(np.asarray(1.0 if voxel_size is None else voxel_size, dtype=np.float64), (3,))
+        if not (np.isfinite(size).all() and (size > 0).all()):
+            raise ValueError(f"voxel_size must be positive and finite (scalar or 3), got {voxel_size!r}")
+        self.voxel_size = size
         self.log = open(self.dir / "batch.jsonl", "a", encoding="utf-8")
 
     def event(self, **fields):
@@ -243,7 +250,7 @@ class _Sink:
         else:
             import nibabel
 
-            affine = np.diag(list(np.broadcast_to(self.voxel_size or 1.0, (3,))) + [1.0])
+            affine = np.diag(list(self.voxel_size) + [1.0])
             path = self.dir / f"{name}.nii.gz"
             nibabel.save(nibabel.Nifti1Image(np.asarray(image, dtype=np.complex64), affine), path)
         return str(path)
@@ -359,10 +366,24 @@ def run(
     the cores divided among the local workers). ``voxel_size`` (metres or
     any unit, scalar or 3) goes into the NIfTI affine. Returns a
     :class:`Report`; failures do not raise (see ``Report.raise_for_failures``)."""
+    named = _named(items)
+    if n_workers is not None and (not isinstance(n_workers, (int, np.integer)) or n_workers < 1):
+        raise ValueError(f"horecon.batch: n_workers must be a positive integer, got {n_workers!r}")
+    if threads is not None and (not isinstance(threads, (int, np.integer)) or threads < 0):
+        raise ValueError(f"horecon.batch: threads must be a non-negative integer, got {threads!r}")
+    sink = _Sink(out_dir, format, voxel_size)
+    try:
+        return _run_with(named, sink, scheduler, n_workers, backend, device, precision, threads, retries,
+                         progress, reconstruct)
+    finally:
+        sink.close()
+
+
+def _run_with(named, sink, scheduler, n_workers, backend, device, precision, threads, retries, progress,
+              reconstruct) -> Report:
+    """:func:`run` once its inputs are checked and its sink is open."""
     import horecon
 
-    named = _named(items)
-    sink = _Sink(out_dir, format, voxel_size)
     start = time.perf_counter()
     num_gpus = horecon.cuda_device_count() if backend in ("auto", "cuda") else 0
     if backend == "auto":
@@ -394,7 +415,6 @@ def run(
             workers, mode = 1, "local"
     finally:
         bar.close()
-        sink.close()
     return Report([results[n] for n, _ in named], time.perf_counter() - start, workers, mode)
 
 
@@ -416,7 +436,16 @@ def _finish(name, item, results, sink, bar, outcome, attempt, retries) -> bool:
             bar.step(f"{name} FAILED")
         return again
     image, info, worker = outcome
-    result.path, result.info, result.worker, result.error = sink.write(name, image), info, worker, None
+    try:
+        path = sink.write(name, image)
+    except Exception as e:  # noqa: BLE001 - the item failed (no retry: the image is lost with the file)
+        result.error = f"writing its image failed: {type(e).__name__}: {e}"
+        sink.event(name=name, status="failed", attempt=attempt, error=result.error, input=_describe(item),
+                   retry=False)
+        bar.note(f"horecon.batch: {name}: {result.error}; listed in the report as failed")
+        bar.step(f"{name} FAILED")
+        return False
+    result.path, result.info, result.worker, result.error = path, info, worker, None
     sink.event(name=name, status="done", attempt=attempt, path=result.path, worker=worker, info=info)
     bar.step(f"{name} ({info.get('iterations', '?')} it, {worker})")
     return False

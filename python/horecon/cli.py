@@ -139,9 +139,13 @@ def _selection(items):
     out = {}
     for item in items:
         name, _, value = item.partition("=")
-        if not value.strip().lstrip("-").isdigit():
+        try:
+            number = int(value.strip())
+        except ValueError:
+            number = None
+        if number is None or not name.strip():
             raise argparse.ArgumentTypeError(f"--select takes COUNTER=VALUE (an integer), got {item!r}")
-        out[name.strip()] = int(value)
+        out[name.strip()] = number
     return out
 
 
@@ -166,9 +170,12 @@ def _load(name, path):
     from .io import load_array
 
     try:
-        return load_array(path, name)
+        arr = load_array(path, name)
     except (OSError, ValueError) as e:
         raise _InputError(str(e)) from e
+    if arr.dtype.kind not in "biufc":
+        raise _InputError(f"{name}: {path}: holds {arr.dtype} values, expected numbers")
+    return arr
 
 
 def _whitening(scan):

@@ -257,6 +257,16 @@ def read_ismrmrd(
         f = h5py.File(path, "r")
     except OSError as e:
         raise IsmrmrdError(f"{path}: not an HDF5 file ({e})") from e
+    try:
+        return _read_open(path, f, dataset, model, units, select)
+    except (IsmrmrdError, ImportError):
+        raise
+    except Exception as e:  # noqa: BLE001 - h5py's and numpy's errors on a damaged or odd file
+        raise IsmrmrdError(f"{path}: a malformed ISMRMRD file ({type(e).__name__}: {e})") from e
+
+
+def _read_open(path, f, dataset, model, units, select):
+    """read_ismrmrd on the open file ``f`` (closed here)."""
     with f:
         if dataset not in f:
             raise IsmrmrdError(f"{path}: no ISMRMRD dataset '{dataset}' (groups: {', '.join(f.keys()) or 'none'})")
@@ -387,7 +397,8 @@ def _scan_from(path, header, records, model, units, select):
                 f"{path}: acquisition {i}: traj has {traj.size} values, number_of_samples x "
                 f"trajectory_dimensions = {samples} x {dims}"
             )
-        keep = slice(int(h["discard_pre"]), samples - int(h["discard_post"]))
+        pre = int(h["discard_pre"])
+        keep = slice(pre, max(pre, samples - int(h["discard_post"])))
         j = np.arange(samples, dtype=np.float64)[keep]
         if j.size == 0:
             continue
@@ -637,12 +648,20 @@ def nifti_affine(scan=None, **geometry) -> np.ndarray:
 
 
 def _image_3d(image, matrix):
+    """The image indexed [read, phase, slice]: given so (trailing singleton axes
+    optional) or flat in voxel order; any other shape is refused, not reshaped."""
     arr = np.asarray(image)
-    if arr.size != int(np.prod(matrix)):
-        raise ValueError(f"image has {arr.size} voxels, the grid {matrix} has {int(np.prod(matrix))}")
-    if arr.ndim == 1:
-        arr = arr.reshape(matrix, order="F")
-    return arr.reshape(matrix)
+    matrix = tuple(int(m) for m in matrix)
+    n = int(np.prod(matrix))
+    if arr.ndim == 1 and arr.size == n:
+        return arr.reshape(matrix, order="F")
+    trimmed = matrix
+    while len(trimmed) > 1 and trimmed[-1] == 1:
+        trimmed = trimmed[:-1]
+    if arr.shape in (matrix, trimmed):
+        return arr.reshape(matrix)
+    shapes = " or ".join(str(s) for s in dict.fromkeys((matrix, trimmed, (n,))))
+    raise ValueError(f"image has shape {arr.shape}, expected {shapes} (indexed [read, phase, slice], or flat)")
 
 
 def write_nifti(path, image, scan=None, *, magnitude: bool = True, **geometry) -> None:
@@ -702,9 +721,13 @@ def load_array(path, name: str = "array") -> np.ndarray:
             return np.load(path, allow_pickle=False)
         if path.lower().endswith(".npz"):
             with np.load(path, allow_pickle=False) as z:
+                if not z.files:
+                    raise ValueError("the .npz holds no array")
                 return z[z.files[0]]
         if suffixes.endswith(".nii") or suffixes.endswith(".nii.gz"):
             return np.asanyarray(_require("nibabel").load(path).dataobj)
-    except (OSError, ValueError) as e:
-        raise ValueError(f"{name}: {path}: cannot be read ({e})") from e
+    except ImportError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any reader's failure on a bad file (nibabel's are its own)
+        raise ValueError(f"{name}: {path}: cannot be read ({type(e).__name__}: {e})") from e
     raise ValueError(f"{name}: {path}: unknown format (use .npy, .npz, .nii or .nii.gz)")

@@ -60,7 +60,7 @@ def montage(
     images = [_plane(f"images[{i}]", im, slice_index) for i, im in enumerate(images)]
     if not images:
         raise ValueError("montage: no images")
-    titles = list(titles) if titles is not None else [f"image {i + 1}" for i in range(len(images))]
+    titles = [str(t) for t in titles] if titles is not None else [f"image {i + 1}" for i in range(len(images))]
     if len(titles) != len(images):
         raise ValueError(f"montage: {len(images)} images but {len(titles)} titles")
     ref = None if reference is None else _plane("reference", reference, slice_index)
@@ -92,7 +92,7 @@ def montage(
         axes[1][0].text(0.5, 0.5, "difference to\n" + reference_title, ha="center", va="center", fontsize=9)
         for ax, d, t in zip(axes[1][1:], diffs, titles):
             shown = ax.imshow(d.T, origin="lower", cmap=difference_cmap, vmin=0, vmax=dmax, interpolation="nearest")
-            ax.set_title(f"|{t.splitlines()[0]} - {reference_title}|", fontsize=9)
+            ax.set_title(f"|{(t.splitlines() or [''])[0]} - {reference_title}|", fontsize=9)
             ax.set_xticks([])
             ax.set_yticks([])
         fig.colorbar(shown, ax=list(axes[1]), shrink=0.9, label="|difference|")

@@ -153,3 +153,27 @@ def test_local_cluster_workers_keep_glibc_malloc_defaults():
     assert list(environ.values()) == [None]
     assert threads == [1]
     assert "MALLOC_TRIM_THRESHOLD_" not in os.environ  # nor left in this process's environment
+
+
+def test_a_failing_item_or_write_is_reported_not_raised(rng, tmp_path):
+    """A problem whose fields fail (shape None: its description once raised
+    too), an image whose file cannot be written (a 300-character name) and a
+    voxel size given as an array: the batch reports, never aborts."""
+    good = random_problem(rng, "good")
+    odd = random_problem(rng, "odd")
+    odd.shape = None
+    long_name = "x" * 300
+    report = batch.run({"good": good, "odd": odd, long_name: random_problem(rng, "long")}, tmp_path,
+                       scheduler="local", backend="cpu", threads=1, retries=0, progress=False)
+    assert [r.name for r in report.failed] == ["odd", long_name]
+    assert "writing its image failed" in report.failed[1].error
+    assert report.results[0].ok and Path(report.results[0].path).exists()
+    log = [json.loads(line) for line in (tmp_path / "batch.jsonl").read_text().splitlines()]
+    assert {e["name"] for e in log if e["status"] == "failed"} == {"odd", long_name}
+    pytest.importorskip("nibabel", reason="nibabel is not installed")
+    report = batch.run([good], tmp_path / "nifti", scheduler="local", backend="cpu", threads=1, format="nifti",
+                       voxel_size=np.array([2.0, 2.0, 5.0]), progress=False)
+    assert report.results[0].ok
+    for bad in ({"n_workers": 0}, {"n_workers": -1}, {"threads": -2}, {"voxel_size": 0.0}):
+        with pytest.raises(ValueError):
+            batch.run([good], tmp_path / "bad", scheduler="local", **bad)

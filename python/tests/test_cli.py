@@ -153,6 +153,9 @@ def test_quiet_magnitude_ismrmrd_and_numpy_outputs(scan_files, tmp_path):
 
 def test_exit_codes(scan_files, tmp_path):
     f = scan_files
+    np.save(f["folder"] / "text.npy", np.array(["a", "b"]))
+    np.savez(f["folder"] / "empty.npz")
+    (f["folder"] / "cut.nii.gz").write_bytes((f["folder"] / "b0_hz.nii.gz").read_bytes()[:40])
     scan = f["folder"] / "scan.h5"
     sens = ["--sensitivities", f["folder"] / "sens.npy"]
     cases = {
@@ -162,6 +165,10 @@ def test_exit_codes(scan_files, tmp_path):
         "wrong sensitivities": ([scan, "-o", "x.nii", "--sensitivities", f["folder"] / "b0_hz.nii.gz"], 3, "--sensitivities has shape"),
         "wrong B0": ([scan, "-o", "x.nii", *sens, "--b0", f["folder"] / "sens.npy"], 3, "--b0 must be real"),
         "unknown counter": ([scan, "-o", "x.nii", *sens, "--select", "echo=1"], 3, "unknown encoding counter"),
+        "non-integer counter": ([scan, "-o", "x.nii", *sens, "--select", "slice=\u00b2"], 2, "COUNTER=VALUE"),
+        "text sensitivities": ([scan, "-o", "x.nii", "--sensitivities", f["folder"] / "text.npy"], 3, "expected numbers"),
+        "empty npz": ([scan, "-o", "x.nii", "--sensitivities", f["folder"] / "empty.npz"], 3, "holds no array"),
+        "damaged NIfTI": ([scan, "-o", "x.nii", *sens, "--b0", f["folder"] / "cut.nii.gz"], 3, "cannot be read"),
         "bad option": ([scan, "-o", "x.nii", "--regularizer", "magic"], 2, "invalid choice"),
         "no output": ([scan], 2, "--output"),
         "bad device": ([scan, "-o", "x.nii", "--device", "tpu"], 2, "--device"),

@@ -315,3 +315,51 @@ def test_ismrmrd_image_out(tmp_path, rng):
     assert tuple(head.matrix_size) == (6, 5, 1)
     np.testing.assert_allclose(head.position[:], [0.0, 10.0, 20.0], atol=1e-5)
     np.testing.assert_allclose(head.field_of_view[:], [60.0, 50.0, 4.0], atol=1e-4)
+
+
+def test_damaged_files_and_odd_fields_are_ismrmrd_errors(tmp_path, rng):
+    """A discard longer than the readout drops it (a negative slice stop kept
+    samples); malformed structures and damaged bytes raise IsmrmrdError (they
+    escaped as TypeError, KeyError, OSError, ...); an image of another shape
+    is refused, not reshaped."""
+    import h5py
+
+    # discard_pre = 40 > 32 samples on every spoke: every sample is discarded
+    _write_radial_with_ismrmrd_api(tmp_path / "discard.h5", rng, discard_pre=40)
+    with pytest.raises(hio.IsmrmrdError, match="every sample is discarded"):
+        hio.read_ismrmrd(tmp_path / "discard.h5")
+    for name, build in (
+        ("xml_scalar", lambda g: g.create_dataset("xml", data=b"<x/>")),
+        ("xml_group", lambda g: g.create_group("xml")),
+    ):
+        with h5py.File(tmp_path / f"{name}.h5", "w") as f:
+            g = f.create_group("dataset")
+            build(g)
+            g.create_dataset("data", data=np.zeros(3))
+        with pytest.raises(hio.IsmrmrdError):
+            hio.read_ismrmrd(tmp_path / f"{name}.h5")
+    good = tmp_path / "radial.h5"
+    _write_radial_with_ismrmrd_api(good, rng)
+    raw = bytearray(good.read_bytes())
+    damaged = 0
+    for seed in range(40):  # flip bytes past the superblock: IsmrmrdError or a (rarely) intact read
+        bad = bytearray(raw)
+        for at in np.random.default_rng(seed).integers(64, len(raw), 8):
+            bad[at] ^= 0xFF
+        (tmp_path / "bad.h5").write_bytes(bytes(bad))
+        try:
+            hio.read_ismrmrd(tmp_path / "bad.h5")
+        except hio.IsmrmrdError:
+            damaged += 1
+    assert damaged > 0
+    geometry = dict(matrix=(5, 4, 3), fov=(0.05, 0.04, 0.03), position=(0, 0, 0), read_dir=(1, 0, 0),
+                    phase_dir=(0, 1, 0), slice_dir=(0, 0, 1))
+    image = rng.complex(5, 4, 3)
+    with pytest.raises(ValueError, match=r"shape \(60, 1\)"):
+        hio.write_nifti(tmp_path / "col.nii", image.ravel(order="F")[:, None], **geometry)
+    with pytest.raises(ValueError, match=r"shape \(4, 5, 3\)"):
+        hio.write_nifti(tmp_path / "t.nii", image.transpose(1, 0, 2), **geometry)
+    hio.write_nifti(tmp_path / "flat.nii", image.ravel(order="F"), magnitude=False, **geometry)
+    import nibabel
+
+    np.testing.assert_array_equal(np.asanyarray(nibabel.load(tmp_path / "flat.nii").dataobj), image.astype(np.complex64))

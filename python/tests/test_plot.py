@@ -39,6 +39,11 @@ def test_montage_without_reference_and_errors(rng):
     fig = horecon.plot.montage([rng.standard_normal((8, 8, 3)), rng.standard_normal((8, 8))], ["3-D", "2-D"])
     assert [ax.get_title() for ax in fig.axes[:2]] == ["3-D", "2-D"]
     plt.close(fig)
+    # titles that are empty or not text, with a reference (its difference row once split them)
+    fig = horecon.plot.montage({1: np.ones((4, 4)), 2: np.zeros((4, 4))}, reference=np.ones((4, 4)))
+    plt.close(fig)
+    fig = horecon.plot.montage([np.ones((4, 4))], [""], reference=np.ones((4, 4)))
+    plt.close(fig)
     with pytest.raises(ValueError, match="2 images but 1 titles"):
         horecon.plot.montage([np.ones((4, 4))] * 2, ["one"])
     with pytest.raises(ValueError, match="shape"):
