@@ -831,6 +831,13 @@ horecon_status horecon_set_approximation(struct horecon_plan *plan, double toler
 // `info` is written only on success.
 horecon_status horecon_get_approximation_info(const struct horecon_plan *plan, struct horecon_approximation_info *info);
 
+// B, the columns of the plan's phase-model coefficients (M×B): the terms of
+// horecon_set_solid_harmonics or horecon_set_basis, the dimensions of
+// horecon_set_trajectory, 3 in Cartesian mode; 0 when none is set. The
+// shape `coefficients` of horecon_estimate_delay takes (bindings check their
+// arrays with it: the C functions read M×B values).
+horecon_status horecon_plan_phase_terms(const struct horecon_plan *plan, int32_t *terms);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

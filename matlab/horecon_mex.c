@@ -267,7 +267,6 @@ typedef struct {
   int64_t dims[3];
   int64_t coils;
   int64_t samples;
-  int32_t terms; /* B of the phase model set through this MEX, 0 = none yet */
 } plan_entry;
 
 /* Handles are opaque ids, not addresses: a nonce drawn when this MEX is
@@ -534,7 +533,6 @@ static void cmd_create(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[
   }
   registry[registry_len].id = new_handle();
   registry[registry_len].plan = plan;
-  registry[registry_len].terms = 0;
   memcpy(registry[registry_len].dims, dims, sizeof dims);
   registry[registry_len].coils = coils;
   registry[registry_len].samples = samples;
@@ -627,7 +625,6 @@ static void cmd_set_solid_harmonics(int nrhs, const mxArray *prhs[]) {
   e = plan_arg(prhs[1]);
   b = columns(prhs[2], "coef", (size_t)e->samples, "M x B");
   check(horecon_set_solid_harmonics(e->plan, b, real_values(prhs[2], "coef")));
-  e->terms = b;
 }
 
 static void cmd_set_basis(int nrhs, const mxArray *prhs[]) {
@@ -638,7 +635,6 @@ static void cmd_set_basis(int nrhs, const mxArray *prhs[]) {
   b = columns(prhs[2], "H", voxels(e), "N x B");
   check_count(prhs[3], "coef", (size_t)b * (size_t)e->samples, "M x B, B = columns of H");
   check(horecon_set_basis(e->plan, b, real_values(prhs[2], "H"), real_values(prhs[3], "coef")));
-  e->terms = b;
 }
 
 static void cmd_set_trajectory(int nrhs, const mxArray *prhs[]) {
@@ -648,7 +644,6 @@ static void cmd_set_trajectory(int nrhs, const mxArray *prhs[]) {
   e = plan_arg(prhs[1]);
   d = columns(prhs[2], "k", (size_t)e->samples, "M x d");
   check(horecon_set_trajectory(e->plan, d, real_values(prhs[2], "k")));
-  e->terms = d;
 }
 
 static void cmd_set_off_resonance(int nrhs, const mxArray *prhs[]) {
@@ -1322,11 +1317,13 @@ static void cmd_estimate_delay(int nlhs, mxArray *plhs[], int nrhs, const mxArra
   int32_t length = 0, capacity = 4096, i;
   need_args(nrhs, 11, "estimateDelay");
   e = plan_arg(prhs[1]);
-  if (!mxIsEmpty(prhs[4])) { /* shaped like the plan's phase model: M x B */
-    if (e->terms == 0)
+  if (!mxIsEmpty(prhs[4])) { /* shaped like the plan's phase model: M x B, B as the library holds it */
+    int32_t terms = 0;
+    check(horecon_plan_phase_terms(e->plan, &terms));
+    if (terms == 0)
       fail("horecon:sizeMismatch", "coef has the shape of the plan's phase model, and this plan has none "
                                    "(setSolidHarmonics, setTrajectory or setBasis first)");
-    coef = real_arg(prhs[4], "coef", (size_t)e->samples * (size_t)e->terms, "M x B of the phase model");
+    coef = real_arg(prhs[4], "coef", (size_t)e->samples * (size_t)terms, "M x B of the phase model");
   }
   horecon_default_delay_options(&o);
   o.range = scalar(prhs[5], "Range");

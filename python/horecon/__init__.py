@@ -302,6 +302,7 @@ _SIGNATURES = {
     "horecon_plan_memory": (c_int32, [_PlanPtr, c_int32, POINTER(c_int64), POINTER(c_int64)]),
     "horecon_set_approximation": (c_int32, [_PlanPtr, c_double]),
     "horecon_get_approximation_info": (c_int32, [_PlanPtr, POINTER(_ApproximationInfo)]),
+    "horecon_plan_phase_terms": (c_int32, [_PlanPtr, POINTER(c_int32)]),
 }
 
 #: the calls of :meth:`Plan.memory` (HORECON_CALL_*)
@@ -511,9 +512,6 @@ class Plan:
         self.nvoxels = nx * ny * nz
         self.ncoils = operator.index(ncoils)
         self.nsamples = operator.index(nsamples)
-        # B of the phase model set through this object (None: none yet), for
-        # arrays "shaped like the phase model" (calib.estimate_delay).
-        self._model_terms = None
         opts = _Options()
         lib.horecon_default_options(ctypes.byref(opts))
         opts.backend = _enum("backend", backend, BACKENDS)
@@ -639,6 +637,13 @@ class Plan:
             interrupt,
             raised,
         )
+
+    def _phase_terms(self) -> int:
+        """B, the columns of the phase model's coefficients (0: none set), as the
+        library holds it: the shape of arrays "shaped like the phase model"."""
+        terms = c_int32()
+        self._call("horecon_plan_phase_terms", ctypes.byref(terms))
+        return terms.value
 
     def cancel(self) -> None:
         """Cancels the calls running on this plan now (from any thread): they
@@ -790,7 +795,6 @@ class Plan:
         b = self._terms_from("coefficients", coefficients, self.nsamples, "M")
         c = self._matrix_in("coefficients", coefficients, self.nsamples, b, np.float64, "M", "B")
         self._call("horecon_set_solid_harmonics", int(b), _ptr(c, c_double))
-        self._model_terms = int(b)
 
     def set_basis(self, basis, coefficients) -> None:
         """A user basis h_b(r_n), (N, B) (or (B, N) when B != N), with
@@ -799,7 +803,6 @@ class Plan:
         h = self._matrix_in("basis", basis, self.nvoxels, b, np.float64, "N", "B")
         c = self._matrix_in("coefficients", coefficients, self.nsamples, b, np.float64, "M", "B")
         self._call("horecon_set_basis", int(b), _ptr(h, c_double), _ptr(c, c_double))
-        self._model_terms = int(b)
 
     def set_trajectory(self, k) -> None:
         """A k-space trajectory k(t_j) in rad/m: (M, ndims) (or (ndims, M) when
@@ -807,7 +810,6 @@ class Plan:
         b = self._terms_from("k", k, self.nsamples, "M")
         kk = self._matrix_in("k", k, self.nsamples, b, np.float64, "M", "ndims")
         self._call("horecon_set_trajectory", int(b), _ptr(kk, c_double))
-        self._model_terms = int(b)
 
     def set_off_resonance(self, omega, times=None) -> None:
         """Off-resonance omega (rad/s; (N,) or the image shape) with sample times

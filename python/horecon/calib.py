@@ -220,8 +220,8 @@ def estimate_delay(plan, data, times, coefficients=None, range=20e-6, step=4e-6,
     t = plan._vector_in("times", times, plan.nsamples, "M")
     k = None
     if coefficients is not None:
-        terms = plan._model_terms
-        if terms is None:
+        terms = plan._phase_terms()
+        if terms == 0:
             raise _value_error(HORECON_ERR_SIZE_MISMATCH,
                                "coefficients are shaped like the plan's phase model, and this plan has none: "
                                "set_solid_harmonics, set_trajectory or set_basis first")
@@ -250,9 +250,17 @@ def sim_reference(dims, fov, center, positions, image, sensitivities, omega=None
     r = np.ascontiguousarray(_numeric("positions", positions, np.float64).reshape(-1, 3).reshape(-1, order="F"))
     n = r.size // 3
     x = _c(image)
-    s, shape = _matrix("sensitivities", sensitivities, _numeric("sensitivities", sensitivities, np.complex64).shape[-1])
+    if x.size != n:
+        raise _value_error(HORECON_ERR_SIZE_MISMATCH, f"image has {x.size} values, positions {n} points")
+    sens = _numeric("sensitivities", sensitivities, np.complex64)
+    if sens.ndim not in (1, 2) or sens.shape[0] != n:
+        raise _value_error(HORECON_ERR_SIZE_MISMATCH,
+                           f"sensitivities has shape {sens.shape}, expected ({n}, ncoils) (one row per point)")
+    s, shape = _matrix("sensitivities", sens.reshape(n, -1), sens.reshape(n, -1).shape[-1])
     l = shape[-1]
     w = None if omega is None else np.ascontiguousarray(_numeric("omega", omega, np.float64).reshape(-1))
+    if w is not None and w.size != n:
+        raise _value_error(HORECON_ERR_SIZE_MISMATCH, f"omega has {w.size} values, positions {n} points")
     te = np.ascontiguousarray(_numeric("echo_times", echo_times, np.float64).reshape(-1))
     out = np.empty(int(np.prod(d)) * l * te.size, dtype=np.complex64)
     _check(_lib().horecon_sim_reference(d.ctypes.data_as(_I64), _dp(f), _dp(c), n, _dp(r), _cp(x), l, _cp(s),
@@ -270,8 +278,11 @@ def sim_noise_covariance(ncoils, correlation=0.5, spread=1.0, seed=1):
 
 def sim_correlated_noise(covariance, values, seed=1):
     """``values`` (..., L) plus complex Gaussian noise with covariance Psi (L, L)."""
-    psi = _c(covariance)
-    l = int(round(np.sqrt(psi.size)))
+    cov = _numeric("covariance", covariance, np.complex64)
+    l = cov.shape[0] if cov.ndim == 2 else -1
+    if cov.shape != (l, l):
+        raise _value_error(HORECON_ERR_SIZE_MISMATCH, f"covariance has shape {cov.shape}, expected (L, L)")
+    psi = _c(cov)
     flat, shape = _matrix("values", values, l)
     flat = flat.copy()  # noise added in place: never to the caller's array
     _check(_lib().horecon_sim_correlated_noise(_cp(psi), l, flat.size // l, int(seed), _cp(flat)))

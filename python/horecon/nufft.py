@@ -158,12 +158,15 @@ class Plan:
             ctypes.byref(handle), self.type, self.ndims, modes, m,
             points.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), self.isign, self.eps,
             self.n_trans, ctypes.byref(self._opts)))
-        self._replace(handle.value)
-        self.npoints = m
+        self._replace(handle.value, m)
 
-    def _replace(self, handle) -> None:
+    def _replace(self, handle, npoints=None) -> None:
+        """Swaps in a new library plan and its point count together (an
+        execute takes both under the same lock: buffers sized for the plan)."""
         with self._lock:
             old, self._handle = self._handle, handle
+            if handle is not None:
+                self.npoints = npoints
             if old is not None and self._calls:
                 self._pending, old = old, None
         if old is not None:
@@ -195,8 +198,9 @@ class Plan:
     def _grid_shape(self):
         return self.n_modes if self.n_trans == 1 else (self.n_trans,) + self.n_modes
 
-    def _points_shape(self):
-        return (self.npoints,) if self.n_trans == 1 else (self.n_trans, self.npoints)
+    def _points_shape(self, npoints=None):
+        npoints = self.npoints if npoints is None else npoints
+        return (npoints,) if self.n_trans == 1 else (self.n_trans, npoints)
 
     def _to_library(self, name, data, shape, grid):
         """`data` as a contiguous array in the library's layout (x fastest)."""
@@ -213,10 +217,10 @@ class Plan:
             arr = arr.transpose(axes)
         return np.ascontiguousarray(arr)
 
-    def _from_library(self, flat, grid):
+    def _from_library(self, flat, grid, npoints=None):
         """The library's output as an array of FINUFFT's shape (a view)."""
         if not grid:
-            return flat.reshape(self._points_shape())
+            return flat.reshape(self._points_shape(npoints))
         lead = () if self.n_trans == 1 else (self.n_trans,)
         arr = flat.reshape(lead + self.n_modes[::-1])
         k = len(lead)
@@ -226,24 +230,24 @@ class Plan:
         """Runs the n_trans transforms: type 1 takes c (M,) or (T, M) and
         returns f, type 2 takes f and returns c (module docs). ``out``, if
         given, receives the result (right shape; cast to its dtype)."""
-        if self.npoints is None:
-            raise _value_error(HORECON_ERR_INVALID_ARGUMENT, "execute: call setpts first")
-        m, n = self.npoints * self.n_trans, int(np.prod(self.n_modes)) * self.n_trans
-        if self.type == 1:
-            source = self._to_library("c", data, self._points_shape(), grid=False)
-            result = np.empty(n, dtype=self.dtype)
-            args = (source, result)
-        else:
-            source = self._to_library("f", data, self._grid_shape(), grid=True)
-            result = np.empty(m, dtype=self.dtype)
-            args = (result, source)
-        with self._lock:
-            handle = self._handle
+        with self._lock:  # the plan and its point count together (setpts may swap both)
+            handle, npoints = self._handle, self.npoints
+            if npoints is None:
+                raise _value_error(HORECON_ERR_INVALID_ARGUMENT, "execute: call setpts first")
             if handle is None:
                 raise HoreconError(HORECON_ERR_NULL_POINTER, "HORECON_ERR_NULL_POINTER",
                                    "execute: the plan is closed")
             self._calls += 1
         try:
+            m, n = npoints * self.n_trans, int(np.prod(self.n_modes)) * self.n_trans
+            if self.type == 1:
+                source = self._to_library("c", data, self._points_shape(npoints), grid=False)
+                result = np.empty(n, dtype=self.dtype)
+                args = (source, result)
+            else:
+                source = self._to_library("f", data, self._grid_shape(), grid=True)
+                result = np.empty(m, dtype=self.dtype)
+                args = (result, source)
             status = getattr(_lib, self._execute_name)(handle, args[0].ctypes.data, args[1].ctypes.data)
             _check(status)
         finally:
@@ -254,7 +258,7 @@ class Plan:
                     pending, self._pending = self._pending, None
             if pending is not None:
                 _lib.horecon_nufft_destroy(pending)
-        value = self._from_library(result, grid=self.type == 1)
+        value = self._from_library(result, grid=self.type == 1, npoints=npoints)
         if out is None:
             return value
         if tuple(out.shape) != tuple(value.shape):

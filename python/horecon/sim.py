@@ -250,9 +250,17 @@ def add_noise(data, snr: float, seed: int = 1):
     return d, sigma.value
 
 
+def _grid_dims(dims) -> list:
+    """dims (1 to 3 integers) as [nx, ny, nz]."""
+    dims = [int(v) for v in np.atleast_1d(dims)]
+    if not 1 <= len(dims) <= 3:
+        raise ValueError(f"dims must have 1 to 3 entries (nx[, ny[, nz]]), got {len(dims)}")
+    return dims + [1] * (3 - len(dims))
+
+
 def refined_grid(dims, fov, center, factor: int) -> np.ndarray:
     """Positions (N * factor^d, 3) of the grid dims refined by factor (sub-voxels symmetric)."""
-    dims = [int(v) for v in dims] + [1] * (3 - len(dims))
+    dims = _grid_dims(dims)
     f, c = _vec3(fov, "fov"), _vec3(center, "center")
     n = ctypes.c_int64(0)
     _call("horecon_sim_refined_grid", *dims, _p(f), _p(c), factor, ctypes.byref(n), None)
@@ -263,7 +271,7 @@ def refined_grid(dims, fov, center, factor: int) -> np.ndarray:
 
 def block_average(fine, dims, factor: int) -> np.ndarray:
     """A refined-grid image (flattened x fastest) averaged back onto dims: complex64 (N,)."""
-    dims = [int(v) for v in dims] + [1] * (3 - len(dims))
+    dims = _grid_dims(dims)
     x = _complex(fine, "fine").ravel(order="F")
     expected = int(np.prod([d * factor if d > 1 else 1 for d in dims]))
     if x.size != expected:

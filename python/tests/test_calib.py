@@ -88,12 +88,27 @@ def test_arrays_of_the_wrong_size_are_refused_before_the_library_reads_them():
             lambda: calib.estimate_delay(plan, np.ones((m, coils), np.complex64), np.zeros(m),
                                          coefficients=np.zeros((m, 3))),
         ]
+        points = np.zeros((16, 3))
+        cases += [
+            lambda: calib.sim_reference((4, 4), 0.2, 0.0, points, np.ones(1), np.ones((16, 2))),
+            lambda: calib.sim_reference((4, 4), 0.2, 0.0, points, np.ones(16), np.ones((2, 2))),
+            lambda: calib.sim_reference((4, 4), 0.2, 0.0, points, np.ones(16), np.ones((16, 2)), omega=np.ones(1)),
+            lambda: calib.sim_correlated_noise(np.ones(3, np.complex64), np.ones((5, 2), np.complex64)),
+        ]
         for i, call in enumerate(cases):
             with pytest.raises(horecon.HoreconError) as e:
                 call()
             assert e.value.name == "HORECON_ERR_SIZE_MISMATCH", (i, str(e.value))
         x = rng.normal(size=(n, n)).astype(np.complex64)
         assert np.isfinite(plan.forward(x)).all()
+        # Cartesian mode installs a 3-term trajectory in the library: coefficients follow it
+        plan.set_trajectory(rng.normal(size=(m, 2)))
+        mask = np.zeros((n, n), bool)
+        mask.flat[:m] = True
+        plan.set_cartesian(mask)
+        assert plan._phase_terms() == 3
+        with pytest.raises(horecon.HoreconError, match=r"\(M, B\) = \(10, 3\)"):
+            calib.estimate_delay(plan, np.ones((m, coils), np.complex64), np.zeros(m), coefficients=np.zeros((m, 2)))
 
 
 def test_whitening_and_correlated_noise_leave_their_input_alone():

@@ -146,6 +146,40 @@ def test_threads_share_a_plan(rng):
     assert all(np.array_equal(r, e) for r, e in zip(results, expect))
 
 
+def test_setpts_while_another_thread_executes(rng):
+    """execute sizes its output from the point count of the plan it runs: a
+    setpts in between (other points, another count) once made a type-2
+    execute write the new count into a buffer sized for the old one."""
+    plan = hn.Plan(2, (8,), eps=1e-6, dtype="complex64", backend="cpu")
+    few, many = points(rng, 1, 4), points(rng, 1, 20000)
+    plan.setpts(*few)
+    f = rng.complex(8).astype(np.complex64)
+    stop, sizes, errors = threading.Event(), set(), []
+
+    def swap():
+        while not stop.is_set():
+            plan.setpts(*many)
+            plan.setpts(*few)
+
+    def run():
+        try:
+            while not stop.is_set():
+                c = plan.execute(f)
+                assert np.isfinite(c).all()
+                sizes.add(c.size)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=swap), threading.Thread(target=run)]
+    for t in threads:
+        t.start()
+    threading.Event().wait(0.5)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert not errors and sizes <= {4, 20000} and sizes, (errors, sizes)
+
+
 def test_errors(rng):
     x = points(rng, 2, 50)
     with pytest.raises(horecon.HoreconValueError):

@@ -46,5 +46,7 @@ def test_bad_arguments_are_named_with_their_values():
         with pytest.raises(horecon.sim.SimError) as e:
             call()
         assert "HORECON_ERR_INVALID_ARGUMENT" in str(e.value) and text in str(e.value), str(e.value)
+    with pytest.raises(ValueError, match="1 to 3 entries"):
+        horecon.sim.block_average(np.ones(36), (2, 2, 1, 2), 3)  # a 4th entry shifted every argument
     omega = horecon.sim.off_resonance(p, (0.2, 0.0, 0.0), (0.0, 0.0, 0.0), 50.0)
     assert np.isfinite(omega).all()

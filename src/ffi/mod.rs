@@ -21,10 +21,13 @@ mod nufft;
 pub use calib::*;
 // Appended last so that its items come last in the header.
 mod approximation;
+// After it, for the same reason.
+mod phase;
 
 pub use approximation::*;
 pub use cartesian::*;
 pub use nufft::*;
+pub use phase::*;
 pub use recon::*;
 pub use sim::*;
 pub use work::*;

@@ -518,6 +518,7 @@ static void *USER(struct ctx *c) { return pick(c, 2) ? NULL : (void *)c; }
     V(horecon_nufft_destroy, NU(c))                                                     \
     S(horecon_set_approximation, P(c), R(c))                                            \
     S(horecon_get_approximation_info, P(c), AINFO(c))                                   \
+    S(horecon_plan_phase_terms, P(c), I32P(c))                                          \
     V(horecon_default_espirit_options, pick(c, 4) ? &c->espirit : NULL)                 \
     V(horecon_default_b0_options, pick(c, 4) ? &c->b0 : NULL)                           \
     V(horecon_default_delay_options, pick(c, 4) ? &c->delay : NULL)                     \

@@ -366,6 +366,14 @@ static void test_null_pointers(void)
     EXPECT(horecon_plan_backend(NULL, &backend), E, "plan is NULL");
     EXPECT(horecon_plan_backend(plan, NULL), E, "backend is NULL");
     CHECK(backend == -5, "plan_backend wrote its output on failure");
+    {
+        int32_t terms = -5;
+        EXPECT(horecon_plan_phase_terms(NULL, &terms), E, "plan is NULL");
+        EXPECT(horecon_plan_phase_terms(plan, NULL), E, "terms is NULL");
+        CHECK(terms == -5, "plan_phase_terms wrote its output on failure");
+        EXPECT(horecon_plan_phase_terms(plan, &terms), HORECON_OK, NULL);
+        CHECK(terms >= 0, "plan_phase_terms: B of the phase model, 0 when none");
+    }
 
     /* the optional pointers: NULL is fine */
     EXPECT(horecon_cg(one, in.data, NULL, image, NULL), HORECON_OK, NULL);
