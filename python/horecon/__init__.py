@@ -1162,6 +1162,16 @@ def _three(name, value):
     return np.ascontiguousarray(np.broadcast_to(arr, (3,)))
 
 
+def _grid_dims(dims, what="dims") -> list:
+    """A grid's 1 to 3 axis lengths as [nx, ny, nz] (the C calls read three:
+    a fourth would shift every argument after them)."""
+    dims = [int(v) for v in np.atleast_1d(dims)]
+    if not 1 <= len(dims) <= 3:
+        raise _value_error(HORECON_ERR_SIZE_MISMATCH,
+                           f"{what} has {len(dims)} axes {tuple(dims)}, expected 1 to 3 entries (nx[, ny[, nz]])")
+    return dims + [1] * (3 - len(dims))
+
+
 def _enum(name, value, table):
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         return int(value)

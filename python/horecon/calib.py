@@ -23,7 +23,7 @@ from ctypes import POINTER, Structure, c_double, c_float, c_int32, c_int64, c_ui
 
 import numpy as np
 
-from . import _C32, _check, _load, _numeric, _three, _value_error, HORECON_ERR_SIZE_MISMATCH
+from . import _C32, _check, _grid_dims, _load, _numeric, _three, _value_error, HORECON_ERR_SIZE_MISMATCH
 
 __all__ = [
     "noise_covariance", "whiten", "cartesian_images", "espirit", "walsh", "b0_map",
@@ -96,12 +96,7 @@ def _dp(a):
 
 def _grid(dims, fov, center, what="the reference grid"):
     """(dims as 3 int64, fov, center) of a reference grid of 1 to 3 axes."""
-    dims = tuple(dims)
-    if not 1 <= len(dims) <= 3:
-        raise _value_error(HORECON_ERR_SIZE_MISMATCH,
-                           f"{what} has {len(dims)} axes {dims}, expected 1 to 3 (nx[, ny[, nz]])")
-    d = np.array(list(dims) + [1] * (3 - len(dims)), dtype=np.int64)
-    return d, _three("fov", fov), _three("center", center)
+    return np.array(_grid_dims(dims, what), dtype=np.int64), _three("fov", fov), _three("center", center)
 
 
 def _coil_array(name, a, plan, trailing=0):

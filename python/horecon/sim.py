@@ -23,7 +23,7 @@ import os
 
 import numpy as np
 
-from . import _load, _progress
+from . import _grid_dims, _load, _progress
 
 __all__ = [
     "SimError", "shepp_logan", "shepp_logan_kspace", "shepp_logan_band_limited",
@@ -248,14 +248,6 @@ def add_noise(data, snr: float, seed: int = 1):
     sigma = ctypes.c_double(0.0)
     _call("horecon_sim_add_noise", d.size, _p(d), snr, seed, ctypes.byref(sigma))
     return d, sigma.value
-
-
-def _grid_dims(dims) -> list:
-    """dims (1 to 3 integers) as [nx, ny, nz]."""
-    dims = [int(v) for v in np.atleast_1d(dims)]
-    if not 1 <= len(dims) <= 3:
-        raise ValueError(f"dims must have 1 to 3 entries (nx[, ny[, nz]]), got {len(dims)}")
-    return dims + [1] * (3 - len(dims))
 
 
 def refined_grid(dims, fov, center, factor: int) -> np.ndarray:
