@@ -11,7 +11,10 @@
 
 mod common;
 
-use common::{higher_order_problem, inner, normal_f64, rel_error, to_c64, Kind, Problem, Rng};
+use common::{
+    case_count, higher_order_problem, inner, normal_f64, random_higher_order_problem, rel_error,
+    to_c64, Kind, Problem, Rng,
+};
 use horecon::{BackendKind, CgOptions, Complex32, Options, Precision, Regularizer};
 use std::sync::Mutex;
 
@@ -119,6 +122,82 @@ fn the_device_fast_path_equals_the_cpu_one_and_meets_the_tolerance() {
             assert!(vs_cpu <= tol / 2.0, "{dims:?} {what}: vs CPU {vs_cpu:.3e}");
             assert!(vs_exact <= tol, "{dims:?} {what}: vs exact {vs_exact:.3e}");
         }
+    }
+}
+
+/// Random kinds, sizes (odd and singleton axes), coil and sample counts,
+/// tolerances and precisions (`common::random_higher_order_problem`;
+/// `HORECON_TEST_CASES` of them, 4 by default): the device plan is active
+/// where the CPU plan is, with the same rank, its E, Eᴴ, EᴴE and EᴴWE within
+/// half the tolerance of the CPU plan's and within the tolerance of the
+/// exact model, and its certificate within 3× of the CPU plan's.
+#[test]
+fn random_plans_on_the_device_match_the_cpu_ones() {
+    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let test = "random_plans_on_the_device_match_the_cpu_ones";
+    if !gpu(test) {
+        return;
+    }
+    let mut rng = Rng::fresh(test);
+    for case in 0..case_count(4) {
+        let (kind, p, tol) = random_higher_order_problem(&mut rng);
+        let precision = if rng.uniform() < 0.25 {
+            Precision::Double
+        } else {
+            Precision::Accurate
+        };
+        let (n, m, l) = (p.voxels(), p.samples, p.coils);
+        let name = format!(
+            "case {case}: {kind:?} {:?} L {l} M {m} {precision:?} tol {tol:.1e}",
+            p.dims
+        );
+        let cpu = fast_plan(&p, BackendKind::Cpu, precision, tol);
+        let gpu = fast_plan(&p, BackendKind::Cuda, precision, tol);
+        let (on_cpu_info, info) = (
+            cpu.approximation_info().unwrap(),
+            gpu.approximation_info().unwrap(),
+        );
+        assert_eq!(
+            info.active, on_cpu_info.active,
+            "{name}: {} / {}",
+            info.reason, on_cpu_info.reason
+        );
+        if !info.active {
+            eprintln!("{name}: inactive on both: {}", info.reason);
+            continue;
+        }
+        assert_eq!(info.rank, on_cpu_info.rank, "{name}");
+        let (a, b) = (
+            info.estimated_error.max(1e-6),
+            on_cpu_info.estimated_error.max(1e-6),
+        );
+        assert!(
+            a <= 3.0 * b && b <= 3.0 * a,
+            "{name}: certificates {a:.3e} / {b:.3e}"
+        );
+        let x = rng.complex(n);
+        let d = rng.complex(m * l);
+        let w: Vec<f32> = (0..m).map(|_| rng.range(0.0, 2.0) as f32).collect();
+        let on_gpu = apply_all(&gpu, &x, &d, &w);
+        let on_cpu = apply_all(&cpu, &x, &d, &w);
+        let exact = [
+            p.forward_f64(&x),
+            p.adjoint_f64(&d),
+            normal_f64(&p, &x, None),
+            normal_f64(&p, &x, Some(&w)),
+        ];
+        let mut line = format!(
+            "{name}: K {} certificate {:.2e}",
+            info.rank, info.estimated_error
+        );
+        for (i, what) in ["E", "EH", "EHE", "EHWE"].iter().enumerate() {
+            let vs_cpu = rel_error(&on_gpu[i], &to_c64(&on_cpu[i]));
+            let vs_exact = rel_error(&on_gpu[i], &exact[i]);
+            line += &format!(", {what} {vs_cpu:.1e} / {vs_exact:.1e}");
+            assert!(vs_cpu <= tol / 2.0, "{name} {what}: vs CPU {vs_cpu:.3e}");
+            assert!(vs_exact <= tol, "{name} {what}: vs exact {vs_exact:.3e}");
+        }
+        eprintln!("{line} (vs CPU / vs exact)");
     }
 }
 

@@ -82,8 +82,12 @@ pub fn higher_order_problem(
     let mut points = lattice_positions(rng, dims, oblique);
     let mut dims = dims;
     if let Kind::Masked = kind {
-        // Keep about 70 % of the voxels, in random order.
+        // Keep about 70 % of the voxels (at least one), in random order.
+        let first = points[0];
         points.retain(|_| rng.uniform() < 0.7);
+        if points.is_empty() {
+            points.push(first);
+        }
         for i in (1..points.len()).rev() {
             let j = rng.int(0, i);
             points.swap(i, j);
@@ -210,4 +214,37 @@ pub fn higher_order_problem(
         off_resonance,
         sensitivities,
     }
+}
+
+/// How many random cases a randomized test runs: `HORECON_TEST_CASES`, or
+/// `default` (kept small for CI; the GPU runs set more).
+pub fn case_count(default: usize) -> usize {
+    std::env::var("HORECON_TEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A random problem of a random kind: 2D or 3D, any axis from 1 to 24
+/// (2D) or 11 (3D) voxels, odd and singleton sizes included, 1 to 5 coils,
+/// 20 to 900 samples, and a tolerance 10^−u with u uniform in [2, 4].
+pub fn random_higher_order_problem(rng: &mut Rng) -> (Kind, Problem, f64) {
+    let kinds = [
+        Kind::Grid,
+        Kind::Oblique,
+        Kind::Masked,
+        Kind::UserBasis,
+        Kind::StrongB0,
+    ];
+    let kind = kinds[rng.int(0, kinds.len() - 1)];
+    let dims = if rng.uniform() < 0.5 {
+        [rng.int(1, 24), rng.int(1, 24), 1]
+    } else {
+        [rng.int(1, 11), rng.int(1, 11), rng.int(1, 11)]
+    };
+    let coils = rng.int(1, 5);
+    let samples = rng.int(20, 900);
+    let tolerance = 10f64.powf(-rng.range(2.0, 4.0));
+    let problem = higher_order_problem(rng, kind, dims, coils, samples);
+    (kind, problem, tolerance)
 }
