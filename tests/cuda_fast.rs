@@ -72,6 +72,72 @@ fn apply_all(
     [y, z, e, ew]
 }
 
+/// The device and CPU fast plans of `p` at `tol` in `precision` compared
+/// (`name` names the case): active on both or on neither (`None`, the reason
+/// printed), device-resident, the same rank, certificates within 3× of each
+/// other, and the device plan's E, Eᴴ, EᴴE and EᴴWE within tol/2 of the CPU
+/// plan's (both carry NUFFT errors of at most a quarter of the tolerance)
+/// and within tol of float64 direct sums. The rank where active.
+fn device_matches_cpu(
+    rng: &mut Rng,
+    p: &Problem,
+    precision: Precision,
+    tol: f64,
+    name: &str,
+) -> Option<usize> {
+    let cpu = fast_plan(p, BackendKind::Cpu, precision, tol);
+    let gpu = fast_plan(p, BackendKind::Cuda, precision, tol);
+    let (on_cpu, info) = (
+        cpu.approximation_info().unwrap(),
+        gpu.approximation_info().unwrap(),
+    );
+    assert_eq!(
+        info.active, on_cpu.active,
+        "{name}: {} / {}",
+        info.reason, on_cpu.reason
+    );
+    if !info.active {
+        eprintln!("{name}: inactive on both: {}", info.reason);
+        return None;
+    }
+    let backend = gpu.operator().unwrap().backend_name();
+    assert!(backend.contains("on the device"), "{name}: {backend}");
+    assert_eq!(info.rank, on_cpu.rank, "{name}");
+    let (a, b) = (
+        info.estimated_error.max(1e-6),
+        on_cpu.estimated_error.max(1e-6),
+    );
+    assert!(
+        a <= 3.0 * b && b <= 3.0 * a,
+        "{name}: certificates {a:.3e} / {b:.3e}"
+    );
+    let (n, m, l) = (p.voxels(), p.samples, p.coils);
+    let x = rng.complex(n);
+    let d = rng.complex(m * l);
+    let w: Vec<f32> = (0..m).map(|_| rng.range(0.0, 2.0) as f32).collect();
+    let on_gpu = apply_all(&gpu, &x, &d, &w);
+    let on_cpu = apply_all(&cpu, &x, &d, &w);
+    let exact = [
+        p.forward_f64(&x),
+        p.adjoint_f64(&d),
+        normal_f64(p, &x, None),
+        normal_f64(p, &x, Some(&w)),
+    ];
+    let mut line = format!(
+        "{name}: K {} certificate {:.2e}",
+        info.rank, info.estimated_error
+    );
+    for (i, what) in ["E", "EH", "EHE", "EHWE"].iter().enumerate() {
+        let vs_cpu = rel_error(&on_gpu[i], &to_c64(&on_cpu[i]));
+        let vs_exact = rel_error(&on_gpu[i], &exact[i]);
+        line += &format!(", {what} {vs_cpu:.1e} / {vs_exact:.1e}");
+        assert!(vs_cpu <= tol / 2.0, "{name} {what}: vs CPU {vs_cpu:.3e}");
+        assert!(vs_exact <= tol, "{name} {what}: vs exact {vs_exact:.3e}");
+    }
+    eprintln!("{line} (vs CPU / vs exact)");
+    Some(info.rank)
+}
+
 #[test]
 fn the_device_fast_path_equals_the_cpu_one_and_meets_the_tolerance() {
     let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
@@ -91,46 +157,18 @@ fn the_device_fast_path_equals_the_cpu_one_and_meets_the_tolerance() {
     for (dims, coils, masked, precision, tol) in cases {
         let samples = rng.int(300, 700);
         let p = problem(&mut rng, dims, coils, samples, masked);
-        let cpu = fast_plan(&p, BackendKind::Cpu, precision, tol);
-        let gpu = fast_plan(&p, BackendKind::Cuda, precision, tol);
-        let info = gpu.approximation_info().unwrap();
-        assert!(info.active, "{dims:?}: inactive: {}", info.reason);
-        let name = gpu.operator().unwrap().backend_name();
-        assert!(name.contains("on the device"), "{name}");
-        assert_eq!(info.rank, cpu.approximation_info().unwrap().rank);
-        let (n, m, l) = (p.voxels(), p.samples, p.coils);
-        let x = rng.complex(n);
-        let d = rng.complex(m * l);
-        let w: Vec<f32> = (0..m).map(|_| rng.range(0.0, 2.0) as f32).collect();
-        let on_gpu = apply_all(&gpu, &x, &d, &w);
-        let on_cpu = apply_all(&cpu, &x, &d, &w);
-        let exact = [
-            p.forward_f64(&x),
-            p.adjoint_f64(&d),
-            normal_f64(&p, &x, None),
-            normal_f64(&p, &x, Some(&w)),
-        ];
-        for (i, what) in ["E", "EH", "EHE", "EHWE"].iter().enumerate() {
-            let vs_cpu = rel_error(&on_gpu[i], &to_c64(&on_cpu[i]));
-            let vs_exact = rel_error(&on_gpu[i], &exact[i]);
-            eprintln!(
-                "{dims:?} L {l} M {m} masked {masked} {precision:?} tol {tol:.0e} K {}: \
-                 {what} vs CPU fast {vs_cpu:.2e}, vs exact {vs_exact:.2e}",
-                info.rank
-            );
-            // Both carry NUFFT errors of at most a quarter of the tolerance each.
-            assert!(vs_cpu <= tol / 2.0, "{dims:?} {what}: vs CPU {vs_cpu:.3e}");
-            assert!(vs_exact <= tol, "{dims:?} {what}: vs exact {vs_exact:.3e}");
-        }
+        let name =
+            format!("{dims:?} L {coils} M {samples} masked {masked} {precision:?} tol {tol:.0e}");
+        let rank = device_matches_cpu(&mut rng, &p, precision, tol, &name);
+        assert!(rank.is_some(), "{name}: inactive");
     }
 }
 
 /// Random kinds, sizes (odd and singleton axes), coil and sample counts,
 /// tolerances and precisions (`common::random_higher_order_problem`;
-/// `HORECON_TEST_CASES` of them, 4 by default): the device plan is active
-/// where the CPU plan is, with the same rank, its E, Eᴴ, EᴴE and EᴴWE within
-/// half the tolerance of the CPU plan's and within the tolerance of the
-/// exact model, and its certificate within 3× of the CPU plan's.
+/// `HORECON_TEST_CASES` of them, 4 by default), compared as
+/// [`device_matches_cpu`] does; plans the fast path cannot serve must be
+/// inactive on both backends.
 #[test]
 fn random_plans_on_the_device_match_the_cpu_ones() {
     let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
@@ -146,58 +184,11 @@ fn random_plans_on_the_device_match_the_cpu_ones() {
         } else {
             Precision::Accurate
         };
-        let (n, m, l) = (p.voxels(), p.samples, p.coils);
         let name = format!(
-            "case {case}: {kind:?} {:?} L {l} M {m} {precision:?} tol {tol:.1e}",
-            p.dims
+            "case {case}: {kind:?} {:?} L {} M {} {precision:?} tol {tol:.1e}",
+            p.dims, p.coils, p.samples
         );
-        let cpu = fast_plan(&p, BackendKind::Cpu, precision, tol);
-        let gpu = fast_plan(&p, BackendKind::Cuda, precision, tol);
-        let (on_cpu_info, info) = (
-            cpu.approximation_info().unwrap(),
-            gpu.approximation_info().unwrap(),
-        );
-        assert_eq!(
-            info.active, on_cpu_info.active,
-            "{name}: {} / {}",
-            info.reason, on_cpu_info.reason
-        );
-        if !info.active {
-            eprintln!("{name}: inactive on both: {}", info.reason);
-            continue;
-        }
-        assert_eq!(info.rank, on_cpu_info.rank, "{name}");
-        let (a, b) = (
-            info.estimated_error.max(1e-6),
-            on_cpu_info.estimated_error.max(1e-6),
-        );
-        assert!(
-            a <= 3.0 * b && b <= 3.0 * a,
-            "{name}: certificates {a:.3e} / {b:.3e}"
-        );
-        let x = rng.complex(n);
-        let d = rng.complex(m * l);
-        let w: Vec<f32> = (0..m).map(|_| rng.range(0.0, 2.0) as f32).collect();
-        let on_gpu = apply_all(&gpu, &x, &d, &w);
-        let on_cpu = apply_all(&cpu, &x, &d, &w);
-        let exact = [
-            p.forward_f64(&x),
-            p.adjoint_f64(&d),
-            normal_f64(&p, &x, None),
-            normal_f64(&p, &x, Some(&w)),
-        ];
-        let mut line = format!(
-            "{name}: K {} certificate {:.2e}",
-            info.rank, info.estimated_error
-        );
-        for (i, what) in ["E", "EH", "EHE", "EHWE"].iter().enumerate() {
-            let vs_cpu = rel_error(&on_gpu[i], &to_c64(&on_cpu[i]));
-            let vs_exact = rel_error(&on_gpu[i], &exact[i]);
-            line += &format!(", {what} {vs_cpu:.1e} / {vs_exact:.1e}");
-            assert!(vs_cpu <= tol / 2.0, "{name} {what}: vs CPU {vs_cpu:.3e}");
-            assert!(vs_exact <= tol, "{name} {what}: vs exact {vs_exact:.3e}");
-        }
-        eprintln!("{line} (vs CPU / vs exact)");
+        device_matches_cpu(&mut rng, &p, precision, tol, &name);
     }
 }
 
