@@ -760,10 +760,12 @@ horecon_status horecon_plan_memory(const struct horecon_plan *plan, int32_t call
 // [1e-6, 1e-1] in single precision, [1e-12, 1e-1] in double; the kernel
 // width is chosen so that the error stays at or below it for any points
 // (one or two cells wider than FINUFFT's rule, which gives about the
-// tolerance, not below it). In single precision at 1e-6 itself float32
-// rounding is the whole error and as large as the request (measured
-// 3.8e-7 to 1.1e-6 in 3D with most points in one cell); DOUBLE precision
-// meets 1e-6 strictly. The upsampling (2 or 1.25) is chosen by speed.
+// tolerance, not below it). Single-precision plans asked for less than
+// 1e-5 compute in float64 on the CPU; on CUDA they stay float32, and at
+// 1e-6 itself float32 rounding is the whole error and as large as the
+// request (measured 3.8e-7 to 1.1e-6 in 3D with most points in one cell;
+// DOUBLE precision meets 1e-6 strictly). The upsampling (2 or 1.25) is
+// chosen by speed.
 //
 // options (NULL = defaults): precision HORECON_PRECISION_DOUBLE computes
 // in float64, ACCURATE and FAST in float32; num_threads CPU threads (0 =

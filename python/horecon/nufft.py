@@ -25,8 +25,9 @@ with the library's layout (x fastest).
 (``eps`` down to 1e-12), 'complex64' in float32 (``eps`` >= 1e-6; smaller
 values raise, where FINUFFT would warn). The achieved relative l2 error is
 at or below ``eps`` (the kernel is one or two cells wider than FINUFFT's),
-except in float32 at ``eps`` = 1e-6 itself, where rounding is the whole
-error and about as large (measured up to 1.1e-6; use 'complex128').
+except in float32 on CUDA at ``eps`` = 1e-6 itself, where rounding is the
+whole error and about as large (measured up to 1.1e-6; use 'complex128');
+the CPU computes float32 plans below 1e-5 in float64.
 Errors raise :class:`horecon.HoreconError` with the library's status and
 message; shape problems :class:`horecon.HoreconValueError`.
 

@@ -58,9 +58,11 @@ pub const MAX_WIDTH: usize = 16;
 /// The smallest tolerance in float32 arithmetic: rounding of the fine grid's
 /// values and of the FFT leaves ≈ 1e-7·log n relative error, so requests
 /// below this cannot be met. At this tolerance rounding is the whole error
-/// and about as large as it: CUDA, 3D, 2500 of 3000 points within one cell,
-/// 15 seeds (2026-11-27): types 1 and 2 at 3.8e-7 to 9.9e-7, once 1.09e-6
-/// (type 1 spread point by point with float32 atomics).
+/// and about as large as it: CUDA float32, 3D, 2500 of 3000 points within
+/// one cell, 15 seeds (2026-11-27): types 1 and 2 at 3.8e-7 to 9.9e-7, once
+/// 1.09e-6 (type 1 spread point by point with float32 atomics); the CPU
+/// computes float32 plans below [`super::cpu::FLOAT32_ARITHMETIC_TOLERANCE`]
+/// in float64.
 pub const MIN_TOLERANCE_F32: f64 = 1e-6;
 
 /// The smallest tolerance in float64 arithmetic.

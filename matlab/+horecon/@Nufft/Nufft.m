@@ -20,7 +20,8 @@ classdef Nufft < handle
 %              sign s and type 2 with sign -s are adjoint (gridding / E^H and E).
 %   Tolerance  the relative l2 error promised against the exact sums: [1e-6, 0.1] in
 %              single precision, [1e-12, 0.1] in double (default 1e-6); in single
-%              precision at 1e-6 itself rounding is about as large (up to 1.1e-6 measured).
+%              precision on CUDA at 1e-6 itself rounding is about as large (up to 1.1e-6
+%              measured; the CPU computes single-precision plans below 1e-5 in double).
 %   Transforms how many vectors one execute transforms (coils, time segments); they
 %              share the points (default 1).
 %   Precision  'double' (default: float64 arithmetic, double results) or 'single'.
