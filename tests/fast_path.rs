@@ -72,9 +72,9 @@ const ROUNDING: f64 = 1e-6;
 /// The certificate `estimated` is within 3× of the true error `truth`, or
 /// both are at rounding level ([`ROUNDING`]); `case` names the case.
 fn assert_honest(estimated: f64, truth: f64, case: &str) {
-    let (estimated_, truth_) = (estimated.max(ROUNDING), truth.max(ROUNDING));
+    let (e, t) = (estimated.max(ROUNDING), truth.max(ROUNDING));
     assert!(
-        estimated_ <= 3.0 * truth_ && truth_ <= 3.0 * estimated_,
+        e <= 3.0 * t && t <= 3.0 * e,
         "{case}: estimated {estimated:.3e} vs true {truth:.3e}"
     );
 }
@@ -127,7 +127,7 @@ fn fast_operators_meet_the_tolerance_and_the_certificate_is_honest() {
 /// tolerances (`common::random_higher_order_problem`; `HORECON_TEST_CASES`
 /// of them, 4 by default): E, Eᴴ and EᴴE within the tolerance, the
 /// certificate within 3× of the true error, the pair adjoint; a plan the
-/// fast path cannot serve says why and stays exact.
+/// fast path cannot serve must say why.
 #[test]
 fn random_plans_meet_the_tolerance() {
     let mut rng = Rng::fresh("random_plans_meet_the_tolerance");
