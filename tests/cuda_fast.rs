@@ -166,7 +166,7 @@ fn the_device_fast_path_equals_the_cpu_one_and_meets_the_tolerance() {
 
 /// Random kinds, sizes (odd and singleton axes), coil and sample counts,
 /// tolerances and precisions (`common::random_higher_order_problem`;
-/// `HORECON_TEST_CASES` of them, 4 by default), compared as
+/// `HORECON_TEST_CASES` of them, 12 by default), compared as
 /// [`device_matches_cpu`] does; plans the fast path cannot serve must be
 /// inactive on both backends.
 #[test]
@@ -177,7 +177,7 @@ fn random_plans_on_the_device_match_the_cpu_ones() {
         return;
     }
     let mut rng = Rng::fresh(test);
-    for case in 0..case_count(4) {
+    for case in 0..case_count(12) {
         let (kind, p, tol) = random_higher_order_problem(&mut rng);
         let precision = if rng.uniform() < 0.25 {
             Precision::Double

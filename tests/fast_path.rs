@@ -125,13 +125,13 @@ fn fast_operators_meet_the_tolerance_and_the_certificate_is_honest() {
 
 /// Random kinds, sizes (odd and singleton axes), coil and sample counts and
 /// tolerances (`common::random_higher_order_problem`; `HORECON_TEST_CASES`
-/// of them, 4 by default): E, Eᴴ and EᴴE within the tolerance, the
+/// of them, 24 by default): E, Eᴴ and EᴴE within the tolerance, the
 /// certificate within 3× of the true error, the pair adjoint; a plan the
 /// fast path cannot serve must say why.
 #[test]
 fn random_plans_meet_the_tolerance() {
     let mut rng = Rng::fresh("random_plans_meet_the_tolerance");
-    for case in 0..case_count(4) {
+    for case in 0..case_count(24) {
         let (kind, p, tolerance) = random_higher_order_problem(&mut rng);
         let name = format!(
             "case {case}: {kind:?} {:?} L {} M {} tol {tolerance:.1e}",
