@@ -227,7 +227,8 @@ pub fn case_count(default: usize) -> usize {
 
 /// A random problem of a random kind: 2D or 3D, any axis from 1 to 24
 /// (2D) or 11 (3D) voxels, odd and singleton sizes included, 1 to 5 coils,
-/// 20 to 900 samples, and a tolerance 10^−u with u uniform in [2, 4].
+/// 20 to 900 samples, and a tolerance 10^−u with u uniform in [1, 5] (the
+/// whole range `set_approximation` takes).
 pub fn random_higher_order_problem(rng: &mut Rng) -> (Kind, Problem, f64) {
     let kinds = [
         Kind::Grid,
@@ -244,7 +245,7 @@ pub fn random_higher_order_problem(rng: &mut Rng) -> (Kind, Problem, f64) {
     };
     let coils = rng.int(1, 5);
     let samples = rng.int(20, 900);
-    let tolerance = 10f64.powf(-rng.range(2.0, 4.0));
+    let tolerance = 10f64.powf(-rng.range(1.0, 5.0));
     let problem = higher_order_problem(rng, kind, dims, coils, samples);
     (kind, problem, tolerance)
 }
