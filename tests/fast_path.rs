@@ -142,6 +142,12 @@ fn random_plans_meet_the_tolerance() {
         if !info.active {
             eprintln!("{name}: inactive: {}", info.reason);
             assert!(!info.reason.is_empty(), "{name}: inactive without a reason");
+            // Every drawn problem lies on a lattice.
+            assert!(
+                !info.reason.contains("lattice"),
+                "{name}: inactive: {}",
+                info.reason
+            );
             continue;
         }
         let errors = true_errors(&mut rng, &p, &plan, 4);

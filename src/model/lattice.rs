@@ -22,6 +22,7 @@
 
 use super::grid::lattice_steps;
 use crate::error::{try_vec, Error, Result};
+use rayon::prelude::*;
 
 /// Residual (fraction of the shortest lattice vector) within which a voxel
 /// is on its lattice point (module documentation).
@@ -179,7 +180,11 @@ fn cross(a: [f64; 3], b: [f64; 3]) -> [f64; 3] {
 /// Up to three lattice vectors: the shortest non-zero difference between a
 /// probe voxel and its nearest neighbours, then the shortest not parallel to
 /// it, then the shortest off their plane (successive minima: a basis of the
-/// lattice in up to three dimensions).
+/// lattice in up to three dimensions). Where the nearest neighbours span
+/// fewer dimensions than the voxels (anisotropic voxels: with slices 3 or
+/// more voxel widths apart, a voxel's [`NEIGHBOURS`] nearest all lie in its
+/// slice), the next vector is the shortest difference off their span
+/// ([`shortest_off_span`]).
 fn lattice_basis(positions: &[f64]) -> Result<Vec<[f64; 3]>> {
     let n = positions.len() / 3;
     let r = |v: usize| [positions[v], positions[n + v], positions[2 * n + v]];
@@ -208,22 +213,58 @@ fn lattice_basis(positions: &[f64]) -> Result<Vec<[f64; 3]>> {
     candidates.sort_by(|a, b| norm(*a).total_cmp(&norm(*b)));
     let mut basis: Vec<[f64; 3]> = Vec::with_capacity(3);
     for d in candidates {
-        let length = norm(d);
-        let independent = match basis.len() {
-            0 => true,
-            1 => norm(cross(basis[0], d)) > 1e-3 * norm(basis[0]) * length,
-            2 => {
-                let normal = cross(basis[0], basis[1]);
-                let volume = (normal[0] * d[0] + normal[1] * d[1] + normal[2] * d[2]).abs();
-                volume > 1e-3 * norm(normal) * length
-            }
-            _ => break,
-        };
-        if independent {
+        if basis.len() == 3 {
+            break;
+        }
+        if off_span(&basis, d) {
             basis.push(d);
         }
     }
+    while basis.len() < 3 {
+        match shortest_off_span(positions, &basis) {
+            Some(d) => basis.push(d),
+            None => break,
+        }
+    }
     Ok(basis)
+}
+
+/// Whether `d` lies off the span of the 0–2 vectors `basis` (by more than
+/// 1e-3 of its length, the test [`lattice_basis`] applies to its candidates).
+fn off_span(basis: &[[f64; 3]], d: [f64; 3]) -> bool {
+    let length = norm(d);
+    match basis.len() {
+        0 => length > 0.0,
+        1 => norm(cross(basis[0], d)) > 1e-3 * norm(basis[0]) * length,
+        2 => {
+            let normal = cross(basis[0], basis[1]);
+            let volume = (normal[0] * d[0] + normal[1] * d[1] + normal[2] * d[2]).abs();
+            volume > 1e-3 * norm(normal) * length
+        }
+        _ => false,
+    }
+}
+
+/// The shortest difference from a probe voxel to any voxel off the span of
+/// `basis`, or `None` when every voxel lies in the span through the probes
+/// (all voxels are scanned for each of [`PROBE_VOXELS`] probes).
+fn shortest_off_span(positions: &[f64], basis: &[[f64; 3]]) -> Option<[f64; 3]> {
+    let n = positions.len() / 3;
+    let r = |v: usize| [positions[v], positions[n + v], positions[2 * n + v]];
+    let probes = n.min(PROBE_VOXELS);
+    (0..probes)
+        .into_par_iter()
+        .filter_map(|p| {
+            let centre = r(p * n / probes);
+            (0..n)
+                .map(|v| {
+                    let q = r(v);
+                    std::array::from_fn::<f64, 3, _>(|c| q[c] - centre[c])
+                })
+                .filter(|&d| off_span(basis, d))
+                .min_by(|a, b| norm(*a).total_cmp(&norm(*b)))
+        })
+        .min_by(|a, b| norm(*a).total_cmp(&norm(*b)))
 }
 
 /// The rows of (BᵀB)⁻¹Bᵀ for the 1–3 vectors B (coordinates of a point in the basis).
@@ -282,6 +323,16 @@ mod tests {
             [-0.001, 0.012, 0.003],
             [0.0, 0.001, 0.02],
         ];
+        lattice(dims, steps, mask)
+    }
+
+    /// Positions (N×3) of the voxels of a `dims` grid with lattice vectors
+    /// `steps` that `mask` keeps, and their grid indices.
+    fn lattice(
+        dims: [usize; 3],
+        steps: [[f64; 3]; 3],
+        mask: impl Fn(usize) -> bool,
+    ) -> (Vec<f64>, Vec<usize>) {
         let mut kept = Vec::new();
         for iz in 0..dims[2] {
             for iy in 0..dims[1] {
@@ -340,6 +391,75 @@ mod tests {
         assert_eq!(l.ndims(), 2);
         let l = Lattice::detect([1, 1, 1], &[0.1, 0.2, 0.3]).unwrap();
         assert_eq!(l.grid_points(), 1);
+    }
+
+    /// Slices (or lines) several voxel widths apart: a voxel's nearest
+    /// neighbours all lie in its slice (or line), and the lattice's last
+    /// vector is the shortest difference off their span. Axis-aligned and
+    /// oblique, all voxels or a mask, listed last to first.
+    #[test]
+    fn anisotropic_voxels_in_any_order() {
+        for ratio in [3.0, 10.0, 100.0, 500.0] {
+            let mm = 1e-3;
+            let aligned = [[mm, 0.0, 0.0], [0.0, mm, 0.0], [0.0, 0.0, ratio * mm]];
+            // An oblique acquisition: the axes rotated (orthogonal, as scanners' are).
+            let z = |t: f64| {
+                [
+                    [t.cos(), -t.sin(), 0.0],
+                    [t.sin(), t.cos(), 0.0],
+                    [0.0, 0.0, 1.0],
+                ]
+            };
+            let x = |t: f64| {
+                [
+                    [1.0, 0.0, 0.0],
+                    [0.0, t.cos(), -t.sin()],
+                    [0.0, t.sin(), t.cos()],
+                ]
+            };
+            let times = |p: [[f64; 3]; 3], q: [[f64; 3]; 3]| -> [[f64; 3]; 3] {
+                std::array::from_fn(|i| {
+                    std::array::from_fn(|j| (0..3).map(|k| p[i][k] * q[k][j]).sum())
+                })
+            };
+            let rotation = times(times(z(0.35), x(0.6)), z(-0.2));
+            let size = [mm, 0.7 * mm, ratio * mm];
+            let tilted: [[f64; 3]; 3] =
+                std::array::from_fn(|k| std::array::from_fn(|j| size[k] * rotation[j][k]));
+            let in_plane = [[mm, 0.0, 0.0], [0.0, ratio * mm, 0.0], [0.0, 0.0, mm]];
+            for (steps, dims) in [
+                (aligned, [9, 8, 5]),
+                (tilted, [9, 8, 5]),
+                (in_plane, [12, 7, 1]),
+            ] {
+                for masked in [false, true] {
+                    let (p, kept) = lattice(dims, steps, |v| !masked || (v * 7919) % 10 >= 3);
+                    let n = kept.len();
+                    // Last to first: not the plan's grid order.
+                    let reversed: Vec<f64> = p
+                        .chunks_exact(n)
+                        .flat_map(|axis| axis.iter().rev().copied())
+                        .collect();
+                    let l = Lattice::detect([n, 1, 1], &reversed).unwrap_or_else(|e| {
+                        panic!("ratio {ratio} {steps:?} masked {masked}: {}", e.message)
+                    });
+                    let total: usize = dims.iter().product();
+                    if !masked {
+                        // The same box, its axes in the order of their steps' lengths.
+                        let (mut got, mut want) = (l.modes, dims);
+                        got.sort();
+                        want.sort();
+                        assert_eq!(got, want, "ratio {ratio} {steps:?}");
+                    }
+                    assert_eq!(l.ndims(), if dims[2] > 1 { 3 } else { 2 });
+                    assert!(l.grid_points() <= 3 * total, "ratio {ratio}: {:?}", l.modes);
+                    let mut seen = l.index.clone().unwrap();
+                    seen.sort();
+                    seen.dedup();
+                    assert_eq!(seen.len(), n);
+                }
+            }
+        }
     }
 
     #[test]

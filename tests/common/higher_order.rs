@@ -24,9 +24,15 @@ pub enum Kind {
     StrongB0,
 }
 
-/// Lattice positions c + A·i for the index vectors of `dims`, A oblique when asked.
-pub fn lattice_positions(rng: &mut Rng, dims: [usize; 3], oblique: bool) -> Vec<[f64; 3]> {
-    let step: [f64; 3] = std::array::from_fn(|a| FOV / dims[a].max(8) as f64);
+/// Lattice positions c + A·i for the index vectors of `dims`, A oblique when
+/// asked, axis a's step stretched by `aspect[a]` (anisotropic voxels).
+pub fn lattice_positions(
+    rng: &mut Rng,
+    dims: [usize; 3],
+    oblique: bool,
+    aspect: [f64; 3],
+) -> Vec<[f64; 3]> {
+    let step: [f64; 3] = std::array::from_fn(|a| aspect[a] * FOV / dims[a].max(8) as f64);
     let axes: Vec<[f64; 3]> = (0..3)
         .map(|a| {
             std::array::from_fn(|c| {
@@ -78,8 +84,20 @@ pub fn higher_order_problem(
     coils: usize,
     samples: usize,
 ) -> Problem {
+    anisotropic_problem(rng, kind, dims, coils, samples, [1.0; 3])
+}
+
+/// [`higher_order_problem`] with axis a's voxel step stretched by `aspect[a]`.
+pub fn anisotropic_problem(
+    rng: &mut Rng,
+    kind: Kind,
+    dims: [usize; 3],
+    coils: usize,
+    samples: usize,
+    aspect: [f64; 3],
+) -> Problem {
     let oblique = matches!(kind, Kind::Oblique | Kind::Masked);
-    let mut points = lattice_positions(rng, dims, oblique);
+    let mut points = lattice_positions(rng, dims, oblique, aspect);
     let mut dims = dims;
     if let Kind::Masked = kind {
         // Keep about 70 % of the voxels (at least one), in random order.
@@ -226,9 +244,11 @@ pub fn case_count(default: usize) -> usize {
 }
 
 /// A random problem of a random kind: 2D or 3D, any axis from 1 to 24
-/// (2D) or 11 (3D) voxels, odd and singleton sizes included, 1 to 5 coils,
-/// 20 to 900 samples, and a tolerance 10^−u with u uniform in [1, 5] (the
-/// whole range `set_approximation` takes).
+/// (2D) or 11 (3D) voxels, odd and singleton sizes included, in half the
+/// cases one axis's voxels 1 to 8 times longer than the others' (thick
+/// slices, which a voxel's nearest neighbours do not reach), 1 to 5 coils, 20 to 900
+/// samples, and a tolerance 10^−u with u uniform in [1, 5] (the whole range
+/// `set_approximation` takes).
 pub fn random_higher_order_problem(rng: &mut Rng) -> (Kind, Problem, f64) {
     let kinds = [
         Kind::Grid,
@@ -246,6 +266,17 @@ pub fn random_higher_order_problem(rng: &mut Rng) -> (Kind, Problem, f64) {
     let coils = rng.int(1, 5);
     let samples = rng.int(20, 900);
     let tolerance = 10f64.powf(-rng.range(1.0, 5.0));
-    let problem = higher_order_problem(rng, kind, dims, coils, samples);
+    // Thick slices: the other axes' voxels shorter (the field of view along
+    // them too, so the higher orders' phase does not grow).
+    let mut aspect = [1.0; 3];
+    if rng.uniform() < 0.5 {
+        let (thick, ratio) = (rng.int(0, 2), rng.range(1.0, 8.0));
+        for (a, s) in aspect.iter_mut().enumerate() {
+            if a != thick {
+                *s = 1.0 / ratio;
+            }
+        }
+    }
+    let problem = anisotropic_problem(rng, kind, dims, coils, samples, aspect);
     (kind, problem, tolerance)
 }
