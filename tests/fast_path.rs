@@ -8,8 +8,8 @@
 mod common;
 
 use common::{
-    case_count, higher_order_problem as problem, inner, normal_f64, random_higher_order_problem,
-    rel_error, to_c64, Kind, Problem, Rng,
+    assert_honest, case_count, higher_order_problem as problem, inner, normal_f64,
+    random_higher_order_problem, rel_error, to_c64, Kind, PooledError, Problem, Rng,
 };
 use horecon::{CgOptions, Complex32, Precision, Regularizer, Status};
 use num_complex::Complex64;
@@ -46,37 +46,16 @@ fn applied(rng: &mut Rng, p: &Problem, plan: &horecon::Plan) -> Applied {
 /// very few voxels can land far into the tail of its error distribution).
 fn true_errors(rng: &mut Rng, p: &Problem, plan: &horecon::Plan, images: usize) -> [f64; 3] {
     let n = p.voxels();
-    let mut sums = [(0.0, 0.0); 3];
+    let mut pooled = [PooledError::default(); 3];
     for _ in 0..images {
         let (x, d, y, z) = applied(rng, p, plan);
         let mut w = vec![Complex32::default(); n];
         plan.normal(&x, &mut w).unwrap();
-        let exact = [
-            p.forward_f64(&x),
-            p.adjoint_f64(&d),
-            normal_f64(p, &x, None),
-        ];
-        for ((fast, exact), sum) in [y, z, w].iter().zip(&exact).zip(&mut sums) {
-            let energy: f64 = exact.iter().map(|e| e.norm_sqr()).sum();
-            sum.0 += rel_error(fast, exact).powi(2) * energy;
-            sum.1 += energy;
-        }
+        pooled[0].add(&y, &p.forward_f64(&x));
+        pooled[1].add(&z, &p.adjoint_f64(&d));
+        pooled[2].add(&w, &normal_f64(p, &x, None));
     }
-    sums.map(|(difference, energy)| (difference / energy.max(1e-300)).sqrt())
-}
-
-/// Errors below this are float32 rounding (a plan whose expansion is exact,
-/// such as a single voxel's, measures 1e-8 to 3e-7 in its float32 results).
-const ROUNDING: f64 = 1e-6;
-
-/// The certificate `estimated` is within 3× of the true error `truth`, or
-/// both are at rounding level ([`ROUNDING`]); `case` names the case.
-fn assert_honest(estimated: f64, truth: f64, case: &str) {
-    let (e, t) = (estimated.max(ROUNDING), truth.max(ROUNDING));
-    assert!(
-        e <= 3.0 * t && t <= 3.0 * e,
-        "{case}: estimated {estimated:.3e} vs true {truth:.3e}"
-    );
+    pooled.map(|e| e.relative())
 }
 
 #[test]

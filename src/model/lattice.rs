@@ -262,9 +262,11 @@ fn shortest_off_span(positions: &[f64], basis: &[[f64; 3]]) -> Option<[f64; 3]> 
                     std::array::from_fn::<f64, 3, _>(|c| q[c] - centre[c])
                 })
                 .filter(|&d| off_span(basis, d))
-                .min_by(|a, b| norm(*a).total_cmp(&norm(*b)))
+                .map(|d| (d[0] * d[0] + d[1] * d[1] + d[2] * d[2], d))
+                .min_by(|a, b| a.0.total_cmp(&b.0))
         })
-        .min_by(|a, b| norm(*a).total_cmp(&norm(*b)))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, d)| d)
 }
 
 /// The rows of (BᵀB)⁻¹Bᵀ for the 1–3 vectors B (coordinates of a point in the basis).

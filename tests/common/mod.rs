@@ -277,6 +277,43 @@ pub fn rel_error(a: &[Complex32], b: &[Complex64]) -> f64 {
     (num / den.max(1e-300)).sqrt()
 }
 
+/// A relative RMS error pooled over several results: sqrt(Σ‖a − b‖² / Σ‖b‖²).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PooledError {
+    difference: f64,
+    energy: f64,
+}
+
+impl PooledError {
+    /// Adds one result `a` against its reference `b`.
+    pub fn add(&mut self, a: &[Complex32], b: &[Complex64]) {
+        self.difference += a
+            .iter()
+            .zip(b)
+            .map(|(a, b)| (Complex64::new(a.re as f64, a.im as f64) - b).norm_sqr())
+            .sum::<f64>();
+        self.energy += b.iter().map(|b| b.norm_sqr()).sum::<f64>();
+    }
+
+    pub fn relative(&self) -> f64 {
+        (self.difference / self.energy.max(1e-300)).sqrt()
+    }
+}
+
+/// Errors below this are float32 rounding (a plan whose expansion is exact,
+/// such as a single voxel's, measures 1e-8 to 3e-7 in its float32 results).
+pub const ROUNDING: f64 = 1e-6;
+
+/// The certificate `estimated` is within 3× of the true error `truth`, or
+/// both are at rounding level ([`ROUNDING`]); `case` names the case.
+pub fn assert_honest(estimated: f64, truth: f64, case: &str) {
+    let (e, t) = (estimated.max(ROUNDING), truth.max(ROUNDING));
+    assert!(
+        e <= 3.0 * t && t <= 3.0 * e,
+        "{case}: estimated {estimated:.3e} vs true {truth:.3e}"
+    );
+}
+
 pub fn to_c64(a: &[Complex32]) -> Vec<Complex64> {
     a.iter()
         .map(|a| Complex64::new(a.re as f64, a.im as f64))
