@@ -832,7 +832,7 @@ static void cmd_cg(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   o.sigma = scalar(prhs[12], "Sigma");
   neighbours = integer(prhs[14], "Neighbours");
   if (neighbours != 0 && neighbours != 6 && neighbours != 26)
-    fail("horecon:invalidArgument", "Neighbours must be 6 (axis differences) or 26 (all neighbours), got %lld",
+    fail("horecon:invalidArgument", "Neighbours must be 6 (axis differences; 0 means the same, as in the C API) or 26 (all neighbours), got %lld",
          (long long)neighbours);
   o.neighbours = (int32_t)neighbours;
   if (nrhs == 18) {

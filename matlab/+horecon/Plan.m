@@ -184,7 +184,7 @@ classdef Plan < handle
       %    'FdWeights', u (N x ndims edge weights), 'Neighbours', 6, 'Verbose', false)
       %    solves (E'WE + Lambda*R) x = E'W d (TV and Laplace by 'Reweightings' outer
       %    reweighted finite-difference solves, on the CPU and CUDA backends).
-      %    'Neighbours' 6: differences along the grid axes; 26: to every neighbour, each edge
+      %    'Neighbours' 6 (or 0): differences along the grid axes; 26: to every neighbour, each edge
       %    once, weighted 1/|d|^2: over the axes e0, e1, e2 of more than one voxel the directions
       %    e0, e1, e2, e0+e1, e0-e1, e0+e2, e0-e2, e1+e2, e1-e2, e0+e1+e2, e0+e1-e2, e0-e1+e2,
       %    e0-e1-e2 (those within the grid's axes: 4 in 2D), one FdWeights column each.

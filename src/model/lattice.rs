@@ -9,8 +9,11 @@
 //! - any order or a masked subset: lattice vectors from the shortest
 //!   independent differences between nearby voxels, m_n = round(A⁻¹(r_n − r_0)),
 //!   accepted when every voxel lies within 1e-3 of a voxel size of its lattice
-//!   point and no two voxels share one. The modes are then the bounding box
-//!   of the m_n, each voxel at its own grid index. The bound admits positions
+//!   point and no two voxels share one. Where voxels lie between the points
+//!   those vectors span (spacings that are all multiples of a shorter one,
+//!   which no two voxels show), the lattice is refined by the fraction they
+//!   sit at. The modes are then the bounding box of the m_n, made as small
+//!   as integer shears of the m_n make it, each voxel at its own grid index. The bound admits positions
 //!   that went through float32 (a 0.1 m offset rounds by ~1e-6 of a 3 mm
 //!   voxel) without risking a wrong m_n (off by 1/2 step); what the voxels'
 //!   offsets δ from their lattice points do to the phase (k·δ) is part of the
@@ -35,6 +38,10 @@ const NEIGHBOURS: usize = 8;
 /// points per voxel (plus [`SPARSE_SLACK`]): sparser sets are refused.
 const SPARSE_FACTOR: usize = 16;
 const SPARSE_SLACK: usize = 4096;
+/// Refinements of the lattice at most, and the largest q of one
+/// ([`refined`]: a lattice 1/q as fine).
+const MAX_REFINEMENTS: usize = 8;
+const MAX_DENOMINATOR: i64 = 64;
 
 /// Voxels on a lattice: the NUFFT's modes and where each voxel sits among them.
 #[derive(Clone, Debug, PartialEq)]
@@ -83,9 +90,8 @@ impl Lattice {
     /// A lattice through any list of points (masked subsets, any order).
     fn from_points(positions: &[f64]) -> Result<Lattice> {
         let n = positions.len() / 3;
-        let r = |v: usize| [positions[v], positions[n + v], positions[2 * n + v]];
-        let basis = lattice_basis(positions)?;
-        let Some(shortest) = basis.first().map(|b| norm(*b)) else {
+        let mut basis = lattice_basis(positions)?;
+        if basis.is_empty() {
             // A single voxel (or all at one place, refused below as coincident).
             return if n == 1 {
                 Ok(Lattice {
@@ -95,32 +101,31 @@ impl Lattice {
             } else {
                 Err(not_a_lattice("all voxels are at the same position"))
             };
-        };
-        let inverse = pseudo_inverse(&basis);
-        let origin = r(0);
-        let mut coords = try_vec(3 * n, 0i64, "lattice coordinates (N x 3)")?;
-        for v in 0..n {
-            let p = r(v);
-            let d: [f64; 3] = std::array::from_fn(|c| p[c] - origin[c]);
-            let mut back = [0.0; 3];
-            for (a, row) in inverse.iter().enumerate() {
-                let u = (row[0] * d[0] + row[1] * d[1] + row[2] * d[2]).round();
-                if u.abs() > 1e9 {
-                    return Err(not_a_lattice("the voxels span more than 1e9 lattice steps"));
-                }
-                coords[3 * v + a] = u as i64;
-                for c in 0..3 {
-                    back[c] += u * basis[a][c];
-                }
-            }
-            let off = norm(std::array::from_fn(|c| d[c] - back[c]));
-            if off > ON_LATTICE * shortest {
-                return Err(not_a_lattice(&format!(
-                    "voxel {v} is {off:.3e} m off the lattice through voxel 0 spanned by the \
-                     shortest voxel spacings ({shortest:.3e} m)"
-                )));
-            }
         }
+        // Each refinement divides the lattice's cell by 2 or more.
+        let mut refinements = 0;
+        let mut coords = loop {
+            match place(positions, &basis)? {
+                Placement::OnLattice(coords) => break coords,
+                Placement::Between { voxel, fraction } => {
+                    refinements += 1;
+                    if refinements > MAX_REFINEMENTS {
+                        return Err(not_a_lattice(&format!(
+                            "voxel {voxel} still lies between the lattice points after \
+                             {MAX_REFINEMENTS} refinements"
+                        )));
+                    }
+                    basis = refined(&basis, fraction).ok_or_else(|| {
+                        not_a_lattice(&format!(
+                            "voxel {voxel} lies between the lattice points spanned by the \
+                             shortest voxel spacings, at no fraction 1/q of them (q up to \
+                             {MAX_DENOMINATOR})"
+                        ))
+                    })?;
+                }
+            }
+        };
+        compact_box(&mut coords, basis.len());
         let mut low = [i64::MAX; 3];
         let mut high = [i64::MIN; 3];
         for m in coords.chunks_exact(3) {
@@ -163,6 +168,200 @@ impl Lattice {
 
 fn not_a_lattice(reason: &str) -> Error {
     Error::invalid(format!("voxels are not on a lattice: {reason}"))
+}
+
+/// Where the voxels lie against a basis: each on a lattice point (its
+/// integer coordinates, 3 per voxel), or some voxel in the basis's span but
+/// between its points (the fractional part of its coordinates).
+enum Placement {
+    OnLattice(Vec<i64>),
+    Between { voxel: usize, fraction: [f64; 3] },
+}
+
+/// The voxels' coordinates u_n = B⁺(r_n − r_0) in `basis`; `InvalidArgument`
+/// when a voxel lies off the span by more than [`ON_LATTICE`] of the shortest
+/// vector.
+fn place(positions: &[f64], basis: &[[f64; 3]]) -> Result<Placement> {
+    let n = positions.len() / 3;
+    let r = |v: usize| [positions[v], positions[n + v], positions[2 * n + v]];
+    let shortest = basis.iter().map(|b| norm(*b)).fold(f64::INFINITY, f64::min);
+    let inverse = pseudo_inverse(basis);
+    let origin = r(0);
+    let mut coords = try_vec(3 * n, 0i64, "lattice coordinates (N x 3)")?;
+    for v in 0..n {
+        let p = r(v);
+        let d: [f64; 3] = std::array::from_fn(|c| p[c] - origin[c]);
+        let u: [f64; 3] = std::array::from_fn(|a| {
+            inverse
+                .get(a)
+                .map_or(0.0, |row| row[0] * d[0] + row[1] * d[1] + row[2] * d[2])
+        });
+        if u.iter().any(|x| x.abs() > 1e9) {
+            return Err(not_a_lattice("the voxels span more than 1e9 lattice steps"));
+        }
+        let off = norm(std::array::from_fn(|c| d[c] - combine(basis, u, c)));
+        if off > ON_LATTICE * shortest {
+            return Err(not_a_lattice(&format!(
+                "voxel {v} is {off:.3e} m off the lattice through voxel 0 spanned by the \
+                 shortest voxel spacings ({shortest:.3e} m)"
+            )));
+        }
+        let fraction: [f64; 3] = std::array::from_fn(|a| u[a] - u[a].round());
+        let between = norm(std::array::from_fn(|c| combine(basis, fraction, c)));
+        if between > ON_LATTICE * shortest {
+            return Ok(Placement::Between { voxel: v, fraction });
+        }
+        for a in 0..3 {
+            coords[3 * v + a] = u[a].round() as i64;
+        }
+    }
+    Ok(Placement::OnLattice(coords))
+}
+
+/// Component c of Σ_a u_a b_a.
+fn combine(basis: &[[f64; 3]], u: [f64; 3], c: usize) -> f64 {
+    basis.iter().zip(u).map(|(b, x)| x * b[c]).sum()
+}
+
+/// The lattice spanned by `basis` and a voxel at coordinates `fraction`
+/// between its points (voxel spacings that are all multiples of a shorter
+/// one: 0, 2 and 5 steps on a line): for the smallest q with q·fraction = p
+/// integral, the basis (1/q)·B·H of the integer lattice H generated by
+/// q·e_a and p, reduced to short vectors. `None` when no q up to
+/// [`MAX_DENOMINATOR`] fits.
+fn refined(basis: &[[f64; 3]], fraction: [f64; 3]) -> Option<Vec<[f64; 3]>> {
+    let k = basis.len();
+    let shortest = basis.iter().map(|b| norm(*b)).fold(f64::INFINITY, f64::min);
+    let q = (2..=MAX_DENOMINATOR).find(|&q| {
+        let miss: [f64; 3] = std::array::from_fn(|a| {
+            let x = q as f64 * fraction[a];
+            x - x.round()
+        });
+        norm(std::array::from_fn(|c| combine(basis, miss, c))) <= ON_LATTICE * shortest
+    })?;
+    let mut generators: Vec<[i64; 3]> = (0..k)
+        .map(|a| std::array::from_fn(|b| if a == b { q } else { 0 }))
+        .collect();
+    generators.push(std::array::from_fn(|a| {
+        (q as f64 * fraction[a]).round() as i64
+    }));
+    let rows = integer_basis(generators, k);
+    let mut finer: Vec<[f64; 3]> = rows
+        .iter()
+        .map(|h| {
+            let u: [f64; 3] = std::array::from_fn(|a| h[a] as f64 / q as f64);
+            std::array::from_fn(|c| combine(basis, u, c))
+        })
+        .collect();
+    reduce_pairwise(&mut finer);
+    Some(finer)
+}
+
+/// A basis (k triangular rows) of the integer lattice the rows of
+/// `generators` span in k dimensions, by Euclid's algorithm on each column.
+fn integer_basis(mut generators: Vec<[i64; 3]>, k: usize) -> Vec<[i64; 3]> {
+    let mut rows = Vec::with_capacity(k);
+    for col in 0..k {
+        loop {
+            let live: Vec<usize> = (0..generators.len())
+                .filter(|&i| generators[i][col] != 0)
+                .collect();
+            let Some(&pivot) = live.iter().min_by_key(|&&i| generators[i][col].abs()) else {
+                break;
+            };
+            if live.len() == 1 {
+                rows.push(generators.swap_remove(pivot));
+                break;
+            }
+            let p = generators[pivot];
+            for &i in &live {
+                if i != pivot {
+                    let f = generators[i][col] / p[col];
+                    for c in 0..3 {
+                        generators[i][c] -= f * p[c];
+                    }
+                }
+            }
+        }
+    }
+    rows
+}
+
+/// Shortens the vectors of a basis by subtracting integer multiples of
+/// each other (pairwise Gauss reduction) until none gets shorter, shortest first.
+fn reduce_pairwise(basis: &mut [[f64; 3]]) {
+    let dot = |a: [f64; 3], b: [f64; 3]| a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+    for _ in 0..64 {
+        let mut changed = false;
+        for i in 0..basis.len() {
+            for j in 0..basis.len() {
+                if i == j {
+                    continue;
+                }
+                let (bi, bj) = (basis[i], basis[j]);
+                let f = (dot(bj, bi) / dot(bi, bi)).round();
+                if f != 0.0 {
+                    let shorter: [f64; 3] = std::array::from_fn(|c| bj[c] - f * bi[c]);
+                    if dot(shorter, shorter) < dot(bj, bj) * (1.0 - 1e-12) {
+                        basis[j] = shorter;
+                        changed = true;
+                    }
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    basis.sort_by(|a, b| norm(*a).total_cmp(&norm(*b)));
+}
+
+/// Makes the box of the integer coordinates (3 per voxel, the first k used)
+/// as small as integer shears m_a ← m_a ± m_b make it, one at a time while
+/// one shortens an axis. The basis of shortest vectors is not the one whose
+/// box is smallest for a set of voxels: thick oblique slices whose in-plane
+/// offset spans several voxel widths give a skewed box many times larger
+/// than the voxels' own (a masked such set was refused as too sparse).
+/// Shears are unimodular, so the coordinates stay those of the same lattice
+/// points and the phase split, which fits against them, is unchanged.
+fn compact_box(coords: &mut [i64], k: usize) {
+    let pairs: Vec<(usize, usize, i64)> = (0..k)
+        .flat_map(|a| (0..k).filter(move |&b| b != a).map(move |b| (a, b)))
+        .flat_map(|(a, b)| [(a, b, 1), (a, b, -1)])
+        .collect();
+    if pairs.is_empty() {
+        return;
+    }
+    for _ in 0..256 {
+        // The extent of axis a as it is (index 0) and after each shear.
+        let extent = |coords: &[i64]| -> Vec<(i64, i64)> {
+            let mut span = vec![(i64::MAX, i64::MIN); 3 + pairs.len()];
+            for m in coords.chunks_exact(3) {
+                for a in 0..k {
+                    span[a] = (span[a].0.min(m[a]), span[a].1.max(m[a]));
+                }
+                for (s, &(a, b, f)) in span[3..].iter_mut().zip(&pairs) {
+                    let x = m[a] + f * m[b];
+                    *s = (s.0.min(x), s.1.max(x));
+                }
+            }
+            span
+        };
+        let span = extent(coords);
+        let best = pairs
+            .iter()
+            .enumerate()
+            .map(|(i, &(a, ..))| (i, (span[a].1 - span[a].0) - (span[3 + i].1 - span[3 + i].0)))
+            .filter(|&(_, gain)| gain > 0)
+            .max_by_key(|&(_, gain)| gain);
+        let Some((i, _)) = best else {
+            return;
+        };
+        let (a, b, f) = pairs[i];
+        for m in coords.chunks_exact_mut(3) {
+            m[a] += f * m[b];
+        }
+    }
 }
 
 fn norm(v: [f64; 3]) -> f64 {
@@ -462,6 +661,96 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Positions (N×3) of the points Σ_a t_a·steps[a] (t integer) listed in `points`.
+    fn at(points: &[[i64; 3]], steps: [[f64; 3]; 3]) -> Vec<f64> {
+        let n = points.len();
+        let mut p = vec![0.0; 3 * n];
+        for (v, t) in points.iter().enumerate() {
+            for c in 0..3 {
+                p[c * n + v] = 0.02 + (0..3).map(|a| t[a] as f64 * steps[a][c]).sum::<f64>();
+            }
+        }
+        p
+    }
+
+    /// Voxels whose spacings are all multiples of a shorter one (0, 2 and
+    /// 5 steps on a line; in 2D 2 and 5 steps along both axes): the
+    /// shortest spacings span a coarser lattice, and the voxels between
+    /// its points refine it (before, they were refused as off the lattice).
+    #[test]
+    fn spacings_with_a_common_divisor() {
+        let mm = 1e-3;
+        let steps = [
+            [0.7 * mm, 0.3 * mm, 0.2 * mm],
+            [-0.2 * mm, 0.9 * mm, 0.1 * mm],
+            [0.0, 0.1 * mm, 2.0 * mm],
+        ];
+        let line = [[5, 0, 0], [0, 0, 0], [2, 0, 0]];
+        let plane = [
+            [0, 0, 0],
+            [2, 0, 0],
+            [5, 0, 0],
+            [0, 2, 0],
+            [0, 5, 0],
+            [5, 5, 0],
+        ];
+        let space = [
+            [0, 0, 0],
+            [2, 0, 0],
+            [5, 0, 0],
+            [0, 3, 0],
+            [0, 5, 0],
+            [0, 0, 2],
+            [0, 0, 5],
+        ];
+        for (points, box_points, ndims) in
+            [(&line[..], 6, 1), (&plane[..], 36, 2), (&space[..], 216, 3)]
+        {
+            let l = Lattice::detect([points.len(), 1, 1], &at(points, steps))
+                .unwrap_or_else(|e| panic!("{points:?}: {}", e.message));
+            assert_eq!(l.grid_points(), box_points, "{points:?}: {:?}", l.modes);
+            assert_eq!(l.ndims(), ndims);
+            // The voxels' lattice coordinates differ as their index vectors do
+            // (up to a unimodular map): pairwise distances in steps agree.
+            for v in 0..points.len() {
+                for w in 0..points.len() {
+                    let (cv, cw) = (l.coordinates(v), l.coordinates(w));
+                    assert_eq!(cv == cw, v == w, "{points:?}");
+                }
+            }
+        }
+    }
+
+    /// Thick oblique slices whose in-plane offset is several voxel widths
+    /// (a3 = 3.4·a1 + 3.4·a2 + 8·e_z): the shortest lattice vectors are a1,
+    /// a2 and a3 − 3a1 − 3a2, whose box around a masked 6×6×11 set is
+    /// 36×36×11, over 16 grid points per voxel (refused before); shears of
+    /// the coordinates bring it back to the voxels' own 6×6×11.
+    #[test]
+    fn sheared_thick_slices_get_a_compact_box() {
+        let mm = 1e-3;
+        let steps = [
+            [mm, 0.0, 0.0],
+            [0.0, mm, 0.0],
+            [3.4 * mm, 3.4 * mm, 8.0 * mm],
+        ];
+        let dims = [6, 6, 11];
+        let (p, kept) = lattice(dims, steps, |v| (v * 7919) % 10 >= 3);
+        let n = kept.len();
+        let reversed: Vec<f64> = p
+            .chunks_exact(n)
+            .flat_map(|axis| axis.iter().rev().copied())
+            .collect();
+        let l = Lattice::detect([n, 1, 1], &reversed).unwrap_or_else(|e| panic!("{}", e.message));
+        let mut modes = l.modes;
+        modes.sort();
+        assert_eq!(modes, [6, 6, 11]);
+        let mut seen = l.index.clone().unwrap();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), n);
     }
 
     #[test]
