@@ -369,17 +369,24 @@ horecon_status horecon_set_off_resonance(struct horecon_plan *plan, const double
 horecon_status horecon_set_sensitivities(struct horecon_plan *plan, const struct horecon_c32 *s);
 
 // d = E ρ: image N → data M×L. Safe to call concurrently on one plan.
+// A result beyond float32's range (finite inputs whose sums exceed 3.4e38)
+// is HORECON_ERR_NOT_FINITE, the output left untouched.
 horecon_status horecon_forward(const struct horecon_plan *plan, const struct horecon_c32 *image, struct horecon_c32 *data);
 
 // ρ = Eᴴ d: data M×L → image N. Safe to call concurrently on one plan.
+// A result beyond float32's range (finite inputs whose sums exceed 3.4e38)
+// is HORECON_ERR_NOT_FINITE, the output left untouched.
 horecon_status horecon_adjoint(const struct horecon_plan *plan, const struct horecon_c32 *data, struct horecon_c32 *image);
 
 // out = Eᴴ E ρ (N → N). Safe to call concurrently on one plan.
+// A result beyond float32's range (finite inputs whose sums exceed 3.4e38)
+// is HORECON_ERR_NOT_FINITE, the output left untouched.
 horecon_status horecon_normal(const struct horecon_plan *plan, const struct horecon_c32 *image, struct horecon_c32 *out);
 
 // Conjugate gradient on (EᴴWE + λR)ρ = EᴴWd. `image` (N) is the start when
 // `warm_start` is set and receives the solution. On any error, cancellation
-// included, `image` is left untouched. `o` NULL = defaults; `info` may be NULL.
+// included, `image` is left untouched (a solution beyond float32's range is
+// HORECON_ERR_NOT_FINITE). `o` NULL = defaults; `info` may be NULL.
 horecon_status horecon_cg(const struct horecon_plan *plan, const struct horecon_c32 *data, const struct horecon_cg_options *o, struct horecon_c32 *image, struct horecon_cg_info *info);
 
 // The message of the last failing call on this thread ("" if none). Valid

@@ -18,7 +18,7 @@ use crate::backend;
 use crate::error::{Error, Result};
 use crate::model::cartesian::Cartesian;
 use crate::model::toeplitz::ToeplitzSpec;
-use crate::model::{check_finite_c32, check_finite_f32, Model, Sizes};
+use crate::model::{check_finite_c32, check_finite_f32, check_result_c32, Model, Sizes};
 use crate::op::{CgReport, EncodingOperator, StopReason};
 pub use crate::options::{BackendKind, Options};
 use crate::progress::{self, Callback, Control};
@@ -717,7 +717,8 @@ impl Plan {
         self.check_image("image", image)?;
         self.check_data("data", data)?;
         check_finite_c32("image", image)?;
-        self.run(Call::Forward, || self.operator()?.forward(image, data))
+        self.run(Call::Forward, || self.operator()?.forward(image, data))?;
+        check_result_c32("data", data)
     }
 
     /// ρ = Eᴴ d.
@@ -725,7 +726,8 @@ impl Plan {
         self.check_data("data", data)?;
         self.check_image("image", image)?;
         check_finite_c32("data", data)?;
-        self.run(Call::Adjoint, || self.operator()?.adjoint(data, image))
+        self.run(Call::Adjoint, || self.operator()?.adjoint(data, image))?;
+        check_result_c32("image", image)
     }
 
     /// out = Eᴴ E ρ.
@@ -735,7 +737,8 @@ impl Plan {
         check_finite_c32("image", image)?;
         self.run(Call::Normal, || {
             self.normal_operator()?.normal(image, out, None)
-        })
+        })?;
+        check_result_c32("out", out)
     }
 
     /// Conjugate gradient on (EᴴWE + λR)ρ = EᴴWd. `image` holds the start
@@ -818,6 +821,7 @@ impl Plan {
             };
             Ok((op.solve(&problem, &mut solution)?, op))
         })?;
+        check_result_c32("image (the solution)", &solution)?;
         image.copy_from_slice(&solution);
         let info = CgInfo {
             iterations: report.iterations,

@@ -422,3 +422,44 @@ fn bad_inputs_are_refused_with_their_codes() {
         Some(Status::InvalidArgument)
     );
 }
+
+/// Finite inputs whose result leaves float32's range (values near 3.4e38
+/// summed over voxels or samples): `NotFinite` naming the output, never an
+/// Inf or NaN handed back as a result; CG leaves its image untouched.
+#[test]
+fn results_beyond_float32_are_refused() {
+    use horecon::{CgOptions, Plan, Status};
+    let mut rng = Rng::fresh("results_beyond_float32_are_refused");
+    let (n, m) = (12usize, 10usize);
+    let mut plan = Plan::new(Default::default(), 4, 3, 1, 2, m as i64).unwrap();
+    let positions: Vec<f64> = (0..3 * n).map(|_| rng.range(-0.1, 0.1)).collect();
+    plan.set_positions(&positions).unwrap();
+    plan.set_solid_harmonics(4, &vec![0.5; 4 * m]).unwrap();
+    plan.set_sensitivities(Some(&rng.complex(2 * n))).unwrap();
+    let huge = |len: usize| vec![Complex32::new(3e38, -3e38); len];
+    let mut d = vec![Complex32::default(); 2 * m];
+    let e = plan.forward(&huge(n), &mut d).unwrap_err();
+    assert_eq!(e.status, Status::NotFinite);
+    assert!(
+        e.message.contains("data[") && e.message.contains("overflowed"),
+        "{}",
+        e.message
+    );
+    let mut x = vec![Complex32::default(); n];
+    let e = plan.adjoint(&huge(2 * m), &mut x).unwrap_err();
+    assert_eq!(e.status, Status::NotFinite);
+    assert!(e.message.contains("image["), "{}", e.message);
+    let e = plan.normal(&huge(n), &mut x).unwrap_err();
+    assert_eq!(e.status, Status::NotFinite);
+    assert!(e.message.contains("out["), "{}", e.message);
+    let mut image = vec![Complex32::new(0.25, 0.5); n];
+    let before = image.clone();
+    let e = plan
+        .cg(&huge(2 * m), &CgOptions::default(), &mut image)
+        .unwrap_err();
+    assert_eq!(e.status, Status::NotFinite, "{}", e.message);
+    assert_eq!(image, before, "cg wrote its image on failure");
+    // Large but representable results still pass.
+    plan.forward(&vec![Complex32::new(1e30, 1e30); n], &mut d)
+        .unwrap();
+}

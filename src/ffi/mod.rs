@@ -572,6 +572,8 @@ pub unsafe extern "C" fn horecon_set_sensitivities(
 }
 
 /// d = E ρ: image N → data M×L. Safe to call concurrently on one plan.
+/// A result beyond float32's range (finite inputs whose sums exceed 3.4e38)
+/// is HORECON_ERR_NOT_FINITE, the output left untouched.
 #[no_mangle]
 pub unsafe extern "C" fn horecon_forward(
     plan: *const horecon_plan,
@@ -591,6 +593,8 @@ pub unsafe extern "C" fn horecon_forward(
 }
 
 /// ρ = Eᴴ d: data M×L → image N. Safe to call concurrently on one plan.
+/// A result beyond float32's range (finite inputs whose sums exceed 3.4e38)
+/// is HORECON_ERR_NOT_FINITE, the output left untouched.
 #[no_mangle]
 pub unsafe extern "C" fn horecon_adjoint(
     plan: *const horecon_plan,
@@ -610,6 +614,8 @@ pub unsafe extern "C" fn horecon_adjoint(
 }
 
 /// out = Eᴴ E ρ (N → N). Safe to call concurrently on one plan.
+/// A result beyond float32's range (finite inputs whose sums exceed 3.4e38)
+/// is HORECON_ERR_NOT_FINITE, the output left untouched.
 #[no_mangle]
 pub unsafe extern "C" fn horecon_normal(
     plan: *const horecon_plan,
@@ -630,7 +636,8 @@ pub unsafe extern "C" fn horecon_normal(
 
 /// Conjugate gradient on (EᴴWE + λR)ρ = EᴴWd. `image` (N) is the start when
 /// `warm_start` is set and receives the solution. On any error, cancellation
-/// included, `image` is left untouched. `o` NULL = defaults; `info` may be NULL.
+/// included, `image` is left untouched (a solution beyond float32's range is
+/// HORECON_ERR_NOT_FINITE). `o` NULL = defaults; `info` may be NULL.
 #[no_mangle]
 pub unsafe extern "C" fn horecon_cg(
     plan: *const horecon_plan,

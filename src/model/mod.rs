@@ -105,6 +105,26 @@ pub fn check_finite_c32(argument: &str, values: &[Complex32]) -> Result<()> {
     }
 }
 
+/// A result that left float32's range: finite inputs whose sums exceed
+/// 3.4e38 give Inf or NaN, and the call fails with `NotFinite` naming the
+/// output, rather than handing them back as a result.
+pub fn check_result_c32(argument: &str, values: &[Complex32]) -> Result<()> {
+    match values
+        .iter()
+        .position(|v| !(v.re.is_finite() && v.im.is_finite()))
+    {
+        None => Ok(()),
+        Some(i) => Err(Error::new(
+            Status::NotFinite,
+            format!(
+                "{argument}[{i}] = {} overflowed float32 (the inputs are finite, but the result \
+                 exceeds 3.4e38): scale the inputs down",
+                values[i]
+            ),
+        )),
+    }
+}
+
 /// As [`check_finite`], for real single-precision arrays.
 pub fn check_finite_f32(argument: &str, values: &[f32]) -> Result<()> {
     match values.iter().position(|v| !v.is_finite()) {

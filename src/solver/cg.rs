@@ -100,6 +100,17 @@ fn finish<S: CgSpace>(
     Ok(report)
 }
 
+/// Finite data or images whose products leave float32's range.
+fn overflow(what: &str) -> Error {
+    Error::new(
+        Status::NotFinite,
+        format!(
+            "{what} overflowed float32 (the inputs are finite, but their sums exceed 3.4e38): \
+             scale the data down"
+        ),
+    )
+}
+
 /// One CG on (EᴴWE + λR)ρ = EᴴWd with the space's current edge weights,
 /// preconditioned by `problem.preconditioner` (z = M⁻¹r, β = ⟨r₊,z₊⟩/⟨r,z⟩)
 /// when given; stops at the tolerance of ‖r‖/‖b‖, at the discrepancy rule,
@@ -117,6 +128,9 @@ pub(crate) fn weighted_cg<S: CgSpace>(
     let mut b = space.zeros()?;
     first.enter(|| space.rhs(&mut b))?;
     let b_norm = space.dot_re(&b, &b).sqrt();
+    if !b_norm.is_finite() {
+        return Err(overflow("the right-hand side EᴴWd"));
+    }
     let mut r = space.zeros()?;
     if problem.warm_start {
         first.enter(|| apply(space, problem, x, &mut r))?;
@@ -179,7 +193,10 @@ pub(crate) fn weighted_cg<S: CgSpace>(
         let step = progress.step(report.iterations + 1, steps);
         step.enter(|| apply(space, problem, &p, &mut ap))?;
         let p_ap = space.dot_re(&p, &ap);
-        if p_ap.is_nan() || p_ap <= 0.0 {
+        if !p_ap.is_finite() {
+            return Err(overflow("the normal operator's product (EᴴWE + λR)p"));
+        }
+        if p_ap <= 0.0 {
             // A is singular along p (or the residual vanished): no further progress possible.
             report.stop = StopReason::Breakdown;
             break;

@@ -802,6 +802,24 @@ static void test_not_finite(void)
             }
         }
     }
+    /* finite inputs whose results leave float32's range: NOT_FINITE naming
+     * the output, outputs untouched */
+    {
+        horecon_c32 huge_image[NV], huge_data[NS * NC];
+        for (i = 0; i < NV; i++) { huge_image[i].re = 3e38f; huge_image[i].im = -3e38f; }
+        for (i = 0; i < NS * NC; i++) { huge_data[i].re = 3e38f; huge_data[i].im = 3e38f; }
+        poison_c32(out, NS * NC);
+        EXPECT(horecon_forward(plan, huge_image, out), E, "overflowed");
+        CHECK(is_poisoned_c32(out, NS * NC), "forward wrote data on overflow");
+        poison_c32(image, NV);
+        EXPECT(horecon_adjoint(plan, huge_data, image), E, "overflowed");
+        CHECK(is_poisoned_c32(image, NV), "adjoint wrote image on overflow");
+        EXPECT(horecon_normal(plan, huge_image, image), E, "overflowed");
+        CHECK(is_poisoned_c32(image, NV), "normal wrote out on overflow");
+        horecon_default_cg_options(&c);
+        EXPECT(horecon_cg(plan, huge_data, &c, image, &info), E, "overflowed");
+        CHECK(is_poisoned_c32(image, NV), "cg wrote image on overflow");
+    }
     horecon_plan_destroy(plan);
 }
 
