@@ -560,6 +560,13 @@ mod tests {
         (p, kept)
     }
 
+    /// The N×3 positions `p` of `n` voxels listed last to first (not the plan's grid order).
+    fn last_to_first(p: &[f64], n: usize) -> Vec<f64> {
+        p.chunks_exact(n)
+            .flat_map(|axis| axis.iter().rev().copied())
+            .collect()
+    }
+
     #[test]
     fn plan_order_grid_is_the_identity() {
         let (p, _) = oblique([5, 4, 3], |_| true);
@@ -637,10 +644,7 @@ mod tests {
                     let (p, kept) = lattice(dims, steps, |v| !masked || (v * 7919) % 10 >= 3);
                     let n = kept.len();
                     // Last to first: not the plan's grid order.
-                    let reversed: Vec<f64> = p
-                        .chunks_exact(n)
-                        .flat_map(|axis| axis.iter().rev().copied())
-                        .collect();
+                    let reversed = last_to_first(&p, n);
                     let l = Lattice::detect([n, 1, 1], &reversed).unwrap_or_else(|e| {
                         panic!("ratio {ratio} {steps:?} masked {masked}: {}", e.message)
                     });
@@ -688,23 +692,10 @@ mod tests {
             [0.0, 0.1 * mm, 2.0 * mm],
         ];
         let line = [[5, 0, 0], [0, 0, 0], [2, 0, 0]];
-        let plane = [
-            [0, 0, 0],
-            [2, 0, 0],
-            [5, 0, 0],
-            [0, 2, 0],
-            [0, 5, 0],
-            [5, 5, 0],
-        ];
-        let space = [
-            [0, 0, 0],
-            [2, 0, 0],
-            [5, 0, 0],
-            [0, 3, 0],
-            [0, 5, 0],
-            [0, 0, 2],
-            [0, 0, 5],
-        ];
+        #[rustfmt::skip]
+        let plane = [[0, 0, 0], [2, 0, 0], [5, 0, 0], [0, 2, 0], [0, 5, 0], [5, 5, 0]];
+        #[rustfmt::skip]
+        let space = [[0, 0, 0], [2, 0, 0], [5, 0, 0], [0, 3, 0], [0, 5, 0], [0, 0, 2], [0, 0, 5]];
         for (points, box_points, ndims) in
             [(&line[..], 6, 1), (&plane[..], 36, 2), (&space[..], 216, 3)]
         {
@@ -739,10 +730,7 @@ mod tests {
         let dims = [6, 6, 11];
         let (p, kept) = lattice(dims, steps, |v| (v * 7919) % 10 >= 3);
         let n = kept.len();
-        let reversed: Vec<f64> = p
-            .chunks_exact(n)
-            .flat_map(|axis| axis.iter().rev().copied())
-            .collect();
+        let reversed = last_to_first(&p, n);
         let l = Lattice::detect([n, 1, 1], &reversed).unwrap_or_else(|e| panic!("{}", e.message));
         let mut modes = l.modes;
         modes.sort();

@@ -91,12 +91,16 @@ pub fn check_finite(argument: &str, values: &[f64]) -> Result<()> {
     }
 }
 
-/// As [`check_finite`], for complex single-precision arrays.
-pub fn check_finite_c32(argument: &str, values: &[Complex32]) -> Result<()> {
-    match values
+/// The index of the first value with a NaN or infinite part.
+fn first_non_finite(values: &[Complex32]) -> Option<usize> {
+    values
         .iter()
         .position(|v| !(v.re.is_finite() && v.im.is_finite()))
-    {
+}
+
+/// As [`check_finite`], for complex single-precision arrays.
+pub fn check_finite_c32(argument: &str, values: &[Complex32]) -> Result<()> {
+    match first_non_finite(values) {
         None => Ok(()),
         Some(i) => Err(Error::new(
             Status::NotFinite,
@@ -109,10 +113,7 @@ pub fn check_finite_c32(argument: &str, values: &[Complex32]) -> Result<()> {
 /// 3.4e38 give Inf or NaN, and the call fails with `NotFinite` naming the
 /// output, rather than handing them back as a result.
 pub fn check_result_c32(argument: &str, values: &[Complex32]) -> Result<()> {
-    match values
-        .iter()
-        .position(|v| !(v.re.is_finite() && v.im.is_finite()))
-    {
+    match first_non_finite(values) {
         None => Ok(()),
         Some(i) => Err(Error::new(
             Status::NotFinite,
