@@ -795,8 +795,9 @@ horecon_status horecon_nufft_create(struct horecon_nufft **out, int32_t type, in
 // reads `grid` and writes `nonuniform`. Single-precision data (in any
 // precision; DOUBLE plans round their float64 results to float32: use
 // horecon_nufft_execute_c64 to keep them). Errors: NULL_POINTER (nufft, an
-// array that is not empty), NOT_FINITE (NaN or Inf in the input),
-// OUT_OF_MEMORY. The output is written only on success; the input is not
+// array that is not empty), NOT_FINITE (NaN or Inf in the input, or a
+// result beyond the arithmetic's range: finite inputs near 3.4e38 in
+// float32), OUT_OF_MEMORY. The output is written only on success; the input is not
 // modified. One plan may execute from several threads at once.
 horecon_status horecon_nufft_execute(struct horecon_nufft *nufft, struct horecon_c32 *nonuniform, struct horecon_c32 *grid);
 

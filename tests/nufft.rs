@@ -635,5 +635,20 @@ fn bad_arguments() {
                 assert!(c.iter().all(|v| *v == poison));
             }
         }
+        // Finite inputs whose sums leave float32's range: NotFinite naming the output.
+        let mut c = vec![Complex32::new(3e38, 3e38); 6];
+        let mut f = vec![Complex32::new(3e38, -3e38); 32];
+        let e = nufft.execute(&mut c, &mut f).unwrap_err();
+        assert_eq!(e.status, Status::NotFinite);
+        let output = if kind == NufftType::One {
+            "grid["
+        } else {
+            "nonuniform["
+        };
+        assert!(
+            e.message.contains(output) && e.message.contains("overflowed"),
+            "{}",
+            e.message
+        );
     }
 }

@@ -210,8 +210,9 @@ pub unsafe extern "C" fn horecon_nufft_create(
 /// reads `grid` and writes `nonuniform`. Single-precision data (in any
 /// precision; DOUBLE plans round their float64 results to float32: use
 /// horecon_nufft_execute_c64 to keep them). Errors: NULL_POINTER (nufft, an
-/// array that is not empty), NOT_FINITE (NaN or Inf in the input),
-/// OUT_OF_MEMORY. The output is written only on success; the input is not
+/// array that is not empty), NOT_FINITE (NaN or Inf in the input, or a
+/// result beyond the arithmetic's range: finite inputs near 3.4e38 in
+/// float32), OUT_OF_MEMORY. The output is written only on success; the input is not
 /// modified. One plan may execute from several threads at once.
 #[no_mangle]
 pub unsafe extern "C" fn horecon_nufft_execute(

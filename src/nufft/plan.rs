@@ -227,13 +227,35 @@ impl Nufft {
     /// writes `nonuniform`. The output is written only on success.
     pub fn execute(&self, nonuniform: &mut [Complex32], grid: &mut [Complex32]) -> Result<()> {
         self.check(nonuniform, grid)?;
-        self.executor.execute(nonuniform, grid)
+        self.executor.execute(nonuniform, grid)?;
+        self.check_result(nonuniform, grid)
     }
 
     /// As [`Nufft::execute`] for float64 data.
     pub fn execute_c64(&self, nonuniform: &mut [Complex64], grid: &mut [Complex64]) -> Result<()> {
         self.check(nonuniform, grid)?;
-        self.executor.execute_c64(nonuniform, grid)
+        self.executor.execute_c64(nonuniform, grid)?;
+        self.check_result(nonuniform, grid)
+    }
+
+    /// A result beyond the arithmetic's range (finite inputs whose sums
+    /// overflow, near 3.4e38 in float32): `NotFinite` naming the output.
+    fn check_result<D: Sample>(&self, nonuniform: &[D], grid: &[D]) -> Result<()> {
+        let (argument, values) = match self.spec.kind {
+            NufftType::One => ("grid", grid),
+            NufftType::Two => ("nonuniform", nonuniform),
+        };
+        match values.iter().position(|v| !v.is_finite()) {
+            None => Ok(()),
+            Some(i) => Err(Error::new(
+                Status::NotFinite,
+                format!(
+                    "{argument}[{i}] = {} overflowed (the inputs are finite, but the result exceeds \
+                     the plan's arithmetic, 3.4e38 in float32): scale the inputs down",
+                    values[i]
+                ),
+            )),
+        }
     }
 
     /// "cpu" or "cuda:<device>".
