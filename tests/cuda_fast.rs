@@ -16,21 +16,24 @@ use common::{
     random_higher_order_problem, rel_error, to_c64, Kind, PooledError, Problem, Rng,
 };
 use horecon::{BackendKind, CgOptions, Complex32, Options, Precision, Regularizer};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 /// Serialises the tests: some set the operator's environment knobs.
 static ENV: Mutex<()> = Mutex::new(());
 
-fn gpu(test: &str) -> bool {
+/// A test's start: the environment lock and its random generator (seed
+/// printed), or `None` after one "skipped" line without a usable GPU.
+fn on_the_device(test: &str) -> Option<(MutexGuard<'static, ()>, Rng)> {
+    let env = ENV.lock().unwrap_or_else(|e| e.into_inner());
     if let Err(reason) = horecon::backend::cuda::context::probe() {
         eprintln!("{test}: skipped: no CUDA device ({reason})");
-        return false;
+        return None;
     }
     if let Err(reason) = horecon::backend::cuda::fft::available() {
         eprintln!("{test}: skipped: {reason}");
-        return false;
+        return None;
     }
-    true
+    Some((env, Rng::fresh(test)))
 }
 
 /// A random higher-order problem (common::higher_order): 16 solid harmonics
@@ -164,12 +167,9 @@ fn device_matches_cpu(
 
 #[test]
 fn the_device_fast_path_equals_the_cpu_one_and_meets_the_tolerance() {
-    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
-    let test = "the_device_fast_path_equals_the_cpu_one";
-    if !gpu(test) {
+    let Some((_env, mut rng)) = on_the_device("the_device_fast_path_equals_the_cpu_one") else {
         return;
-    }
-    let mut rng = Rng::fresh(test);
+    };
     // (dims, coils, masked, precision, tolerance)
     let cases = [
         ([17, 15, 1], 3, false, Precision::Accurate, 1e-3),
@@ -195,12 +195,10 @@ fn the_device_fast_path_equals_the_cpu_one_and_meets_the_tolerance() {
 /// inactive on both backends.
 #[test]
 fn random_plans_on_the_device_match_the_cpu_ones() {
-    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
-    let test = "random_plans_on_the_device_match_the_cpu_ones";
-    if !gpu(test) {
+    let Some((_env, mut rng)) = on_the_device("random_plans_on_the_device_match_the_cpu_ones")
+    else {
         return;
-    }
-    let mut rng = Rng::fresh(test);
+    };
     for case in 0..case_count(12) {
         let (kind, p, tol) = random_higher_order_problem(&mut rng);
         let precision = if rng.uniform() < 0.25 {
@@ -220,12 +218,9 @@ fn random_plans_on_the_device_match_the_cpu_ones() {
 /// certificate must still measure its own error.
 #[test]
 fn single_voxel_plans_on_the_device() {
-    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
-    let test = "single_voxel_plans_on_the_device";
-    if !gpu(test) {
+    let Some((_env, mut rng)) = on_the_device("single_voxel_plans_on_the_device") else {
         return;
-    }
-    let mut rng = Rng::fresh(test);
+    };
     for (kind, dims, coils) in [
         (Kind::Oblique, [1, 1, 1], 2),
         (Kind::Grid, [1, 1, 1], 1),
@@ -243,12 +238,9 @@ fn single_voxel_plans_on_the_device() {
 
 #[test]
 fn chunked_coils_equal_unchunked_and_the_host_path_switch_works() {
-    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
-    let test = "chunked_coils_equal_unchunked";
-    if !gpu(test) {
+    let Some((_env, mut rng)) = on_the_device("chunked_coils_equal_unchunked") else {
         return;
-    }
-    let mut rng = Rng::fresh(test);
+    };
     for masked in [false, true] {
         let p = problem(&mut rng, [10, 9, 4], 5, 400, masked);
         let whole = fast_plan(&p, BackendKind::Cuda, Precision::Accurate, 1e-3);
@@ -294,12 +286,9 @@ fn chunked_coils_equal_unchunked_and_the_host_path_switch_works() {
 
 #[test]
 fn the_device_pair_is_adjoint() {
-    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
-    let test = "the_device_pair_is_adjoint";
-    if !gpu(test) {
+    let Some((_env, mut rng)) = on_the_device("the_device_pair_is_adjoint") else {
         return;
-    }
-    let mut rng = Rng::fresh(test);
+    };
     for (dims, masked) in [([11, 9, 3], false), ([8, 7, 6], true), ([1, 6, 1], false)] {
         let p = problem(&mut rng, dims, 3, 400, masked);
         let plan = fast_plan(&p, BackendKind::Cuda, Precision::Accurate, 1e-3);
@@ -324,12 +313,9 @@ fn the_device_pair_is_adjoint() {
 
 #[test]
 fn cg_on_the_device_matches_the_cpu_fast_cg() {
-    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
-    let test = "cg_on_the_device_matches_the_cpu_fast_cg";
-    if !gpu(test) {
+    let Some((_env, mut rng)) = on_the_device("cg_on_the_device_matches_the_cpu_fast_cg") else {
         return;
-    }
-    let mut rng = Rng::fresh(test);
+    };
     let p = problem(&mut rng, [13, 12, 3], 4, 800, false);
     let truth = rng.complex(p.voxels());
     let data: Vec<Complex32> = p
