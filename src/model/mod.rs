@@ -91,11 +91,18 @@ pub fn check_finite(argument: &str, values: &[f64]) -> Result<()> {
     }
 }
 
-/// The index of the first value with a NaN or infinite part.
+/// The index of the first value with a NaN or infinite part. Blocks are
+/// folded without an early exit, which vectorises (0.8 ms instead of 1.6 ms
+/// for 3.5 M values, a 3D fast-path forward's output), and only the failing
+/// block is searched: every operator call checks its output this way.
 fn first_non_finite(values: &[Complex32]) -> Option<usize> {
-    values
-        .iter()
-        .position(|v| !(v.re.is_finite() && v.im.is_finite()))
+    const BLOCK: usize = 4096;
+    let bad = |v: &Complex32| !(v.re.is_finite() & v.im.is_finite());
+    let (k, block) = values
+        .chunks(BLOCK)
+        .enumerate()
+        .find(|(_, block)| block.iter().fold(false, |any, v| any | bad(v)))?;
+    block.iter().position(bad).map(|i| k * BLOCK + i)
 }
 
 /// As [`check_finite`], for complex single-precision arrays.
@@ -427,4 +434,24 @@ pub struct Features {
     pub sample: Vec<f64>,
     /// N×L, or `None` for S ≡ 1.
     pub sensitivities: Option<Vec<Complex32>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_non_finite_value_is_found_across_blocks() {
+        let n = 3 * 4096 + 17;
+        assert_eq!(first_non_finite(&vec![Complex32::new(1.0, -2.0); n]), None);
+        assert_eq!(first_non_finite(&[]), None);
+        for first in [0, 4095, 4096, 9000, n - 1] {
+            let mut v = vec![Complex32::new(3e38, 0.5); n];
+            v[first].im = f32::NAN;
+            if first + 1 < n {
+                v[n - 1].re = f32::INFINITY;
+            }
+            assert_eq!(first_non_finite(&v), Some(first));
+        }
+    }
 }
