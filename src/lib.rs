@@ -22,6 +22,7 @@ pub mod backend;
 pub mod calib;
 pub mod error;
 pub mod ffi;
+pub mod finite;
 pub mod model;
 /// cbindgen:ignore
 pub mod nufft;

@@ -18,7 +18,7 @@ use crate::backend;
 use crate::error::{Error, Result};
 use crate::model::cartesian::Cartesian;
 use crate::model::toeplitz::ToeplitzSpec;
-use crate::model::{check_finite_c32, check_finite_f32, check_result_c32, Model, Sizes};
+use crate::model::{check_finite, check_result, Model, Sizes};
 use crate::op::{CgReport, EncodingOperator, StopReason};
 pub use crate::options::{BackendKind, Options};
 use crate::progress::{self, Callback, Control};
@@ -263,7 +263,7 @@ fn check_regularizer_options(options: &CgOptions<'_>, sizes: Sizes) -> Result<()
             sizes.voxels * ndims,
             &format!("N x ndims with ndims = {ndims} {what}"),
         )?;
-        check_finite_f32("fd_weights", w)?;
+        check_finite("fd_weights", w)?;
         if let Some(i) = w.iter().position(|&v| v < 0.0) {
             return Err(Error::invalid(format!(
                 "fd_weights[{i}] = {} is negative",
@@ -716,29 +716,29 @@ impl Plan {
     pub fn forward(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
         self.check_image("image", image)?;
         self.check_data("data", data)?;
-        check_finite_c32("image", image)?;
+        check_finite("image", image)?;
         self.run(Call::Forward, || self.operator()?.forward(image, data))?;
-        check_result_c32("data", data)
+        check_result("data", data)
     }
 
     /// ρ = Eᴴ d.
     pub fn adjoint(&self, data: &[Complex32], image: &mut [Complex32]) -> Result<()> {
         self.check_data("data", data)?;
         self.check_image("image", image)?;
-        check_finite_c32("data", data)?;
+        check_finite("data", data)?;
         self.run(Call::Adjoint, || self.operator()?.adjoint(data, image))?;
-        check_result_c32("image", image)
+        check_result("image", image)
     }
 
     /// out = Eᴴ E ρ.
     pub fn normal(&self, image: &[Complex32], out: &mut [Complex32]) -> Result<()> {
         self.check_image("image", image)?;
         self.check_image("out", out)?;
-        check_finite_c32("image", image)?;
+        check_finite("image", image)?;
         self.run(Call::Normal, || {
             self.normal_operator()?.normal(image, out, None)
         })?;
-        check_result_c32("out", out)
+        check_result("out", out)
     }
 
     /// Conjugate gradient on (EᴴWE + λR)ρ = EᴴWd. `image` holds the start
@@ -757,9 +757,9 @@ impl Plan {
         let s = self.sizes();
         self.check_data("data", data)?;
         self.check_image("image", image)?;
-        check_finite_c32("data", data)?;
+        check_finite("data", data)?;
         if options.warm_start {
-            check_finite_c32("image (warm start)", image)?;
+            check_finite("image (warm start)", image)?;
         }
         if !(options.tolerance.is_finite() && options.tolerance >= 0.0) {
             return Err(Error::invalid(format!(
@@ -775,7 +775,7 @@ impl Plan {
         }
         if let Some(w) = options.sample_weights {
             expect_len("sample_weights", w.len(), s.samples, "M")?;
-            check_finite_f32("sample_weights", w)?;
+            check_finite("sample_weights", w)?;
             if let Some(i) = w.iter().position(|&v| v < 0.0) {
                 return Err(Error::invalid(format!(
                     "sample_weights[{i}] = {} is negative",
@@ -821,7 +821,7 @@ impl Plan {
             };
             Ok((op.solve(&problem, &mut solution)?, op))
         })?;
-        check_result_c32("image (the solution)", &solution)?;
+        check_result("image (the solution)", &solution)?;
         image.copy_from_slice(&solution);
         let info = CgInfo {
             iterations: report.iterations,

@@ -173,7 +173,7 @@ pub fn estimate_delay(
     }
     crate::model::check_finite("coefficients", coefficients)?;
     crate::model::check_finite("times", times)?;
-    crate::model::check_finite_c32("data", data)?;
+    crate::model::check_finite("data", data)?;
     if data.iter().all(|d| d.re == 0.0 && d.im == 0.0) {
         return Err(Error::invalid(
             "data is all zero: no delay can be estimated",

@@ -30,7 +30,7 @@ pub fn noise_covariance(noise: &[Complex32], coils: usize) -> Result<Vec<Complex
              covariance, got {samples}"
         )));
     }
-    crate::model::check_finite_c32("noise", noise)?;
+    crate::model::check_finite("noise", noise)?;
     let mut psi = try_vec(coils * coils, Complex64::new(0.0, 0.0), "noise covariance")?;
     for a in 0..coils {
         let na = &noise[a * samples..(a + 1) * samples];
@@ -93,7 +93,7 @@ pub fn whiten(covariance: &[Complex64], coils: usize, values: &mut [Complex32]) 
             values.len()
         )));
     }
-    crate::model::check_finite_c32("values", values)?;
+    crate::model::check_finite("values", values)?;
     let points = values.len() / coils;
     let factor32 = Mat::from_fn(coils, coils, |i, j| {
         let c = factor[(i, j)];

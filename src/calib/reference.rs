@@ -191,7 +191,7 @@ pub fn check_reference_array(
             values.len()
         )));
     }
-    crate::model::check_finite_c32(argument, values)?;
+    crate::model::check_finite(argument, values)?;
     if values.iter().all(|v| v.re == 0.0 && v.im == 0.0) {
         return Err(Error::invalid(format!(
             "{argument} is all zero: there is nothing to calibrate from"

@@ -148,7 +148,7 @@ pub unsafe extern "C" fn horecon_whiten(
     guard("horecon_whiten", || {
         let (l, n) = (count("ncoils", ncoils)?, count("npoints", npoints)?);
         let psi = read_c32("covariance", covariance, product("ncoils^2", l, l)?)?;
-        crate::model::check_finite_c32("covariance", &psi)?;
+        crate::model::check_finite("covariance", &psi)?;
         let mut v = read_c32("values", values, product("npoints*ncoils", n, l)?)?;
         calib::noise::whiten(&to_c64(&psi), l, &mut v)?;
         write_c32(values, &v);
@@ -177,7 +177,7 @@ pub unsafe extern "C" fn horecon_cartesian_images(
             kspace,
             product("reference size", grid.voxels(), l)?,
         )?;
-        crate::model::check_finite_c32("kspace", &y)?;
+        crate::model::check_finite("kspace", &y)?;
         non_null("images", images)?;
         let m = grid.images(&y, l)?;
         write_c32(images, &to_c32(&m));
@@ -627,7 +627,7 @@ pub unsafe extern "C" fn horecon_sim_correlated_noise(
     guard("horecon_sim_correlated_noise", || {
         let (l, n) = (count("ncoils", ncoils)?, count("npoints", npoints)?);
         let psi = read_c32("covariance", covariance, product("ncoils^2", l, l)?)?;
-        crate::model::check_finite_c32("covariance", &psi)?;
+        crate::model::check_finite("covariance", &psi)?;
         let mut v = read_c32("values", values, product("npoints*ncoils", n, l)?)?;
         crate::sim::reference::add_correlated_noise(&mut v, l, &to_c64(&psi), seed)?;
         write_c32(values, &v);

@@ -28,6 +28,7 @@ pub use plan::Nufft;
 
 use crate::backend::cpu::real::Real;
 use crate::error::{Error, Result};
+use crate::finite::Finite;
 use num_complex::{Complex, Complex32, Complex64};
 
 /// Which sum a transform computes (module documentation).
@@ -193,16 +194,12 @@ pub trait NufftExecutor: Send + Sync {
 }
 
 /// The caller's data types: float32 or float64 complex values.
-pub trait Sample: Copy + Send + Sync + std::fmt::Display {
-    fn is_finite(self) -> bool;
+pub trait Sample: Finite + Send + Sync {
     fn widen<T: Real>(self) -> Complex<T>;
     fn narrow<T: Real>(c: Complex<T>) -> Self;
 }
 
 impl Sample for Complex32 {
-    fn is_finite(self) -> bool {
-        self.re.is_finite() && self.im.is_finite()
-    }
     #[inline(always)]
     fn widen<T: Real>(self) -> Complex<T> {
         Complex::new(T::from_f64(self.re as f64), T::from_f64(self.im as f64))
@@ -214,9 +211,6 @@ impl Sample for Complex32 {
 }
 
 impl Sample for Complex64 {
-    fn is_finite(self) -> bool {
-        self.re.is_finite() && self.im.is_finite()
-    }
     #[inline(always)]
     fn widen<T: Real>(self) -> Complex<T> {
         Complex::new(T::from_f64(self.re), T::from_f64(self.im))

@@ -8,6 +8,7 @@
 
 use super::{KernelParams, Modes, NufftExecutor, NufftSpec, NufftType, Sample, Upsampling};
 use crate::error::{Error, Result, Status};
+use crate::finite::{check_finite, check_result};
 use crate::op::Precision;
 use crate::plan::{BackendKind, Options};
 use num_complex::{Complex32, Complex64};
@@ -73,17 +74,6 @@ pub fn choose_upsampling(
     match (two, quarter) {
         (Some(a), Some(b)) if b < a => Upsampling::OneQuarter,
         _ => Upsampling::Two,
-    }
-}
-
-/// `argument[i]` is finite for every i, else `NotFinite` naming the first bad one.
-pub fn check_finite_samples<D: Sample>(argument: &str, values: &[D]) -> Result<()> {
-    match values.iter().position(|v| !v.is_finite()) {
-        None => Ok(()),
-        Some(i) => Err(Error::new(
-            Status::NotFinite,
-            format!("{argument}[{i}] = {} is not finite", values[i]),
-        )),
     }
 }
 
@@ -218,8 +208,8 @@ impl Nufft {
             )));
         }
         match self.spec.kind {
-            NufftType::One => check_finite_samples("nonuniform", nonuniform),
-            NufftType::Two => check_finite_samples("grid", grid),
+            NufftType::One => check_finite("nonuniform", nonuniform),
+            NufftType::Two => check_finite("grid", grid),
         }
     }
 
@@ -241,20 +231,9 @@ impl Nufft {
     /// A result beyond the arithmetic's range (finite inputs whose sums
     /// overflow, near 3.4e38 in float32): `NotFinite` naming the output.
     fn check_result<D: Sample>(&self, nonuniform: &[D], grid: &[D]) -> Result<()> {
-        let (argument, values) = match self.spec.kind {
-            NufftType::One => ("grid", grid),
-            NufftType::Two => ("nonuniform", nonuniform),
-        };
-        match values.iter().position(|v| !v.is_finite()) {
-            None => Ok(()),
-            Some(i) => Err(Error::new(
-                Status::NotFinite,
-                format!(
-                    "{argument}[{i}] = {} overflowed (the inputs are finite, but the result exceeds \
-                     the plan's arithmetic, 3.4e38 in float32): scale the inputs down",
-                    values[i]
-                ),
-            )),
+        match self.spec.kind {
+            NufftType::One => check_result("grid", grid),
+            NufftType::Two => check_result("nonuniform", nonuniform),
         }
     }
 

@@ -56,7 +56,7 @@
 
 use super::{expect_len, Plan};
 use crate::error::{try_vec, Error, Result};
-use crate::model::{check_finite_c32, check_finite_f32, Basis};
+use crate::model::{check_finite, Basis};
 use crate::nufft::plan::choose_upsampling;
 use crate::nufft::{Modes, Nufft, NufftSpec, NufftType};
 use crate::op::Precision;
@@ -494,10 +494,10 @@ impl Plan {
         let s = self.sizes();
         expect_len("data", data.len(), s.samples * s.coils, "M x L")?;
         expect_len("image", image.len(), s.voxels, "N = nx*ny*nz")?;
-        check_finite_c32("data", data)?;
+        check_finite("data", data)?;
         if let Some(w) = dcf {
             expect_len("dcf", w.len(), s.samples, "M")?;
-            check_finite_f32("dcf", w)?;
+            check_finite("dcf", w)?;
             if let Some(i) = w.iter().position(|&v| v < 0.0) {
                 return Err(Error::invalid(format!("dcf[{i}] = {} is negative", w[i])));
             }

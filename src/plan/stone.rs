@@ -20,7 +20,7 @@ use super::{expect_len, Plan};
 use crate::backend;
 use crate::error::{try_vec, Error, Result};
 use crate::model::grid::lattice_steps;
-use crate::model::{check_finite_c32, check_finite_f32, Basis, Model, Sizes};
+use crate::model::{check_finite, Basis, Model, Sizes};
 use num_complex::Complex32;
 
 impl Plan {
@@ -67,11 +67,11 @@ impl Plan {
         let s = self.sizes();
         expect_len("data", data.len(), s.samples, "M (one coil)")?;
         expect_len("out", out.len(), s.voxels, "N = nx*ny*nz")?;
-        check_finite_c32("data", data)?;
+        check_finite("data", data)?;
         let mut weighted = crate::error::try_copy(data, "phi* x data (M)")?;
         if let Some(phi) = phi {
             expect_len("phi", phi.len(), s.samples, "M")?;
-            check_finite_c32("phi", phi)?;
+            check_finite("phi", phi)?;
             for (d, p) in weighted.iter_mut().zip(phi) {
                 let d64 = num_complex::Complex64::new(d.re as f64, d.im as f64);
                 let p64 = num_complex::Complex64::new(p.re as f64, -p.im as f64);
@@ -116,7 +116,7 @@ impl Plan {
         let mut weights = try_vec(s.samples, Complex32::new(1.0, 0.0), "|phi|^2 (M)")?;
         if let Some(w) = phi_mag2 {
             expect_len("phi_mag2", w.len(), s.samples, "M")?;
-            check_finite_f32("phi_mag2", w)?;
+            check_finite("phi_mag2", w)?;
             if let Some(i) = w.iter().position(|&v| v < 0.0) {
                 return Err(Error::invalid(format!(
                     "phi_mag2[{i}] = {} is negative",

@@ -18,8 +18,8 @@ fn check(x: &[Complex32], reference: &[Complex32]) -> Result<()> {
     if x.is_empty() {
         return Err(Error::invalid("images are empty"));
     }
-    crate::model::check_finite_c32("image", x)?;
-    crate::model::check_finite_c32("reference", reference)
+    crate::model::check_finite("image", x)?;
+    crate::model::check_finite("reference", reference)
 }
 
 fn error_and_reference_energy(x: &[Complex32], reference: &[Complex32]) -> (f64, f64) {

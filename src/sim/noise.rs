@@ -38,7 +38,7 @@ pub fn add_noise(data: &mut [Complex32], snr: f64, seed: u64) -> Result<f64> {
             "snr must be finite and > 0, got {snr}"
         )));
     }
-    crate::model::check_finite_c32("data", data)?;
+    crate::model::check_finite("data", data)?;
     if data.is_empty() {
         return Ok(0.0);
     }
