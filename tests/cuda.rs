@@ -498,6 +498,45 @@ fn chunked_execution_equals_unchunked() {
 }
 
 #[test]
+fn pinned_transfers_in_pieces_equal_pageable_ones() {
+    let Some(mut rng) = gpu_rng("pinned_transfers_in_pieces_equal_pageable_ones") else {
+        return;
+    };
+    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let mut problem = Problem::random(&mut rng, 700, 500, 20.0);
+    problem.coils = 3;
+    problem.sensitivities = Some(rng.complex(problem.voxels() * 3));
+    let (image, data) = random_inputs(&mut rng, &problem);
+    let run = |knobs: &[(&str, &str)]| {
+        for (k, v) in knobs {
+            std::env::set_var(k, v);
+        }
+        let plan = plan_on(&problem, Precision::Accurate, BackendKind::Cuda);
+        let (d, x) = apply(&plan, &image, &data);
+        let mut n = vec![Complex32::new(0.0, 0.0); image.len()];
+        plan.normal(&image, &mut n).unwrap();
+        for (k, _) in knobs {
+            std::env::remove_var(k);
+        }
+        (d, x, n)
+    };
+    let pageable = run(&[("HORECON_CUDA_PINNED", "0")]);
+    // Whole vectors, then pieces of 1000 bytes (125 values: the last one short).
+    for knobs in [vec![], vec![("HORECON_CUDA_PINNED_BYTES", "1000")]] {
+        let pinned = run(&knobs);
+        eprintln!(
+            "pinned {knobs:?}: N {} M {} L 3",
+            problem.voxels(),
+            problem.samples
+        );
+        assert!(
+            pinned == pageable,
+            "{knobs:?}: results differ from pageable transfers"
+        );
+    }
+}
+
+#[test]
 fn several_plans_and_threads_at_once() {
     let Some(mut rng) = gpu_rng("several_plans_and_threads_at_once") else {
         return;

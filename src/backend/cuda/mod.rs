@@ -42,6 +42,7 @@ pub mod multi;
 pub mod nufft;
 pub mod operator;
 mod phase_sum;
+mod pinned;
 mod probe;
 mod space;
 pub mod toeplitz;

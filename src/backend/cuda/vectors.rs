@@ -89,7 +89,8 @@ impl CudaCore {
         )
     }
 
-    /// Host complex64 vector → device double2 `dst` (through the float2 staging).
+    /// Host complex64 vector → device double2 `dst` (through the workspace's
+    /// page-locked host buffer and the float2 staging).
     pub(super) fn upload(
         &self,
         w: &Work,
@@ -97,7 +98,10 @@ impl CudaCore {
         dst: &DeviceBuffer,
         s: Stream,
     ) -> Result<()> {
-        w.staging.upload(host, s)?;
+        match w.pinned() {
+            Some(pinned) => pinned.upload(host, &w.staging, s)?,
+            None => w.staging.upload(host, s)?,
+        }
         launch_over(
             &self.k.widen,
             host.len(),
@@ -109,7 +113,8 @@ impl CudaCore {
         )
     }
 
-    /// Device double2 `src` → host complex64 vector (synchronous).
+    /// Device double2 `src` → host complex64 vector (synchronous; through the
+    /// float2 staging and the page-locked host buffer).
     pub(super) fn download(
         &self,
         w: &Work,
@@ -126,7 +131,10 @@ impl CudaCore {
                 .ptr(w.staging.ptr)
                 .int(host.len() as i64),
         )?;
-        w.staging.download(host, s)
+        match w.pinned() {
+            Some(pinned) => pinned.download(&w.staging, host, s),
+            None => w.staging.download(host, s),
+        }
     }
 }
 

@@ -5,11 +5,12 @@
 
 use super::context::{driver_error, Device};
 use super::memory::{DeviceBuffer, Stream};
+use super::pinned::PinnedHost;
 use crate::error::{try_collect, Result};
 use crate::model::Sizes;
 use cudarc::driver::CudaStream;
 use num_complex::Complex32;
-use std::sync::{Arc, Mutex, TryLockError};
+use std::sync::{Arc, Mutex, OnceLock, TryLockError};
 
 /// Blocks (and float64 partial sums) of CG's dot products.
 pub(super) const DOT_BLOCKS: usize = 256;
@@ -26,6 +27,10 @@ pub(super) struct Work {
     pub(super) dot: DeviceBuffer,
     /// float2 staging of host vectors (max(N, M·L) elements).
     pub(super) staging: DeviceBuffer,
+    /// Page-locked host memory for those vectors, made at the first transfer
+    /// (`None` inside: refused, pageable transfers).
+    pinned: OnceLock<Option<PinnedHost>>,
+    device: Arc<Device>,
 }
 
 impl Work {
@@ -49,7 +54,17 @@ impl Work {
             sample_weights: DeviceBuffer::new::<f64>(device, m, "sample weights (M)")?,
             dot: DeviceBuffer::new::<f64>(device, DOT_BLOCKS, "dot-product partial sums")?,
             staging: DeviceBuffer::new::<Complex32>(device, n.max(m * coils), "transfer staging")?,
+            pinned: OnceLock::new(),
+            device: device.clone(),
         })
+    }
+
+    /// The page-locked host buffer of the staging's size (at most
+    /// [`super::pinned::MAX_PINNED_BYTES`]), or `None` where the driver refuses it.
+    pub(super) fn pinned(&self) -> Option<&PinnedHost> {
+        self.pinned
+            .get_or_init(|| PinnedHost::new(&self.device, self.staging.bytes))
+            .as_ref()
     }
 }
 
