@@ -6,6 +6,7 @@
 
 use crate::error::{Error, Result, Status};
 use num_complex::{Complex32, Complex64};
+use rayon::prelude::*;
 use std::fmt::Display;
 
 /// A value that is NaN or infinite, or (complex) has such a part.
@@ -41,23 +42,35 @@ impl Finite for Complex64 {
     }
 }
 
+/// Values per block of [`first_non_finite`].
+const BLOCK: usize = 4096;
+
+/// Values from which [`first_non_finite`] runs on the current thread pool.
+const PARALLEL: usize = 16 * BLOCK;
+
 /// The index of the first value that is not finite. Blocks are folded
-/// without an early exit, which vectorises (0.8 ms instead of 1.6 ms for
-/// 3.5 M complex values, a 3D fast-path forward's output, about memory
-/// speed on one core), and only the failing block is searched.
-pub fn first_non_finite<T: Finite>(values: &[T]) -> Option<usize> {
-    const BLOCK: usize = 4096;
-    let bad = |v: &T| !v.is_finite();
-    let (k, block) = values
-        .chunks(BLOCK)
-        .enumerate()
-        .find(|(_, block)| block.iter().fold(false, |any, v| any | bad(v)))?;
-    block.iter().position(bad).map(|i| k * BLOCK + i)
+/// without an early exit, which vectorises (one core: 0.8 ms instead of
+/// 1.6 ms for 3.5 M complex values, a 3D fast-path forward's output), and
+/// only the first failing block is searched. On a rayon pool's thread (the
+/// plan's calls run on its pool) long arrays are folded by all its threads;
+/// elsewhere on the calling thread, so that no global pool is started.
+pub fn first_non_finite<T: Finite + Sync>(values: &[T]) -> Option<usize> {
+    let failing = |block: &[T]| block.iter().fold(false, |any, v| any | !v.is_finite());
+    let k = if values.len() >= PARALLEL && rayon::current_thread_index().is_some() {
+        values.par_chunks(BLOCK).position_first(failing)?
+    } else {
+        values.chunks(BLOCK).position(failing)?
+    };
+    let block = &values[k * BLOCK..values.len().min((k + 1) * BLOCK)];
+    block
+        .iter()
+        .position(|v| !v.is_finite())
+        .map(|i| k * BLOCK + i)
 }
 
 /// An input: fails with `NotFinite` naming `argument` and the first bad
 /// index if any value is NaN or ±Inf.
-pub fn check_finite<T: Finite>(argument: &str, values: &[T]) -> Result<()> {
+pub fn check_finite<T: Finite + Sync>(argument: &str, values: &[T]) -> Result<()> {
     match first_non_finite(values) {
         None => Ok(()),
         Some(i) => Err(Error::new(
@@ -69,7 +82,7 @@ pub fn check_finite<T: Finite>(argument: &str, values: &[T]) -> Result<()> {
 
 /// A result of finite inputs: fails with `NotFinite` naming the output
 /// `argument` if a sum overflowed to Inf or NaN.
-pub fn check_result<T: Finite>(argument: &str, values: &[T]) -> Result<()> {
+pub fn check_result<T: Finite + Sync>(argument: &str, values: &[T]) -> Result<()> {
     match first_non_finite(values) {
         None => Ok(()),
         Some(i) => Err(Error::new(
@@ -103,6 +116,23 @@ mod tests {
             r[first] = f64::NEG_INFINITY;
             assert_eq!(first_non_finite(&r), Some(first));
         }
+        // Long arrays on a pool's threads: the first bad value of all.
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        let n = 40 * 4096 + 5;
+        for first in [0, 4096 * 17 + 3, n - 1] {
+            let mut v = vec![Complex32::new(1.0, 1.0); n];
+            v[first].re = f32::NAN;
+            for later in [first + 1, first + 5000, n - 1] {
+                if later < n {
+                    v[later].im = f32::INFINITY;
+                }
+            }
+            assert_eq!(pool.install(|| first_non_finite(&v)), Some(first));
+        }
+        assert_eq!(pool.install(|| first_non_finite(&vec![0.5f32; n])), None);
     }
 
     #[test]

@@ -716,29 +716,29 @@ impl Plan {
     pub fn forward(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
         self.check_image("image", image)?;
         self.check_data("data", data)?;
-        check_finite("image", image)?;
+        self.on_pool(|| check_finite("image", image))?;
         self.run(Call::Forward, || self.operator()?.forward(image, data))?;
-        check_result("data", data)
+        self.on_pool(|| check_result("data", data))
     }
 
     /// ρ = Eᴴ d.
     pub fn adjoint(&self, data: &[Complex32], image: &mut [Complex32]) -> Result<()> {
         self.check_data("data", data)?;
         self.check_image("image", image)?;
-        check_finite("data", data)?;
+        self.on_pool(|| check_finite("data", data))?;
         self.run(Call::Adjoint, || self.operator()?.adjoint(data, image))?;
-        check_result("image", image)
+        self.on_pool(|| check_result("image", image))
     }
 
     /// out = Eᴴ E ρ.
     pub fn normal(&self, image: &[Complex32], out: &mut [Complex32]) -> Result<()> {
         self.check_image("image", image)?;
         self.check_image("out", out)?;
-        check_finite("image", image)?;
+        self.on_pool(|| check_finite("image", image))?;
         self.run(Call::Normal, || {
             self.normal_operator()?.normal(image, out, None)
         })?;
-        check_result("out", out)
+        self.on_pool(|| check_result("out", out))
     }
 
     /// Conjugate gradient on (EᴴWE + λR)ρ = EᴴWd. `image` holds the start
