@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 /// The most page-locked memory one workspace holds; longer vectors pass
 /// through it in pieces.
-pub const MAX_PINNED_BYTES: usize = 64 << 20;
+const MAX_PINNED_BYTES: usize = 64 << 20;
 
 /// Elements per thread task of the host copies.
 const COPY_GRAIN: usize = 1 << 16;

@@ -60,7 +60,7 @@ impl Work {
     }
 
     /// The page-locked host buffer of the staging's size (at most
-    /// [`super::pinned::MAX_PINNED_BYTES`]), or `None` where the driver refuses it.
+    /// 64 MiB), or `None` where the driver refuses it.
     pub(super) fn pinned(&self) -> Option<&PinnedHost> {
         self.pinned
             .get_or_init(|| PinnedHost::new(&self.device, self.staging.bytes))
