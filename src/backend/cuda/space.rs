@@ -85,9 +85,7 @@ pub(super) fn solve_on(
             return Err(e);
         }
         let report = report?;
-        let mut out = crate::error::try_vec(image.len(), [0.0f64; 2], "CG solution (N)")?;
-        x.download(&mut out, s)?;
-        from_device_complex(&out, image);
+        core.download(w, &x, image, s)?;
         Ok(report)
     }
 }
@@ -145,17 +143,13 @@ impl CgSpace for CudaSpace<'_> {
 
     fn rhs(&self, b: &mut DeviceBuffer) -> Result<()> {
         self.failed()?;
-        let host = to_device_complex(self.problem.data)?;
-        self.work.data.upload(&host, self.stream)?;
+        self.op
+            .upload(self.work, self.problem.data, &self.work.data, self.stream)?;
         if self.weighted {
             self.op
                 .scale_samples(&self.work.data, &self.work.sample_weights, self.stream)?;
         }
-        self.normal.adjoint_dev(&self.work.data, b, self.stream)?;
-        // `host` must live until the upload completed.
-        // SAFETY: synchronising our own stream.
-        unsafe { result::stream::synchronize(self.stream.0) }
-            .map_err(|e| driver_error("computing the right-hand side", e))
+        self.normal.adjoint_dev(&self.work.data, b, self.stream)
     }
 
     fn normal(&self, x: &DeviceBuffer, y: &mut DeviceBuffer) -> Result<()> {
@@ -166,11 +160,7 @@ impl CgSpace for CudaSpace<'_> {
     }
 
     fn set_from_host(&self, host: &[Complex32], v: &mut DeviceBuffer) -> Result<()> {
-        let h = to_device_complex(host)?;
-        v.upload(&h, self.stream)?;
-        // SAFETY: synchronising our own stream before `h` is dropped.
-        unsafe { result::stream::synchronize(self.stream.0) }
-            .map_err(|e| driver_error("uploading the start image", e))
+        self.op.upload(self.work, host, v, self.stream)
     }
 
     fn copy(&self, src: &DeviceBuffer, dst: &mut DeviceBuffer) {
@@ -266,20 +256,5 @@ impl CgSpace for CudaSpace<'_> {
         // SAFETY: synchronising our own stream before `pairs` is dropped.
         unsafe { result::stream::synchronize(self.stream.0) }
             .map_err(|e| driver_error("uploading a CG vector", e))
-    }
-}
-
-/// Fallible (issue 11): host staging grows with the user's sizes.
-fn to_device_complex(values: &[Complex32]) -> Result<Vec<[f64; 2]>> {
-    let mut out = crate::error::try_vec(values.len(), [0.0; 2], "device staging (double2)")?;
-    out.iter_mut()
-        .zip(values)
-        .for_each(|(o, c)| *o = [c.re as f64, c.im as f64]);
-    Ok(out)
-}
-
-fn from_device_complex(values: &[[f64; 2]], out: &mut [Complex32]) {
-    for (o, v) in out.iter_mut().zip(values) {
-        *o = Complex32::new(v[0] as f32, v[1] as f32);
     }
 }
