@@ -313,17 +313,41 @@ unsafe fn read<T: Copy + Send + Sync>(argument: &str, p: *const T, len: usize) -
     Ok(out)
 }
 
+// horecon_c32 and Complex32 are both #[repr(C)] { re: f32, im: f32 }.
+const _: () = assert!(
+    std::mem::size_of::<horecon_c32>() == std::mem::size_of::<Complex32>()
+        && std::mem::align_of::<horecon_c32>() == std::mem::align_of::<Complex32>()
+);
+
+/// `len` values of C memory read in place for the duration of a call (the
+/// operators' inputs: no copy of a data vector per call). Outputs are
+/// written only after the call succeeded, so they may still alias inputs.
+/// A pointer not aligned to a float is `InvalidArgument` naming the argument.
+pub(super) unsafe fn borrow_c32<'a>(
+    argument: &str,
+    p: *const horecon_c32,
+    len: usize,
+) -> Result<&'a [Complex32]> {
+    let p = non_null(argument, p)?;
+    if (p as usize) % std::mem::align_of::<Complex32>() != 0 {
+        return Err(Error::invalid(format!(
+            "{argument} ({p:?}) is not aligned to 4 bytes (a float)"
+        )));
+    }
+    if len == 0 {
+        return Ok(&[]);
+    }
+    Ok(std::slice::from_raw_parts(p.cast::<Complex32>(), len))
+}
+
+/// Copies `len` values from C memory (so outputs may alias inputs).
 unsafe fn read_c32(argument: &str, p: *const horecon_c32, len: usize) -> Result<Vec<Complex32>> {
-    let v = read(argument, p, len)?;
-    Ok(v.into_iter().map(|c| Complex32::new(c.re, c.im)).collect())
+    crate::error::try_copy(borrow_c32(argument, p, len)?, argument)
 }
 
 /// Writes results to C memory (only called once everything succeeded).
 unsafe fn write_c32(out: *mut horecon_c32, values: &[Complex32]) {
-    let dst = std::slice::from_raw_parts_mut(out, values.len());
-    for (d, v) in dst.iter_mut().zip(values) {
-        *d = horecon_c32 { re: v.re, im: v.im };
-    }
+    std::ptr::copy_nonoverlapping(values.as_ptr().cast::<horecon_c32>(), out, values.len());
 }
 
 unsafe fn plan_ref<'a>(p: *const horecon_plan) -> Result<&'a Plan> {
@@ -583,10 +607,10 @@ pub unsafe extern "C" fn horecon_forward(
     guard("horecon_forward", || {
         let p = plan_ref(plan)?;
         let s = p.sizes();
-        let x = read_c32("image", image, s.voxels)?;
+        let x = borrow_c32("image", image, s.voxels)?;
         non_null("data", data)?;
         let mut d = crate::error::try_vec(s.samples * s.coils, Complex32::default(), "data")?;
-        p.forward(&x, &mut d)?;
+        p.forward(x, &mut d)?;
         write_c32(data, &d);
         Ok(())
     })
@@ -604,10 +628,10 @@ pub unsafe extern "C" fn horecon_adjoint(
     guard("horecon_adjoint", || {
         let p = plan_ref(plan)?;
         let s = p.sizes();
-        let d = read_c32("data", data, s.samples * s.coils)?;
+        let d = borrow_c32("data", data, s.samples * s.coils)?;
         non_null("image", image)?;
         let mut x = crate::error::try_vec(s.voxels, Complex32::default(), "image")?;
-        p.adjoint(&d, &mut x)?;
+        p.adjoint(d, &mut x)?;
         write_c32(image, &x);
         Ok(())
     })
@@ -625,10 +649,10 @@ pub unsafe extern "C" fn horecon_normal(
     guard("horecon_normal", || {
         let p = plan_ref(plan)?;
         let n = p.sizes().voxels;
-        let x = read_c32("image", image, n)?;
+        let x = borrow_c32("image", image, n)?;
         non_null("out", out)?;
         let mut y = crate::error::try_vec(n, Complex32::default(), "out")?;
-        p.normal(&x, &mut y)?;
+        p.normal(x, &mut y)?;
         write_c32(out, &y);
         Ok(())
     })
@@ -677,7 +701,7 @@ pub unsafe extern "C" fn horecon_cg(
                 c.max_iterations
             )));
         }
-        let d = read_c32("data", data, s.samples * s.coils)?;
+        let d = borrow_c32("data", data, s.samples * s.coils)?;
         non_null("image", image)?;
         let mut x = if c.warm_start != 0 {
             read_c32("image", image, s.voxels)?
@@ -739,7 +763,7 @@ pub unsafe extern "C" fn horecon_cg(
             discrepancy_tau: c.discrepancy_tau,
             noise_sigma: c.noise_sigma,
         };
-        let result = p.cg(&d, &options, &mut x)?;
+        let result = p.cg(d, &options, &mut x)?;
         write_c32(image, &x);
         if !info.is_null() {
             let current = !o.is_null()

@@ -2,7 +2,8 @@
 //! and the gridding baseline.
 
 use super::{
-    guard, horecon_c32, horecon_plan, horecon_status, non_null, plan_ref, read, read_c32, write_c32,
+    borrow_c32, guard, horecon_c32, horecon_plan, horecon_status, non_null, plan_ref, read,
+    write_c32,
 };
 use crate::error::try_vec;
 use num_complex::Complex32;
@@ -27,15 +28,15 @@ pub unsafe extern "C" fn horecon_fhd(
     guard("horecon_fhd", || {
         let p = plan_ref(plan)?;
         let s = p.sizes();
-        let d = read_c32("data", data, s.samples)?;
+        let d = borrow_c32("data", data, s.samples)?;
         let phi = if phi.is_null() {
             None
         } else {
-            Some(read_c32("phi", phi, s.samples)?)
+            Some(borrow_c32("phi", phi, s.samples)?)
         };
         non_null("out", out)?;
         let mut x = try_vec(s.voxels, Complex32::default(), "out")?;
-        p.fhd(&d, phi.as_deref(), &mut x)?;
+        p.fhd(d, phi, &mut x)?;
         write_c32(out, &x);
         Ok(())
     })
@@ -128,7 +129,7 @@ pub unsafe extern "C" fn horecon_gridding(
     guard("horecon_gridding", || {
         let p = plan_ref(plan)?;
         let s = p.sizes();
-        let d = read_c32("data", data, s.samples * s.coils)?;
+        let d = borrow_c32("data", data, s.samples * s.coils)?;
         let w = if dcf.is_null() {
             None
         } else {
@@ -136,7 +137,7 @@ pub unsafe extern "C" fn horecon_gridding(
         };
         non_null("image", image)?;
         let mut x = try_vec(s.voxels, Complex32::default(), "image")?;
-        p.gridding(&d, w.as_deref(), &mut x)?;
+        p.gridding(d, w.as_deref(), &mut x)?;
         write_c32(image, &x);
         Ok(())
     })

@@ -144,7 +144,8 @@ impl Plan {
         let (n, m, l) = (s.voxels, s.samples, s.coils);
         let ml = m.saturating_mul(l);
         let nl = n.saturating_mul(l);
-        // The C API's copies: inputs and the output buffer.
+        // The C API's copies: its output buffer and CG's start image and
+        // weights (the operators' inputs are read in place).
         let io = |input: usize, output: usize| Bytes::of(input, C32) + Bytes::of(output, C32);
         let built = |slot: &std::sync::Mutex<Option<_>>| {
             slot.lock().unwrap_or_else(|e| e.into_inner()).is_some()
@@ -212,18 +213,18 @@ impl Plan {
                 // The Toeplitz operator holds its own exact operator.
                 self.toeplitz_memory(segments, resident, transient, full, threads)?
                     + Bytes::of(n, 2 * acc)
-                    + io(n, n)
+                    + io(0, n)
             }
             (Call::Cg, Some(segments)) => {
                 let toeplitz =
                     self.toeplitz_memory(segments, resident, transient, full, threads)?;
-                toeplitz + cg_vectors + Bytes::of(n, 2 * acc).max(cg_rhs) + io(ml + n + m, 0)
+                toeplitz + cg_vectors + Bytes::of(n, 2 * acc).max(cg_rhs) + io(n + m, 0)
             }
-            (Call::Forward, _) => on_exact(forward) + io(n, ml),
-            (Call::Adjoint, _) => on_exact(adjoint) + io(ml, n),
-            (Call::Normal, _) => on_exact(normal_exact) + io(n, n),
-            (Call::Cg, _) => on_exact(cg_vectors + normal_exact.max(cg_rhs)) + io(ml + n + m, 0),
-            (Call::Fhd, _) => on_exact(adjoint) + io(2 * m, n) + Bytes::of(m, C32),
+            (Call::Forward, _) => on_exact(forward) + io(0, ml),
+            (Call::Adjoint, _) => on_exact(adjoint) + io(0, n),
+            (Call::Normal, _) => on_exact(normal_exact) + io(0, n),
+            (Call::Cg, _) => on_exact(cg_vectors + normal_exact.max(cg_rhs)) + io(n + m, 0),
+            (Call::Fhd, _) => on_exact(adjoint) + io(0, n) + Bytes::of(m, C32),
             (Call::Q, _) => {
                 let q: usize = self.q_dims().iter().product();
                 let qs = Sizes {
