@@ -107,7 +107,9 @@ def test_cancel_from_another_thread(rng):
 
 
 def test_ctrl_c_cancels_a_long_call_and_the_plan_stays_usable(rng, sigint):
-    plan = long_plan(rng, n=48, m=200000, coils=4)
+    # About 1.6 s on 2 cores, interrupted at 0.3 s (m = 200000 took 0.32 s:
+    # a faster call finished before the interrupt and the test failed).
+    plan = long_plan(rng, n=48, m=1000000, coils=4)
     threading.Timer(0.3, _thread.interrupt_main).start()
     with pytest.raises(KeyboardInterrupt) as e:
         plan.normal(np.ones(48 * 48, np.complex64), progress=False)
