@@ -850,3 +850,38 @@ pub unsafe extern "C" fn horecon_plan_backend(
         Ok(())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Status;
+
+    #[test]
+    fn inputs_are_read_in_place_from_aligned_memory_only() {
+        let values = [
+            horecon_c32 { re: 1.0, im: -2.0 },
+            horecon_c32 { re: 3.0, im: 4.0 },
+        ];
+        // SAFETY: two valid values.
+        let read = unsafe { borrow_c32("data", values.as_ptr(), 2) }.unwrap();
+        assert_eq!(read, &[Complex32::new(1.0, -2.0), Complex32::new(3.0, 4.0)]);
+        assert_eq!(read.as_ptr() as usize, values.as_ptr() as usize);
+        // SAFETY: the pointer is rejected before it is read.
+        let e = unsafe { borrow_c32("data", std::ptr::null(), 2) }.unwrap_err();
+        assert_eq!(e.status, Status::NullPointer);
+        let bytes = [0u8; 24];
+        let odd = bytes
+            .as_ptr()
+            .wrapping_add(1 + (4 - bytes.as_ptr() as usize % 4) % 4);
+        // SAFETY: the pointer is rejected before it is read.
+        let e = unsafe { borrow_c32("data", odd.cast::<horecon_c32>(), 2) }.unwrap_err();
+        assert_eq!(e.status, Status::InvalidArgument);
+        assert!(
+            e.message.contains("data") && e.message.contains("aligned"),
+            "{}",
+            e.message
+        );
+        let copy = unsafe { read_c32("image", values.as_ptr(), 2) }.unwrap();
+        assert_eq!(copy, read);
+    }
+}
