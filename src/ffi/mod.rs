@@ -38,6 +38,7 @@ use crate::plan::{fd_directions, BackendKind, CgOptions, Options, Plan};
 use crate::solver::{Neighbourhood, Regularizer};
 use guard::{guard, guard_value};
 use num_complex::Complex32;
+use rayon::prelude::*;
 use std::ffi::c_void;
 use std::os::raw::c_char;
 
@@ -319,6 +320,16 @@ const _: () = assert!(
         && std::mem::align_of::<horecon_c32>() == std::mem::align_of::<Complex32>()
 );
 
+/// A pointer aligned to a float, else `InvalidArgument` naming the argument.
+fn aligned<T>(argument: &str, p: *const T) -> Result<()> {
+    if (p as usize) % std::mem::align_of::<Complex32>() != 0 {
+        return Err(Error::invalid(format!(
+            "{argument} ({p:?}) is not aligned to 4 bytes (a float)"
+        )));
+    }
+    Ok(())
+}
+
 /// `len` values of C memory read in place for the duration of a call (the
 /// operators' inputs: no copy of a data vector per call). Outputs are
 /// written only after the call succeeded, so they may still alias inputs.
@@ -329,15 +340,37 @@ pub(super) unsafe fn borrow_c32<'a>(
     len: usize,
 ) -> Result<&'a [Complex32]> {
     let p = non_null(argument, p)?;
-    if (p as usize) % std::mem::align_of::<Complex32>() != 0 {
-        return Err(Error::invalid(format!(
-            "{argument} ({p:?}) is not aligned to 4 bytes (a float)"
-        )));
-    }
+    aligned(argument, p)?;
     if len == 0 {
         return Ok(&[]);
     }
     Ok(std::slice::from_raw_parts(p.cast::<Complex32>(), len))
+}
+
+/// An operator's output array, checked (not NULL, aligned to a float)
+/// before anything is computed.
+pub(super) fn output_c32(argument: &str, p: *mut horecon_c32) -> Result<*mut horecon_c32> {
+    non_null(argument, p)?;
+    aligned(argument, p)?;
+    Ok(p)
+}
+
+/// The zeroed buffer an operator writes its result into, made on the plan's
+/// threads (a 28 MB data vector: its pages are touched in parallel).
+pub(super) fn output_buffer(plan: &Plan, len: usize, what: &str) -> Result<Vec<Complex32>> {
+    plan.on_pool(|| crate::error::try_vec(len, Complex32::default(), what))
+}
+
+/// Writes an operator's result to C memory `out` (checked by [`output_c32`])
+/// on the plan's threads, once everything succeeded.
+pub(super) unsafe fn write_output(plan: &Plan, out: *mut horecon_c32, values: &[Complex32]) {
+    const GRAIN: usize = 1 << 16;
+    let out = std::slice::from_raw_parts_mut(out.cast::<Complex32>(), values.len());
+    plan.on_pool(|| {
+        out.par_chunks_mut(GRAIN)
+            .zip(values.par_chunks(GRAIN))
+            .for_each(|(o, v)| o.copy_from_slice(v))
+    });
 }
 
 /// Copies `len` values from C memory (so outputs may alias inputs).
@@ -608,10 +641,10 @@ pub unsafe extern "C" fn horecon_forward(
         let p = plan_ref(plan)?;
         let s = p.sizes();
         let x = borrow_c32("image", image, s.voxels)?;
-        non_null("data", data)?;
-        let mut d = crate::error::try_vec(s.samples * s.coils, Complex32::default(), "data")?;
+        let data = output_c32("data", data)?;
+        let mut d = output_buffer(p, s.samples * s.coils, "data")?;
         p.forward(x, &mut d)?;
-        write_c32(data, &d);
+        write_output(p, data, &d);
         Ok(())
     })
 }
@@ -629,10 +662,10 @@ pub unsafe extern "C" fn horecon_adjoint(
         let p = plan_ref(plan)?;
         let s = p.sizes();
         let d = borrow_c32("data", data, s.samples * s.coils)?;
-        non_null("image", image)?;
-        let mut x = crate::error::try_vec(s.voxels, Complex32::default(), "image")?;
+        let image = output_c32("image", image)?;
+        let mut x = output_buffer(p, s.voxels, "image")?;
         p.adjoint(d, &mut x)?;
-        write_c32(image, &x);
+        write_output(p, image, &x);
         Ok(())
     })
 }
@@ -650,10 +683,10 @@ pub unsafe extern "C" fn horecon_normal(
         let p = plan_ref(plan)?;
         let n = p.sizes().voxels;
         let x = borrow_c32("image", image, n)?;
-        non_null("out", out)?;
-        let mut y = crate::error::try_vec(n, Complex32::default(), "out")?;
+        let out = output_c32("out", out)?;
+        let mut y = output_buffer(p, n, "out")?;
         p.normal(x, &mut y)?;
-        write_c32(out, &y);
+        write_output(p, out, &y);
         Ok(())
     })
 }
@@ -702,7 +735,7 @@ pub unsafe extern "C" fn horecon_cg(
             )));
         }
         let d = borrow_c32("data", data, s.samples * s.coils)?;
-        non_null("image", image)?;
+        let image = output_c32("image", image)?;
         let mut x = if c.warm_start != 0 {
             read_c32("image", image, s.voxels)?
         } else {
@@ -764,7 +797,7 @@ pub unsafe extern "C" fn horecon_cg(
             noise_sigma: c.noise_sigma,
         };
         let result = p.cg(d, &options, &mut x)?;
-        write_c32(image, &x);
+        write_output(p, image, &x);
         if !info.is_null() {
             let current = !o.is_null()
                 && std::ptr::addr_of!((*o).struct_size).read() as usize

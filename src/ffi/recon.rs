@@ -2,11 +2,9 @@
 //! and the gridding baseline.
 
 use super::{
-    borrow_c32, guard, horecon_c32, horecon_plan, horecon_status, non_null, plan_ref, read,
-    write_c32,
+    borrow_c32, guard, horecon_c32, horecon_plan, horecon_status, non_null, output_buffer,
+    output_c32, plan_ref, read, write_output,
 };
-use crate::error::try_vec;
-use num_complex::Complex32;
 
 /// Fᴴd of Stone et al. 2008, eq. 4 (Kirk–Hwu ch. 14):
 /// out_n = Σ_m conj(φ(k_m))·d_m·exp(+i2π k_m·x_n) with Stone's k in cycles/m.
@@ -34,10 +32,10 @@ pub unsafe extern "C" fn horecon_fhd(
         } else {
             Some(borrow_c32("phi", phi, s.samples)?)
         };
-        non_null("out", out)?;
-        let mut x = try_vec(s.voxels, Complex32::default(), "out")?;
+        let out = output_c32("out", out)?;
+        let mut x = output_buffer(p, s.voxels, "out")?;
         p.fhd(d, phi, &mut x)?;
-        write_c32(out, &x);
+        write_output(p, out, &x);
         Ok(())
     })
 }
@@ -87,11 +85,11 @@ pub unsafe extern "C" fn horecon_q(
         } else {
             Some(read("phi_mag2", phi_mag2, s.samples)?)
         };
-        non_null("q", q)?;
+        let q = output_c32("q", q)?;
         let len: usize = p.q_dims().iter().product();
-        let mut out = try_vec(len, Complex32::default(), "q")?;
+        let mut out = output_buffer(p, len, "q")?;
         p.q(w.as_deref(), &mut out)?;
-        write_c32(q, &out);
+        write_output(p, q, &out);
         Ok(())
     })
 }
@@ -135,10 +133,10 @@ pub unsafe extern "C" fn horecon_gridding(
         } else {
             Some(read("dcf", dcf, s.samples)?)
         };
-        non_null("image", image)?;
-        let mut x = try_vec(s.voxels, Complex32::default(), "image")?;
+        let image = output_c32("image", image)?;
+        let mut x = output_buffer(p, s.voxels, "image")?;
         p.gridding(d, w.as_deref(), &mut x)?;
-        write_c32(image, &x);
+        write_output(p, image, &x);
         Ok(())
     })
 }
