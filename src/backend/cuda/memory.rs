@@ -78,7 +78,8 @@ impl DeviceBuffer {
         }
     }
 
-    fn check<T>(&self, len: usize) -> Result<()> {
+    /// Room for `len` elements of `T`, else an internal error.
+    pub(super) fn check<T>(&self, len: usize) -> Result<()> {
         if len.saturating_mul(std::mem::size_of::<T>()) > self.bytes {
             return Err(Error::internal(format!(
                 "device buffer of {} bytes is too small for {len} elements",

@@ -10,7 +10,7 @@
 
 use super::context::{driver_error, Device};
 use super::memory::{knob, setting, DeviceBuffer, Stream};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use cudarc::driver::result;
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -80,13 +80,7 @@ impl PinnedHost {
         dst: &DeviceBuffer,
         stream: Stream,
     ) -> Result<()> {
-        if std::mem::size_of_val(host) > dst.bytes {
-            return Err(Error::internal(format!(
-                "device buffer of {} bytes is too small for {} elements",
-                dst.bytes,
-                host.len()
-            )));
-        }
+        dst.check::<T>(host.len())?;
         self.device.bind()?;
         for (i, part) in host.chunks(self.piece::<T>()).enumerate() {
             stream.synchronize("copying to the GPU")?;
@@ -108,13 +102,7 @@ impl PinnedHost {
         host: &mut [T],
         stream: Stream,
     ) -> Result<()> {
-        if std::mem::size_of_val(host) > src.bytes {
-            return Err(Error::internal(format!(
-                "device buffer of {} bytes is too small for {} elements",
-                src.bytes,
-                host.len()
-            )));
-        }
+        src.check::<T>(host.len())?;
         self.device.bind()?;
         let piece = self.piece::<T>();
         for (i, part) in host.chunks_mut(piece).enumerate() {
