@@ -701,7 +701,7 @@ class Plan:
         arr = _numeric(name, x, dtype)
         self._check_image_shape(name, arr.shape)
         # Fortran ravel: voxel n = ix + nx*(iy + ny*iz), whatever the memory order
-        return np.ascontiguousarray(arr.reshape(-1, order="F"))
+        return _f(arr.reshape(-1, order="F"))
 
     def _image_out(self, flat):
         return flat.reshape(self.shape, order="F")
@@ -756,7 +756,7 @@ class Plan:
                 HORECON_ERR_SIZE_MISMATCH,
                 f"{name} has shape {_shape_str(arr.shape)}, expected ({length_name},) = ({length},)",
             )
-        return np.ascontiguousarray(arr)
+        return _f(arr)
 
     def _data_in(self, name, d):
         return self._matrix_in(name, d, self.nsamples, self.ncoils, np.complex64, "M", "L")

@@ -148,6 +148,12 @@ def test_wrong_inputs_name_the_argument(rng, method):
     assert np.array_equal(call(strided), expect)
     assert np.array_equal(call(np.asfortranarray(strided)), expect)
     assert np.array_equal(call(np.ones((8, 8), np.int16)), call(np.ones((8, 8), np.complex64)))
+    # an array not aligned to a float (the library refuses such pointers): copied, same result
+    raw = np.zeros(64 * 8 + 2, np.uint8)[2:]
+    odd = np.frombuffer(raw.data, np.complex64)  # flat: voxel ix + 8*iy
+    odd[...] = strided.ravel(order="F")
+    assert not odd.flags.aligned
+    assert np.array_equal(call(odd), expect)
 
 
 def test_wrong_inputs_to_setters_and_cg(rng):
