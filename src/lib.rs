@@ -17,6 +17,7 @@
 //! [`op`] → [`backend`] → [`model`].
 
 pub mod backend;
+pub(crate) mod call_pool;
 // Rust-side algorithms; the C API reaches them through src/ffi/calib.rs.
 /// cbindgen:ignore
 pub mod calib;

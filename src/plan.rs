@@ -347,7 +347,9 @@ impl Plan {
         what: &'static str,
         f: impl FnOnce() -> Result<R>,
     ) -> Result<R> {
-        progress::run(what, &self.control, self.progress, f)
+        progress::run(what, &self.control, self.progress, || {
+            crate::call_pool::within(&self.pool, f)
+        })
     }
 
     /// Makes `horecon_cancel` of `other` cancel this plan's calls too (a

@@ -5,11 +5,13 @@
 //! pinned buffers, one thread, at 7–11 GB/s: on an H100 a 28 MB vector (the
 //! data of `ho3d-96`, 221,184 samples × 16 coils in float2) took 3.7 ms up and
 //! 2.6 ms down, about a tenth of a fast-path application. Copied on the
-//! plan's threads into a pinned buffer and moved by one DMA, the same vector
+//! plan's threads (the pool of the plan call: [`crate::call_pool`]) into a
+//! pinned buffer and moved by one DMA, the same vector
 //! takes 0.26 + 0.54 ms (BENCHMARKS.md, session 13).
 
 use super::context::{driver_error, Device};
 use super::memory::{knob, setting, DeviceBuffer, Stream};
+use crate::call_pool;
 use crate::error::Result;
 use cudarc::driver::result;
 use rayon::prelude::*;
@@ -119,11 +121,18 @@ impl PinnedHost {
     }
 }
 
-/// dst ← src on the current thread pool.
+/// dst ← src on the calling plan's threads ([`call_pool::install`]);
+/// serially outside a plan call (no global pool is started).
 fn copy<T: Copy + Send + Sync>(src: &[T], dst: &mut [T]) {
-    dst.par_chunks_mut(COPY_GRAIN)
-        .zip(src.par_chunks(COPY_GRAIN))
-        .for_each(|(d, s)| d.copy_from_slice(s));
+    call_pool::install(|| {
+        if call_pool::on_a_pool() {
+            dst.par_chunks_mut(COPY_GRAIN)
+                .zip(src.par_chunks(COPY_GRAIN))
+                .for_each(|(d, s)| d.copy_from_slice(s));
+        } else {
+            dst.copy_from_slice(src);
+        }
+    })
 }
 
 impl Drop for PinnedHost {
