@@ -3,6 +3,7 @@
 //! operators' copies into page-locked memory): every parallel loop of the
 //! library runs on the calling plan's pool, never on rayon's global one.
 
+use rayon::prelude::*;
 use std::cell::RefCell;
 use std::sync::Arc;
 
@@ -45,6 +46,21 @@ pub fn on_a_pool() -> bool {
     rayon::current_thread_index().is_some()
 }
 
+/// Values per task of [`copy`].
+const COPY_GRAIN: usize = 1 << 16;
+
+/// dst ← src (equal lengths), by the pool's threads on a pool's thread and
+/// serially elsewhere.
+pub fn copy<T: Copy + Send + Sync>(src: &[T], dst: &mut [T]) {
+    if on_a_pool() {
+        dst.par_chunks_mut(COPY_GRAIN)
+            .zip(src.par_chunks(COPY_GRAIN))
+            .for_each(|(d, s)| d.copy_from_slice(s));
+    } else {
+        dst.copy_from_slice(src);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,5 +93,20 @@ mod tests {
         }));
         assert!(caught.is_err());
         assert!(!install(on_a_pool));
+    }
+
+    #[test]
+    fn copies_on_and_off_a_pool() {
+        let src: Vec<u32> = (0..3 * COPY_GRAIN as u32 + 7).collect();
+        let mut dst = vec![0; src.len()];
+        copy(&src, &mut dst);
+        assert_eq!(dst, src);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let mut again = vec![0; src.len()];
+        pool.install(|| copy(&src, &mut again));
+        assert_eq!(again, src);
     }
 }

@@ -228,7 +228,7 @@ const FILL_CHUNK: usize = 1 << 16;
 /// limits) it fails once and then panics on every later use in the process.
 fn parallel<T>(len: usize) -> bool {
     len.saturating_mul(std::mem::size_of::<T>()) >= PARALLEL_FILL_BYTES
-        && rayon::current_thread_index().is_some()
+        && crate::call_pool::on_a_pool()
 }
 
 /// A vector of `value(i)` for i < `len`, written by the calling pool's

@@ -56,7 +56,7 @@ const PARALLEL: usize = 16 * BLOCK;
 /// elsewhere on the calling thread, so that no global pool is started.
 pub fn first_non_finite<T: Finite + Sync>(values: &[T]) -> Option<usize> {
     let failing = |block: &[T]| block.iter().fold(false, |any, v| any | !v.is_finite());
-    let k = if values.len() >= PARALLEL && rayon::current_thread_index().is_some() {
+    let k = if values.len() >= PARALLEL && crate::call_pool::on_a_pool() {
         values.par_chunks(BLOCK).position_first(failing)?
     } else {
         values.chunks(BLOCK).position(failing)?

@@ -38,7 +38,6 @@ use crate::plan::{fd_directions, BackendKind, CgOptions, Options, Plan};
 use crate::solver::{Neighbourhood, Regularizer};
 use guard::{guard, guard_value};
 use num_complex::Complex32;
-use rayon::prelude::*;
 use std::ffi::c_void;
 use std::os::raw::c_char;
 
@@ -364,13 +363,8 @@ pub(super) fn output_buffer(plan: &Plan, len: usize, what: &str) -> Result<Vec<C
 /// Writes an operator's result to C memory `out` (checked by [`output_c32`])
 /// on the plan's threads, once everything succeeded.
 pub(super) unsafe fn write_output(plan: &Plan, out: *mut horecon_c32, values: &[Complex32]) {
-    const GRAIN: usize = 1 << 16;
     let out = std::slice::from_raw_parts_mut(out.cast::<Complex32>(), values.len());
-    plan.on_pool(|| {
-        out.par_chunks_mut(GRAIN)
-            .zip(values.par_chunks(GRAIN))
-            .for_each(|(o, v)| o.copy_from_slice(v))
-    });
+    plan.on_pool(|| crate::call_pool::copy(values, out));
 }
 
 /// Copies `len` values from C memory (so outputs may alias inputs).

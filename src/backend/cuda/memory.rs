@@ -78,6 +78,11 @@ impl DeviceBuffer {
         }
     }
 
+    /// The device the buffer lives on.
+    pub fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+
     /// Room for `len` elements of `T`, else an internal error.
     pub(super) fn check<T>(&self, len: usize) -> Result<()> {
         if len.saturating_mul(std::mem::size_of::<T>()) > self.bytes {

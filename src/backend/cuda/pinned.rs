@@ -14,15 +14,11 @@ use super::memory::{knob, setting, DeviceBuffer, Stream};
 use crate::call_pool;
 use crate::error::Result;
 use cudarc::driver::result;
-use rayon::prelude::*;
 use std::sync::Arc;
 
 /// The most page-locked memory one workspace holds; longer vectors pass
 /// through it in pieces.
 const MAX_PINNED_BYTES: usize = 64 << 20;
-
-/// Elements per thread task of the host copies.
-const COPY_GRAIN: usize = 1 << 16;
 
 /// A page-locked host buffer of `bytes` bytes (cuMemHostAlloc), freed on drop.
 pub struct PinnedHost {
@@ -121,18 +117,10 @@ impl PinnedHost {
     }
 }
 
-/// dst ← src on the calling plan's threads ([`call_pool::install`]);
-/// serially outside a plan call (no global pool is started).
+/// dst ← src on the calling plan's threads; serially outside a plan call
+/// (no global pool is started).
 fn copy<T: Copy + Send + Sync>(src: &[T], dst: &mut [T]) {
-    call_pool::install(|| {
-        if call_pool::on_a_pool() {
-            dst.par_chunks_mut(COPY_GRAIN)
-                .zip(src.par_chunks(COPY_GRAIN))
-                .for_each(|(d, s)| d.copy_from_slice(s));
-        } else {
-            dst.copy_from_slice(src);
-        }
-    })
+    call_pool::install(|| call_pool::copy(src, dst))
 }
 
 impl Drop for PinnedHost {

@@ -30,7 +30,6 @@ pub(super) struct Work {
     /// Page-locked host memory for those vectors, made at the first transfer
     /// (`None` inside: refused, pageable transfers).
     pinned: OnceLock<Option<PinnedHost>>,
-    device: Arc<Device>,
 }
 
 impl Work {
@@ -55,7 +54,6 @@ impl Work {
             dot: DeviceBuffer::new::<f64>(device, DOT_BLOCKS, "dot-product partial sums")?,
             staging: DeviceBuffer::new::<Complex32>(device, n.max(m * coils), "transfer staging")?,
             pinned: OnceLock::new(),
-            device: device.clone(),
         })
     }
 
@@ -63,7 +61,7 @@ impl Work {
     /// 64 MiB), or `None` where the driver refuses it.
     pub(super) fn pinned(&self) -> Option<&PinnedHost> {
         self.pinned
-            .get_or_init(|| PinnedHost::new(&self.device, self.staging.bytes))
+            .get_or_init(|| PinnedHost::new(self.staging.device(), self.staging.bytes))
             .as_ref()
     }
 }
