@@ -91,7 +91,6 @@ fn main() {
                     probe,
                     (&features, sizes),
                     certificate::probe_count(separation.rank, separation.lattice.grid_points()),
-                    BackendKind::Cpu,
                     &options,
                     pool.clone(),
                 )

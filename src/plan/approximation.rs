@@ -185,7 +185,6 @@ impl Plan {
                 &certificate::Whole(operator.as_ref(), sizes),
                 (&features, sizes),
                 probes,
-                self.backend,
                 &self.options,
                 self.pool.clone(),
             )?,
