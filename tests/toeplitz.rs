@@ -249,18 +249,34 @@ fn cg_with_toeplitz_matches_cg_exact() {
             sample_weights: Some(&weights),
             ..Default::default()
         };
-        let mut exact = vec![Complex32::default(); p.voxels()];
-        p.plan(Precision::Accurate)
-            .cg(&data, &options, &mut exact)
-            .unwrap();
-        let mut fast = vec![Complex32::default(); p.voxels()];
-        toeplitz_plan(&p, Precision::Accurate, 0)
-            .cg(&data, &options, &mut fast)
-            .unwrap();
-        let err = rel_error(&fast, &to_c64(&exact));
-        eprintln!("{dims:?} {regularizer:?} off-resonance {off:?}: CG difference {err:.2e}");
-        let limit = if off.is_some() { 1e-3 } else { 1e-5 };
-        assert!(err <= limit, "{dims:?} {regularizer:?}: {err:e}");
+        for precision in [Precision::Accurate, Precision::Double] {
+            let mut exact = vec![Complex32::default(); p.voxels()];
+            p.plan(precision).cg(&data, &options, &mut exact).unwrap();
+            let mut fast = vec![Complex32::default(); p.voxels()];
+            toeplitz_plan(&p, precision, 0)
+                .cg(&data, &options, &mut fast)
+                .unwrap();
+            let err = rel_error(&fast, &to_c64(&exact));
+            eprintln!(
+                "{dims:?} {regularizer:?} off-resonance {off:?} {precision:?}: CG difference {err:.2e}"
+            );
+            // Without off-resonance the two normal operators differ by
+            // rounding only (none left in double precision). Total
+            // variation's weights 1/sqrt(|∇x|² + ε²) change by up to
+            // |δ∇x|/ε where |∇x| ≈ ε, so its weight updates amplify the
+            // float32 difference: ≤ 2.9e-7 on 30 seeds, 1.35e-5 on seed
+            // 1795793126009829091 (2.2e-7 before the first update; double 0).
+            let limit = match (off, precision, regularizer) {
+                (Some(_), ..) => 1e-3,
+                (None, Precision::Double, _) => 1e-9,
+                (None, _, Regularizer::TotalVariation) => 1e-4,
+                (None, ..) => 1e-5,
+            };
+            assert!(
+                err <= limit,
+                "{dims:?} {regularizer:?} {precision:?}: {err:e}"
+            );
+        }
     }
 }
 
