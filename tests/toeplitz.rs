@@ -264,7 +264,7 @@ fn cg_with_toeplitz_matches_cg_exact() {
             // rounding only (none left in double precision). Total
             // variation's weights 1/sqrt(|∇x|² + ε²) change by up to
             // |δ∇x|/ε where |∇x| ≈ ε, so its weight updates amplify the
-            // float32 difference: ≤ 2.9e-7 on 30 seeds, 1.35e-5 on seed
+            // float32 difference: ≤ 1.0e-6 on 200 seeds, 1.35e-5 on seed
             // 1795793126009829091 (2.2e-7 before the first update; double 0).
             let limit = match (off, precision, regularizer) {
                 (Some(_), ..) => 1e-3,

@@ -80,12 +80,13 @@ impl PinnedHost {
     ) -> Result<()> {
         dst.check::<T>(host.len())?;
         self.device.bind()?;
-        for (i, part) in host.chunks(self.piece::<T>()).enumerate() {
+        let piece = self.piece::<T>();
+        for (i, part) in host.chunks(piece).enumerate() {
             stream.synchronize("copying to the GPU")?;
             // SAFETY: the stream has drained every earlier DMA from the buffer.
             let pinned = unsafe { self.slice::<T>(part.len()) };
             copy(part, pinned);
-            let at = (i * self.piece::<T>() * std::mem::size_of::<T>()) as u64;
+            let at = (i * piece * std::mem::size_of::<T>()) as u64;
             // SAFETY: in bounds of dst (checked); the buffer lives as long as the workspace.
             unsafe { result::memcpy_htod_async(dst.ptr + at, pinned, stream.0) }
                 .map_err(|e| driver_error("copying to the GPU", e))?;
