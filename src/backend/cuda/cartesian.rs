@@ -20,7 +20,7 @@ use super::memory::{DeviceBuffer, Stream};
 use super::operator::{check_index_range, DeviceOperator};
 use super::space::DeviceNormal;
 use super::vectors::{upload_sensitivities, CudaCore};
-use super::work::{take, Work, WorkGuard};
+use super::work::{take, Work};
 use crate::error::{try_collect, Result};
 use crate::model::cartesian::Cartesian;
 use crate::model::Sizes;
@@ -314,9 +314,8 @@ impl DeviceOperator for CudaCartesian {
         &self.core
     }
 
-    fn lock(&self) -> Result<WorkGuard<'_>> {
-        let key = self as *const CudaCartesian as usize;
-        WorkGuard::lock(&self.work, key, &self.core.device, self.core.sizes)
+    fn work(&self) -> &Mutex<Work> {
+        &self.work
     }
 
     fn forward_dev(
@@ -328,9 +327,5 @@ impl DeviceOperator for CudaCartesian {
     ) -> Result<()> {
         let e = take(&self.engine, || self.make_engine())?;
         self.forward_with(&e, x, out, weights, stream)
-    }
-
-    fn devices(&self) -> Vec<usize> {
-        vec![self.core.device.ordinal]
     }
 }

@@ -93,8 +93,7 @@ impl Part {
     }
 
     fn lock(&self) -> Result<WorkGuard<'_>> {
-        let key = &self.work as *const Mutex<Work> as usize;
-        WorkGuard::lock(&self.work, key, self.device(), self.sizes())
+        WorkGuard::lock(&self.work, self.device(), self.sizes())
     }
 }
 
@@ -169,8 +168,7 @@ impl CoilSplit {
     }
 
     fn lock(&self) -> Result<WorkGuard<'_>> {
-        let key = self as *const CoilSplit as usize;
-        WorkGuard::lock(&self.work, key, &self.core.device, self.core.sizes)
+        WorkGuard::lock(&self.work, &self.core.device, self.core.sizes)
     }
 
     fn lock_parts(&self) -> Result<Vec<WorkGuard<'_>>> {

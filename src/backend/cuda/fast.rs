@@ -26,7 +26,7 @@ use super::nufft::CudaNufft;
 use super::operator::{check_index_range, DeviceOperator};
 use super::space::DeviceNormal;
 use super::vectors::{upload_sensitivities, CudaCore};
-use super::work::{take, Work, WorkGuard};
+use super::work::{take, Work};
 use crate::backend::fast::{coil_chunks, pair_specs, SPATIAL, TEMPORAL};
 use crate::error::{try_collect, Error, Result};
 use crate::model::separation::{Factor, Separation};
@@ -457,9 +457,8 @@ impl DeviceOperator for CudaFast {
         &self.core
     }
 
-    fn lock(&self) -> Result<WorkGuard<'_>> {
-        let key = self as *const CudaFast as usize;
-        WorkGuard::lock(&self.work, key, &self.core.device, self.core.sizes)
+    fn work(&self) -> &Mutex<Work> {
+        &self.work
     }
 
     fn forward_dev(
@@ -470,10 +469,6 @@ impl DeviceOperator for CudaFast {
         stream: Stream,
     ) -> Result<()> {
         self.forward_with(x, out, weights, stream)
-    }
-
-    fn devices(&self) -> Vec<usize> {
-        vec![self.core.device.ordinal]
     }
 
     fn name(&self) -> String {

@@ -279,9 +279,8 @@ impl DeviceOperator for CudaMulti {
         &self.core
     }
 
-    fn lock(&self) -> Result<WorkGuard<'_>> {
-        let key = self as *const CudaMulti as usize;
-        WorkGuard::lock(&self.work, key, &self.core.device, self.core.sizes)
+    fn work(&self) -> &Mutex<Work> {
+        &self.work
     }
 
     /// out (M×L, first device) = W·E x.

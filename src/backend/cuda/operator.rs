@@ -313,8 +313,13 @@ impl CudaOperator {
 pub(super) trait DeviceOperator: DeviceNormal {
     /// The device of its vectors, the whole sizes and the O(N) kernels.
     fn core(&self) -> &CudaCore;
+    /// Its whole-size workspace, held by [`DeviceOperator::lock`].
+    fn work(&self) -> &Mutex<Work>;
     /// Its whole-size workspace for one call (or one solve).
-    fn lock(&self) -> Result<WorkGuard<'_>>;
+    fn lock(&self) -> Result<WorkGuard<'_>> {
+        let core = self.core();
+        WorkGuard::lock(self.work(), &core.device, core.sizes)
+    }
     /// out (M×L) = W·E x on the device.
     fn forward_dev(
         &self,
@@ -323,8 +328,10 @@ pub(super) trait DeviceOperator: DeviceNormal {
         weights: Option<&DeviceBuffer>,
         stream: Stream,
     ) -> Result<()>;
-    /// The devices it runs on (its parts' in order).
-    fn devices(&self) -> Vec<usize>;
+    /// The devices it runs on (its parts' in order): by default its core's.
+    fn devices(&self) -> Vec<usize> {
+        vec![self.core().device.ordinal]
+    }
     /// [`EncodingOperator::backend_name`]: by default "cuda:" and the devices.
     fn name(&self) -> String {
         let devices: Vec<String> = self.devices().iter().map(|d| d.to_string()).collect();
@@ -384,9 +391,8 @@ impl DeviceOperator for CudaOperator {
         &self.core
     }
 
-    fn lock(&self) -> Result<WorkGuard<'_>> {
-        let key = self as *const CudaOperator as usize;
-        WorkGuard::lock(&self.work, key, &self.device, self.sizes)
+    fn work(&self) -> &Mutex<Work> {
+        &self.work
     }
 
     /// out (M×L) = W·E x on the device.
@@ -410,10 +416,6 @@ impl DeviceOperator for CudaOperator {
             out,
             stream,
         )
-    }
-
-    fn devices(&self) -> Vec<usize> {
-        vec![self.device.ordinal]
     }
 
     fn update_samples(&mut self, voxel: &[f64], sample: &[f64]) -> Result<bool> {

@@ -107,15 +107,15 @@ impl Drop for WorkGuard<'_> {
 }
 
 impl<'a> WorkGuard<'a> {
-    /// The workspace `work` of the operator identified by `key` (its address):
-    /// under its lock, or temporary buffers for `sizes` on `device` when this
-    /// thread already holds it.
+    /// The workspace `work` (known by its address): under its lock, or
+    /// temporary buffers for `sizes` on `device` when this thread already
+    /// holds it.
     pub(super) fn lock(
         work: &'a Mutex<Work>,
-        key: usize,
         device: &Arc<Device>,
         sizes: Sizes,
     ) -> Result<WorkGuard<'a>> {
+        let key = work as *const Mutex<Work> as usize;
         device.bind()?;
         if HELD.with(|held| held.borrow().contains(&key)) {
             return Ok(WorkGuard::Temporary(Work::new(device, sizes)?));
