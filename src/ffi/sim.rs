@@ -22,6 +22,26 @@ fn positive(argument: &str, value: i64) -> Result<usize> {
     Ok(value as usize)
 }
 
+/// The toolkit call `what`: guarded (C-API.md) and cancellable, reporting work.
+fn sim_guard(what: &'static str, body: impl FnOnce() -> Result<()>) -> horecon_status {
+    guard(what, || sim_call(what, body))
+}
+
+/// The dimensions nx, ny, nz of a grid from C, each 1..2^40.
+fn grid_dims(nx: i64, ny: i64, nz: i64) -> Result<[usize; 3]> {
+    Ok([
+        positive("nx", nx)?,
+        positive("ny", ny)?,
+        positive("nz", nz)?,
+    ])
+}
+
+/// `npoints` positions (npoints×3, m) from C.
+unsafe fn read_positions(npoints: i64, positions: *const f64) -> Result<Vec<f64>> {
+    let n = positive("npoints", npoints)?;
+    read("positions", positions, 3 * n)
+}
+
 unsafe fn read3(argument: &str, p: *const f64) -> Result<[f64; 3]> {
     let v = read(argument, p, 3)?;
     Ok([v[0], v[1], v[2]])
@@ -29,6 +49,16 @@ unsafe fn read3(argument: &str, p: *const f64) -> Result<[f64; 3]> {
 
 unsafe fn write_f64(out: *mut f64, values: &[f64]) {
     std::ptr::copy_nonoverlapping(values.as_ptr(), out, values.len());
+}
+
+/// The trajectory function `what` (the trajectory from `make`) with its
+/// query-then-fill protocol.
+unsafe fn trajectory(
+    what: &'static str,
+    (nsamples, k, times): (*mut i64, *mut f64, *mut f64),
+    make: impl FnOnce() -> Result<sim::Trajectory>,
+) -> horecon_status {
+    sim_guard(what, || emit_trajectory(make()?, nsamples, k, times))
 }
 
 /// The query-then-fill protocol of the trajectory functions.
@@ -69,17 +99,14 @@ pub unsafe extern "C" fn horecon_sim_shepp_logan(
     positions: *const f64,
     values: *mut f64,
 ) -> horecon_status {
-    guard("horecon_sim_shepp_logan", || {
-        sim_call("horecon_sim_shepp_logan", || {
-            let n = positive("npoints", npoints)?;
-            let fov = read3("fov", fov)?;
-            let center = read3("center", center)?;
-            let p = read("positions", positions, 3 * n)?;
-            non_null("values", values)?;
-            let v = sim::shepp_logan(dimensions(ndims)?, fov, center, &p)?;
-            write_f64(values, &v);
-            Ok(())
-        })
+    sim_guard("horecon_sim_shepp_logan", || {
+        let p = read_positions(npoints, positions)?;
+        let fov = read3("fov", fov)?;
+        let center = read3("center", center)?;
+        non_null("values", values)?;
+        let v = sim::shepp_logan(dimensions(ndims)?, fov, center, &p)?;
+        write_f64(values, &v);
+        Ok(())
     })
 }
 
@@ -98,25 +125,23 @@ pub unsafe extern "C" fn horecon_sim_shepp_logan_kspace(
     out_re: *mut f64,
     out_im: *mut f64,
 ) -> horecon_status {
-    guard("horecon_sim_shepp_logan_kspace", || {
-        sim_call("horecon_sim_shepp_logan_kspace", || {
-            let m = positive("nsamples", nsamples)?;
-            if !(1..=3).contains(&kdims) {
-                return Err(Error::invalid(format!("kdims must be 1..3, got {kdims}")));
-            }
-            let fov = read3("fov", fov)?;
-            let center = read3("center", center)?;
-            let k = read("k", k, m * kdims as usize)?;
-            non_null("out_re", out_re)?;
-            non_null("out_im", out_im)?;
-            let f = sim::shepp_logan_kspace(dimensions(ndims)?, fov, center, kdims as usize, &k)?;
-            // Element by element: no second copy of the M values.
-            for (j, c) in f.iter().enumerate() {
-                *out_re.add(j) = c.re;
-                *out_im.add(j) = c.im;
-            }
-            Ok(())
-        })
+    sim_guard("horecon_sim_shepp_logan_kspace", || {
+        let m = positive("nsamples", nsamples)?;
+        if !(1..=3).contains(&kdims) {
+            return Err(Error::invalid(format!("kdims must be 1..3, got {kdims}")));
+        }
+        let fov = read3("fov", fov)?;
+        let center = read3("center", center)?;
+        let k = read("k", k, m * kdims as usize)?;
+        non_null("out_re", out_re)?;
+        non_null("out_im", out_im)?;
+        let f = sim::shepp_logan_kspace(dimensions(ndims)?, fov, center, kdims as usize, &k)?;
+        // Element by element: no second copy of the M values.
+        for (j, c) in f.iter().enumerate() {
+            *out_re.add(j) = c.re;
+            *out_im.add(j) = c.im;
+        }
+        Ok(())
     })
 }
 
@@ -134,18 +159,15 @@ pub unsafe extern "C" fn horecon_sim_shepp_logan_band_limited(
     kmax: f64,
     values: *mut horecon_c32,
 ) -> horecon_status {
-    guard("horecon_sim_shepp_logan_band_limited", || {
-        sim_call("horecon_sim_shepp_logan_band_limited", || {
-            let n = positive("npoints", npoints)?;
-            let fov = read3("fov", fov)?;
-            let center = read3("center", center)?;
-            let p = read("positions", positions, 3 * n)?;
-            let g = read("grid_fov", grid_fov, 2)?;
-            non_null("values", values)?;
-            let v = sim::shepp_logan_band_limited(fov, center, &p, [g[0], g[1]], kmax)?;
-            write_c32(values, &v);
-            Ok(())
-        })
+    sim_guard("horecon_sim_shepp_logan_band_limited", || {
+        let p = read_positions(npoints, positions)?;
+        let fov = read3("fov", fov)?;
+        let center = read3("center", center)?;
+        let g = read("grid_fov", grid_fov, 2)?;
+        non_null("values", values)?;
+        let v = sim::shepp_logan_band_limited(fov, center, &p, [g[0], g[1]], kmax)?;
+        write_c32(values, &v);
+        Ok(())
     })
 }
 
@@ -164,11 +186,8 @@ pub unsafe extern "C" fn horecon_sim_spiral(
     k: *mut f64,
     times: *mut f64,
 ) -> horecon_status {
-    guard("horecon_sim_spiral", || {
-        sim_call("horecon_sim_spiral", || {
-            let t = sim::spiral(n, fov, undersampling, dwell, t0)?;
-            emit_trajectory(t, nsamples, k, times)
-        })
+    trajectory("horecon_sim_spiral", (nsamples, k, times), || {
+        sim::spiral(n, fov, undersampling, dwell, t0)
     })
 }
 
@@ -181,15 +200,13 @@ pub unsafe extern "C" fn horecon_sim_density_weights(
     k: *const f64,
     weights: *mut f32,
 ) -> horecon_status {
-    guard("horecon_sim_density_weights", || {
-        sim_call("horecon_sim_density_weights", || {
-            let m = positive("nsamples", nsamples)?;
-            let k = read("k", k, 2 * m)?;
-            non_null("weights", weights)?;
-            let w = sim::density_weights_2d(&k)?;
-            std::ptr::copy_nonoverlapping(w.as_ptr(), weights, m);
-            Ok(())
-        })
+    sim_guard("horecon_sim_density_weights", || {
+        let m = positive("nsamples", nsamples)?;
+        let k = read("k", k, 2 * m)?;
+        non_null("weights", weights)?;
+        let w = sim::density_weights_2d(&k)?;
+        std::ptr::copy_nonoverlapping(w.as_ptr(), weights, m);
+        Ok(())
     })
 }
 
@@ -206,11 +223,8 @@ pub unsafe extern "C" fn horecon_sim_radial(
     k: *mut f64,
     times: *mut f64,
 ) -> horecon_status {
-    guard("horecon_sim_radial", || {
-        sim_call("horecon_sim_radial", || {
-            let t = sim::radial(n, fov, spokes, dwell, t0)?;
-            emit_trajectory(t, nsamples, k, times)
-        })
+    trajectory("horecon_sim_radial", (nsamples, k, times), || {
+        sim::radial(n, fov, spokes, dwell, t0)
     })
 }
 
@@ -227,11 +241,8 @@ pub unsafe extern "C" fn horecon_sim_epi(
     k: *mut f64,
     times: *mut f64,
 ) -> horecon_status {
-    guard("horecon_sim_epi", || {
-        sim_call("horecon_sim_epi", || {
-            let t = sim::epi(n, fov, undersampling, dwell, t0)?;
-            emit_trajectory(t, nsamples, k, times)
-        })
+    trajectory("horecon_sim_epi", (nsamples, k, times), || {
+        sim::epi(n, fov, undersampling, dwell, t0)
     })
 }
 
@@ -249,11 +260,8 @@ pub unsafe extern "C" fn horecon_sim_cartesian(
     k: *mut f64,
     times: *mut f64,
 ) -> horecon_status {
-    guard("horecon_sim_cartesian", || {
-        sim_call("horecon_sim_cartesian", || {
-            let t = sim::cartesian(nx, ny, fov_x, fov_y, dwell, t0)?;
-            emit_trajectory(t, nsamples, k, times)
-        })
+    trajectory("horecon_sim_cartesian", (nsamples, k, times), || {
+        sim::cartesian(nx, ny, fov_x, fov_y, dwell, t0)
     })
 }
 
@@ -272,11 +280,8 @@ pub unsafe extern "C" fn horecon_sim_stack_of_spirals(
     k: *mut f64,
     times: *mut f64,
 ) -> horecon_status {
-    guard("horecon_sim_stack_of_spirals", || {
-        sim_call("horecon_sim_stack_of_spirals", || {
-            let t = sim::stack_of_spirals(n, nz, fov, fov_z, undersampling, dwell, t0)?;
-            emit_trajectory(t, nsamples, k, times)
-        })
+    trajectory("horecon_sim_stack_of_spirals", (nsamples, k, times), || {
+        sim::stack_of_spirals(n, nz, fov, fov_z, undersampling, dwell, t0)
     })
 }
 
@@ -292,17 +297,13 @@ pub unsafe extern "C" fn horecon_sim_coil_sensitivities(
     center: *const f64,
     sensitivities: *mut horecon_c32,
 ) -> horecon_status {
-    guard("horecon_sim_coil_sensitivities", || {
-        sim_call("horecon_sim_coil_sensitivities", || {
-            let n = positive("npoints", npoints)?;
-            let p = read("positions", positions, 3 * n)?;
-            let center = read3("center", center)?;
-            non_null("sensitivities", sensitivities)?;
-            let s =
-                sim::coil_sensitivities(&p, positive("ncoils", ncoils.into())?, radius, center)?;
-            write_c32(sensitivities, &s);
-            Ok(())
-        })
+    sim_guard("horecon_sim_coil_sensitivities", || {
+        let p = read_positions(npoints, positions)?;
+        let center = read3("center", center)?;
+        non_null("sensitivities", sensitivities)?;
+        let s = sim::coil_sensitivities(&p, positive("ncoils", ncoils.into())?, radius, center)?;
+        write_c32(sensitivities, &s);
+        Ok(())
     })
 }
 
@@ -318,17 +319,14 @@ pub unsafe extern "C" fn horecon_sim_off_resonance(
     max_hz: f64,
     omega: *mut f64,
 ) -> horecon_status {
-    guard("horecon_sim_off_resonance", || {
-        sim_call("horecon_sim_off_resonance", || {
-            let n = positive("npoints", npoints)?;
-            let p = read("positions", positions, 3 * n)?;
-            let fov = read3("fov", fov)?;
-            let center = read3("center", center)?;
-            non_null("omega", omega)?;
-            let w = sim::off_resonance_map(&p, fov, center, max_hz)?;
-            write_f64(omega, &w);
-            Ok(())
-        })
+    sim_guard("horecon_sim_off_resonance", || {
+        let p = read_positions(npoints, positions)?;
+        let fov = read3("fov", fov)?;
+        let center = read3("center", center)?;
+        non_null("omega", omega)?;
+        let w = sim::off_resonance_map(&p, fov, center, max_hz)?;
+        write_f64(omega, &w);
+        Ok(())
     })
 }
 
@@ -347,18 +345,16 @@ pub unsafe extern "C" fn horecon_sim_field_coefficients(
     seed: u64,
     coefficients: *mut f64,
 ) -> horecon_status {
-    guard("horecon_sim_field_coefficients", || {
-        sim_call("horecon_sim_field_coefficients", || {
-            let m = positive("nsamples", nsamples)?;
-            if !(1..=3).contains(&ndims) {
-                return Err(Error::invalid(format!("ndims must be 1..3, got {ndims}")));
-            }
-            let k = read("k", k, m * ndims as usize)?;
-            non_null("coefficients", coefficients)?;
-            let c = sim::field_coefficients(&k, ndims as usize, dwell, strength, seed)?;
-            write_f64(coefficients, &c);
-            Ok(())
-        })
+    sim_guard("horecon_sim_field_coefficients", || {
+        let m = positive("nsamples", nsamples)?;
+        if !(1..=3).contains(&ndims) {
+            return Err(Error::invalid(format!("ndims must be 1..3, got {ndims}")));
+        }
+        let k = read("k", k, m * ndims as usize)?;
+        non_null("coefficients", coefficients)?;
+        let c = sim::field_coefficients(&k, ndims as usize, dwell, strength, seed)?;
+        write_f64(coefficients, &c);
+        Ok(())
     })
 }
 
@@ -372,17 +368,15 @@ pub unsafe extern "C" fn horecon_sim_add_noise(
     seed: u64,
     sigma: *mut f64,
 ) -> horecon_status {
-    guard("horecon_sim_add_noise", || {
-        sim_call("horecon_sim_add_noise", || {
-            let n = positive("count", count)?;
-            let mut d = read_c32("data", data, n)?;
-            let s = sim::add_noise(&mut d, snr, seed)?;
-            write_c32(data, &d);
-            if !sigma.is_null() {
-                *sigma = s;
-            }
-            Ok(())
-        })
+    sim_guard("horecon_sim_add_noise", || {
+        let n = positive("count", count)?;
+        let mut d = read_c32("data", data, n)?;
+        let s = sim::add_noise(&mut d, snr, seed)?;
+        write_c32(data, &d);
+        if !sigma.is_null() {
+            *sigma = s;
+        }
+        Ok(())
     })
 }
 
@@ -416,31 +410,25 @@ pub unsafe extern "C" fn horecon_sim_refined_grid(
     npoints: *mut i64,
     positions: *mut f64,
 ) -> horecon_status {
-    guard("horecon_sim_refined_grid", || {
-        sim_call("horecon_sim_refined_grid", || {
-            let dims = [
-                positive("nx", nx)?,
-                positive("ny", ny)?,
-                positive("nz", nz)?,
-            ];
-            let fov = read3("fov", fov)?;
-            let center = read3("center", center)?;
-            non_null("npoints", npoints)?;
-            let (fine, p) = sim::refined_grid(dims, fov, center, refinement(factor)?)?;
-            let n: usize = fine.iter().product();
-            if positions.is_null() {
-                *npoints = n as i64;
-                return Ok(());
-            }
-            if *npoints != n as i64 {
-                return Err(Error::size(format!(
-                    "*npoints is {}, but the refined grid has {n} points",
-                    *npoints
-                )));
-            }
-            write_f64(positions, &p);
-            Ok(())
-        })
+    sim_guard("horecon_sim_refined_grid", || {
+        let dims = grid_dims(nx, ny, nz)?;
+        let fov = read3("fov", fov)?;
+        let center = read3("center", center)?;
+        non_null("npoints", npoints)?;
+        let (fine, p) = sim::refined_grid(dims, fov, center, refinement(factor)?)?;
+        let n: usize = fine.iter().product();
+        if positions.is_null() {
+            *npoints = n as i64;
+            return Ok(());
+        }
+        if *npoints != n as i64 {
+            return Err(Error::size(format!(
+                "*npoints is {}, but the refined grid has {n} points",
+                *npoints
+            )));
+        }
+        write_f64(positions, &p);
+        Ok(())
     })
 }
 
@@ -455,22 +443,16 @@ pub unsafe extern "C" fn horecon_sim_block_average(
     fine: *const horecon_c32,
     coarse: *mut horecon_c32,
 ) -> horecon_status {
-    guard("horecon_sim_block_average", || {
-        sim_call("horecon_sim_block_average", || {
-            let dims = [
-                positive("nx", nx)?,
-                positive("ny", ny)?,
-                positive("nz", nz)?,
-            ];
-            let f = refinement(factor)?;
-            // Validates sizes (no overflow, at most 2^30 points) before reading `fine`.
-            let n_fine: usize = sim::grid::refined_dims_checked(dims, f)?.iter().product();
-            let x = read_c32("fine", fine, n_fine)?;
-            non_null("coarse", coarse)?;
-            let c = sim::block_average(&x, dims, f)?;
-            write_c32(coarse, &c);
-            Ok(())
-        })
+    sim_guard("horecon_sim_block_average", || {
+        let dims = grid_dims(nx, ny, nz)?;
+        let f = refinement(factor)?;
+        // Validates sizes (no overflow, at most 2^30 points) before reading `fine`.
+        let n_fine: usize = sim::grid::refined_dims_checked(dims, f)?.iter().product();
+        let x = read_c32("fine", fine, n_fine)?;
+        non_null("coarse", coarse)?;
+        let c = sim::block_average(&x, dims, f)?;
+        write_c32(coarse, &c);
+        Ok(())
     })
 }
 
@@ -497,10 +479,8 @@ pub unsafe extern "C" fn horecon_sim_nrmse(
     reference: *const horecon_c32,
     out: *mut f64,
 ) -> horecon_status {
-    guard("horecon_sim_nrmse", || {
-        sim_call("horecon_sim_nrmse", || {
-            metric(count, x, reference, out, sim::nrmse)
-        })
+    sim_guard("horecon_sim_nrmse", || {
+        metric(count, x, reference, out, sim::nrmse)
     })
 }
 
@@ -512,10 +492,8 @@ pub unsafe extern "C" fn horecon_sim_psnr(
     reference: *const horecon_c32,
     out: *mut f64,
 ) -> horecon_status {
-    guard("horecon_sim_psnr", || {
-        sim_call("horecon_sim_psnr", || {
-            metric(count, x, reference, out, sim::psnr)
-        })
+    sim_guard("horecon_sim_psnr", || {
+        metric(count, x, reference, out, sim::psnr)
     })
 }
 
@@ -527,10 +505,8 @@ pub unsafe extern "C" fn horecon_sim_percent_error(
     reference: *const horecon_c32,
     out: *mut f64,
 ) -> horecon_status {
-    guard("horecon_sim_percent_error", || {
-        sim_call("horecon_sim_percent_error", || {
-            metric(count, x, reference, out, sim::percent_error)
-        })
+    sim_guard("horecon_sim_percent_error", || {
+        metric(count, x, reference, out, sim::percent_error)
     })
 }
 
@@ -544,78 +520,31 @@ mod tests {
 
     #[test]
     fn trajectory_query_then_fill() {
-        unsafe {
-            let mut m = 0i64;
-            let status = horecon_sim_spiral(
-                64,
-                0.2,
-                3.0,
-                4e-6,
-                0.0,
-                &mut m,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            );
-            assert_eq!(status, HORECON_OK);
-            let expect = sim::spiral(64, 0.2, 3.0, 4e-6, 0.0).unwrap();
-            assert_eq!(m as usize, expect.samples());
-            let mut k = vec![0.0; 2 * m as usize];
-            let mut t = vec![0.0; m as usize];
-            assert_eq!(
-                horecon_sim_spiral(
-                    64,
-                    0.2,
-                    3.0,
-                    4e-6,
-                    0.0,
-                    &mut m,
-                    k.as_mut_ptr(),
-                    t.as_mut_ptr()
-                ),
-                HORECON_OK
-            );
-            assert_eq!(k, expect.k);
-            let mut wrong = m - 1;
-            assert_eq!(
-                horecon_sim_spiral(
-                    64,
-                    0.2,
-                    3.0,
-                    4e-6,
-                    0.0,
-                    &mut wrong,
-                    k.as_mut_ptr(),
-                    t.as_mut_ptr()
-                ),
-                HORECON_ERR_SIZE_MISMATCH
-            );
-            assert_eq!(
-                horecon_sim_spiral(
-                    64,
-                    0.2,
-                    3.0,
-                    4e-6,
-                    0.0,
-                    std::ptr::null_mut(),
-                    k.as_mut_ptr(),
-                    t.as_mut_ptr()
-                ),
-                HORECON_ERR_NULL_POINTER
-            );
-            assert_eq!(
-                horecon_sim_spiral(
-                    -3,
-                    0.2,
-                    3.0,
-                    4e-6,
-                    0.0,
-                    &mut m,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut()
-                ),
-                HORECON_ERR_INVALID_ARGUMENT
-            );
-        }
+        let spiral = |n: i64, m: *mut i64, k: *mut f64, t: *mut f64| unsafe {
+            horecon_sim_spiral(n, 0.2, 3.0, 4e-6, 0.0, m, k, t)
+        };
+        let null = std::ptr::null_mut::<f64>();
+        let mut m = 0i64;
+        assert_eq!(spiral(64, &mut m, null, null), HORECON_OK);
+        let expect = sim::spiral(64, 0.2, 3.0, 4e-6, 0.0).unwrap();
+        assert_eq!(m as usize, expect.samples());
+        let mut k = vec![0.0; 2 * m as usize];
+        let mut t = vec![0.0; m as usize];
+        assert_eq!(
+            spiral(64, &mut m, k.as_mut_ptr(), t.as_mut_ptr()),
+            HORECON_OK
+        );
+        assert_eq!(k, expect.k);
+        let mut wrong = m - 1;
+        assert_eq!(
+            spiral(64, &mut wrong, k.as_mut_ptr(), t.as_mut_ptr()),
+            HORECON_ERR_SIZE_MISMATCH
+        );
+        assert_eq!(
+            spiral(64, std::ptr::null_mut(), k.as_mut_ptr(), t.as_mut_ptr()),
+            HORECON_ERR_NULL_POINTER
+        );
+        assert_eq!(spiral(-3, &mut m, null, null), HORECON_ERR_INVALID_ARGUMENT);
     }
 
     #[test]
