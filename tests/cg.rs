@@ -51,38 +51,16 @@ fn direct_solution(
 
 /// An overdetermined, well-conditioned problem: 2D grid, several coils, random k.
 fn well_posed(rng: &mut Rng) -> Problem {
-    let (nx, ny) = (rng.int(3, 6), rng.int(3, 5));
-    let n = nx * ny;
+    let dims = [rng.int(3, 6), rng.int(3, 5), 1];
+    let n = dims[0] * dims[1];
     let coils = rng.int(2, 3);
     let m = 3 * n;
-    let fov = 0.2;
-    let mut positions = vec![0.0; 3 * n];
-    for iy in 0..ny {
-        for ix in 0..nx {
-            positions[ix + nx * iy] = (ix as f64 - (nx / 2) as f64) * fov / nx as f64;
-            positions[n + ix + nx * iy] = (iy as f64 - (ny / 2) as f64) * fov / ny as f64;
-        }
-    }
-    let kmax = std::f64::consts::PI * nx.max(ny) as f64 / fov;
-    let mut coefficients = vec![0.0; 4 * m];
-    for j in 0..m {
-        coefficients[m + j] = rng.range(-kmax, kmax);
-        coefficients[2 * m + j] = rng.range(-kmax, kmax);
-    }
-    Problem {
-        dims: [nx, ny, 1],
-        coils,
-        samples: m,
-        positions,
-        terms: 4,
-        user_basis: None,
-        coefficients,
-        off_resonance: Some((
-            (0..n).map(|_| rng.range(-300.0, 300.0)).collect(),
-            (0..m).map(|j| 0.02 * j as f64 / m as f64).collect(),
-        )),
-        sensitivities: Some(rng.complex(n * coils)),
-    }
+    let mut problem = Problem::fourier_grid(rng, dims, m, coils);
+    problem.off_resonance = Some((
+        (0..n).map(|_| rng.range(-300.0, 300.0)).collect(),
+        (0..m).map(|j| 0.02 * j as f64 / m as f64).collect(),
+    ));
+    problem
 }
 
 fn solve(

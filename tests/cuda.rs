@@ -55,24 +55,6 @@ fn f64_reference(
     (problem.forward_f64(image), problem.adjoint_f64(data))
 }
 
-/// Voxel positions (N×3) of an FFT-centred grid with field of view `fov` on
-/// every axis: x_i = (i − ⌊n/2⌋)·fov/n.
-fn centred_grid(dims: [usize; 3], fov: f64) -> Vec<f64> {
-    let n: usize = dims.iter().product();
-    let mut positions = vec![0.0; 3 * n];
-    for iz in 0..dims[2] {
-        for iy in 0..dims[1] {
-            for ix in 0..dims[0] {
-                let v = ix + dims[0] * (iy + dims[1] * iz);
-                for (a, i) in [ix, iy, iz].into_iter().enumerate() {
-                    positions[a * n + v] = (i as f64 - (dims[a] / 2) as f64) * fov / dims[a] as f64;
-                }
-            }
-        }
-    }
-    positions
-}
-
 /// The problem's plan on an explicit backend.
 fn plan_on(problem: &Problem, precision: Precision, backend: BackendKind) -> Plan {
     problem.plan_with(Options {
@@ -653,35 +635,6 @@ fn operators_called_from_the_progress_callback_do_not_deadlock() {
     }
 }
 
-/// A small well-posed grid problem in 2D or 3D: random k inside the Nyquist
-/// box, M = N samples per coil, `coils` coils (the FD/TV/Laplace tests).
-fn fd_problem(rng: &mut Rng, dims: [usize; 3], coils: usize) -> Problem {
-    let n: usize = dims.iter().product();
-    let m = n;
-    let fov = 0.2;
-    let positions = centred_grid(dims, fov);
-    let mut coefficients = vec![0.0; 4 * m];
-    for b in 1..4 {
-        if dims[b - 1] > 1 {
-            let kmax = std::f64::consts::PI * dims[b - 1] as f64 / fov;
-            for j in 0..m {
-                coefficients[b * m + j] = rng.range(-kmax, kmax);
-            }
-        }
-    }
-    Problem {
-        dims,
-        coils,
-        samples: m,
-        positions,
-        terms: 4,
-        user_basis: None,
-        coefficients,
-        off_resonance: None,
-        sensitivities: Some(rng.complex(n * coils)),
-    }
-}
-
 /// FD, TV and Laplace CG on the GPU (kernels/fd.cu) ≡ CG on the CPU
 /// (backend/cpu/fd.rs): odd 2D and 3D grids, axis and all-neighbour
 /// differences, with and without fd_weights, double and accurate modes.
@@ -693,7 +646,7 @@ fn fd_tv_laplace_cg_on_gpu_matches_cpu() {
     use horecon::solver::Neighbourhood;
     let mut worst = [0.0f64; 2];
     for dims in [[9, 7, 1], [5, 7, 3]] {
-        let problem = fd_problem(&mut rng, dims, 2);
+        let problem = Problem::fourier_grid(&mut rng, dims, dims.iter().product(), 2);
         let n = problem.voxels();
         let truth = rng.complex(n);
         let data: Vec<Complex32> = problem

@@ -321,43 +321,11 @@ fn penalty_gradients_match_finite_differences() {
     }
 }
 
-/// A tiny well-posed 2D problem on a grid: random k inside the Nyquist
-/// square, `oversampling`·N samples, several coils.
+/// A tiny well-posed problem on a grid: random k inside the Nyquist box,
+/// `oversampling`·N samples, `coils` coils.
 fn grid_problem(rng: &mut Rng, dims: [usize; 3], oversampling: usize, coils: usize) -> Problem {
     let n: usize = dims.iter().product();
-    let m = oversampling * n;
-    let fov = 0.2;
-    let mut positions = vec![0.0; 3 * n];
-    for iz in 0..dims[2] {
-        for iy in 0..dims[1] {
-            for ix in 0..dims[0] {
-                let v = ix + dims[0] * (iy + dims[1] * iz);
-                positions[v] = (ix as f64 - (dims[0] / 2) as f64) * fov / dims[0] as f64;
-                positions[n + v] = (iy as f64 - (dims[1] / 2) as f64) * fov / dims[1] as f64;
-                positions[2 * n + v] = (iz as f64 - (dims[2] / 2) as f64) * fov / dims[2] as f64;
-            }
-        }
-    }
-    let kmax = std::f64::consts::PI * dims[0].max(dims[1]) as f64 / fov;
-    let mut coefficients = vec![0.0; 4 * m];
-    for j in 0..m {
-        for b in 1..4 {
-            if dims[b - 1] > 1 {
-                coefficients[b * m + j] = rng.range(-kmax, kmax);
-            }
-        }
-    }
-    Problem {
-        dims,
-        coils,
-        samples: m,
-        positions,
-        terms: 4,
-        user_basis: None,
-        coefficients,
-        off_resonance: None,
-        sensitivities: (coils > 1).then(|| rng.complex(n * coils)),
-    }
+    Problem::fourier_grid(rng, dims, oversampling * n, coils)
 }
 
 /// The problem's plan on the default backend (CUDA on a GPU machine, else the CPU).
@@ -447,22 +415,22 @@ fn fd_regularised_cg_matches_the_closed_form() {
             a[s][v] -= w;
         }
         let expect = solve_dense(a, b);
-        let mut x = vec![Complex32::default(); n];
-        let info = plan
-            .cg(
-                &data,
-                &CgOptions {
-                    max_iterations: 500,
-                    tolerance: 1e-9,
-                    regularizer: Regularizer::FiniteDifference,
-                    lambda,
-                    fd_weights: Some(&u),
-                    neighbourhood: nb,
-                    ..Default::default()
-                },
-                &mut x,
-            )
-            .unwrap();
+        // CG on `plan` to `tolerance`, with the weights `weights` (None: 1).
+        let solve = |plan: &Plan, tolerance: f64, weights: Option<&[f32]>| {
+            let mut x = vec![Complex32::default(); n];
+            let options = CgOptions {
+                max_iterations: 500,
+                tolerance,
+                regularizer: Regularizer::FiniteDifference,
+                lambda,
+                fd_weights: weights,
+                neighbourhood: nb,
+                ..Default::default()
+            };
+            let info = plan.cg(&data, &options, &mut x).unwrap();
+            (x, info)
+        };
+        let (x, info) = solve(&plan, 1e-9, Some(&u));
         let err = rel_error(&x, &expect);
         eprintln!(
             "{dims:?} {nb:?}: {} iterations, residual {:.1e}, vs closed form {err:.1e}",
@@ -470,39 +438,14 @@ fn fd_regularised_cg_matches_the_closed_form() {
         );
         assert!(info.converged && err <= 1e-5, "{dims:?} {nb:?}: {err:e}");
         // accurate (float32) precision too, and unit weights differ from u
-        let plan32 = plan_on_default(&problem, Precision::Accurate);
-        let mut x32 = vec![Complex32::default(); n];
-        plan32
-            .cg(
-                &data,
-                &CgOptions {
-                    max_iterations: 500,
-                    tolerance: 1e-6,
-                    regularizer: Regularizer::FiniteDifference,
-                    lambda,
-                    fd_weights: Some(&u),
-                    neighbourhood: nb,
-                    ..Default::default()
-                },
-                &mut x32,
-            )
-            .unwrap();
+        let (x32, _) = solve(
+            &plan_on_default(&problem, Precision::Accurate),
+            1e-6,
+            Some(&u),
+        );
         let err32 = rel_error(&x32, &expect);
         assert!(err32 <= 1e-4, "{dims:?} {nb:?} accurate: {err32:e}");
-        let mut unit = vec![Complex32::default(); n];
-        plan.cg(
-            &data,
-            &CgOptions {
-                max_iterations: 500,
-                tolerance: 1e-9,
-                regularizer: Regularizer::FiniteDifference,
-                lambda,
-                neighbourhood: nb,
-                ..Default::default()
-            },
-            &mut unit,
-        )
-        .unwrap();
+        let (unit, _) = solve(&plan, 1e-9, None);
         assert!(rel_error(&unit, &expect) > 1e-3, "fd_weights had no effect");
     }
 }

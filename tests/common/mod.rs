@@ -59,6 +59,24 @@ impl Rng {
     }
 }
 
+/// Positions (3×N, m, column-major) of the lattice `dims` centred as
+/// MODEL.md's grid: (i − ⌊n_a/2⌋)·fov/n_a along each axis a.
+pub fn centred_grid(dims: [usize; 3], fov: f64) -> Vec<f64> {
+    let n: usize = dims.iter().product();
+    let mut positions = vec![0.0; 3 * n];
+    for iz in 0..dims[2] {
+        for iy in 0..dims[1] {
+            for ix in 0..dims[0] {
+                let v = ix + dims[0] * (iy + dims[1] * iz);
+                for (a, i) in [ix, iy, iz].into_iter().enumerate() {
+                    positions[a * n + v] = (i as f64 - (dims[a] / 2) as f64) * fov / dims[a] as f64;
+                }
+            }
+        }
+    }
+    positions
+}
+
 /// A random higher-order problem in MODEL.md layouts.
 #[derive(Clone, Debug)]
 pub struct Problem {
@@ -143,6 +161,34 @@ impl Problem {
             coefficients,
             off_resonance,
             sensitivities,
+        }
+    }
+
+    /// Pure Fourier encoding on the lattice `dims` ([`centred_grid`], field of
+    /// view 0.2 m per axis): `samples` random k uniform in the Nyquist box
+    /// |k_a| ≤ π·dims[a]/fov along each axis the lattice spans, `coils`
+    /// coils with random sensitivities (none for one coil).
+    pub fn fourier_grid(rng: &mut Rng, dims: [usize; 3], samples: usize, coils: usize) -> Problem {
+        let fov = 0.2;
+        let m = samples;
+        let mut coefficients = vec![0.0; 4 * m];
+        for a in (0..3).filter(|&a| dims[a] > 1) {
+            let kmax = std::f64::consts::PI * dims[a] as f64 / fov;
+            for k in &mut coefficients[(a + 1) * m..(a + 2) * m] {
+                *k = rng.range(-kmax, kmax);
+            }
+        }
+        let n: usize = dims.iter().product();
+        Problem {
+            dims,
+            coils,
+            samples: m,
+            positions: centred_grid(dims, fov),
+            terms: 4,
+            user_basis: None,
+            coefficients,
+            off_resonance: None,
+            sensitivities: (coils > 1).then(|| rng.complex(n * coils)),
         }
     }
 
