@@ -358,28 +358,47 @@ fn a_phase_without_structure_falls_back_to_the_exact_path() {
 }
 
 /// Positions a little off their lattice points, as after a trip through
-/// float32 (±3e-6 of a step: a 0.1 m offset of a 3 mm grid), are still a
-/// lattice for the fast path, which meets the tolerance against the exact
-/// model at the positions as given.
+/// float32 (3e-5 of a 0.5 mm voxel 0.3 m off centre; here up to 4e-4 of a
+/// step per coordinate, under the header's 1e-3), are still a lattice for
+/// the fast path, in the plan's order and in any order, which meets the
+/// tolerance against the exact model at the positions as given; 1e-2 of a
+/// step is not a lattice and says so.
 #[test]
 fn positions_rounded_like_float32_keep_the_fast_path() {
     let mut rng = Rng::fresh("positions_rounded_like_float32_keep_the_fast_path");
     for kind in [Kind::Oblique, Kind::Masked] {
-        let mut p = problem(&mut rng, kind, [12, 10, 4], 2, 600);
+        let clean = problem(&mut rng, kind, [12, 10, 4], 2, 600);
         let step = common::FOV / 12.0;
-        for x in p.positions.iter_mut() {
-            *x += 3e-6 * step * rng.range(-1.0, 1.0);
-        }
+        let jittered = |rng: &mut Rng, amount: f64| {
+            let mut p = clean.clone();
+            for x in p.positions.iter_mut() {
+                *x += amount * step * rng.range(-1.0, 1.0);
+            }
+            p
+        };
         for tolerance in [1e-3, 1e-4] {
+            let p = jittered(&mut rng, 4e-4);
             let plan = fast_plan(&p, tolerance);
             let info = plan.approximation_info().unwrap();
             assert!(info.active, "{kind:?}: inactive: {}", info.reason);
             let errors = true_errors(&mut rng, &p, &plan, 1);
+            eprintln!(
+                "{kind:?} tol {tolerance}: K {}, errors {errors:?}",
+                info.rank
+            );
             assert!(
                 errors.iter().all(|&e| e <= tolerance),
                 "{kind:?} tol {tolerance}: {errors:?}"
             );
         }
+        let info = fast_plan(&jittered(&mut rng, 1e-2), 1e-3)
+            .approximation_info()
+            .unwrap();
+        assert!(
+            !info.active && info.reason.contains("not on a lattice"),
+            "{kind:?}: {}",
+            info.reason
+        );
     }
 }
 
@@ -573,4 +592,20 @@ fn the_certificates_rows_are_the_operators_rows() {
             assert!(ef <= 1e-5 && ea <= 1e-5, "{kind:?}: {ef:.2e} / {ea:.2e}");
         }
     }
+}
+
+/// At tolerance 0 nothing is prepared: any plan, complete or not, reports
+/// the exact path and why; at a tolerance the info needs the whole model.
+#[test]
+fn the_info_of_an_incomplete_plan() {
+    let mut plan = horecon::Plan::new(horecon::Options::default(), 4, 4, 1, 1, 8).unwrap();
+    let info = plan.approximation_info().unwrap();
+    assert!(
+        !info.active && info.reason.contains("tolerance is 0"),
+        "{}",
+        info.reason
+    );
+    plan.set_approximation(1e-3).unwrap();
+    let e = plan.approximation_info().unwrap_err();
+    assert_eq!(e.status, Status::IncompletePlan, "{e}");
 }

@@ -43,7 +43,8 @@ pub struct horecon_approximation_info {
 /// linear in position (a trajectory, k0 allowed) gives K = 1: a plain NUFFT.
 ///
 /// Needs voxels on a lattice (any orientation, any order, a masked subset of
-/// one; positions within 1e-3 of a voxel size of it); otherwise, and in Cartesian mode, the operators stay exact and the
+/// one; positions within 1e-3 of a voxel size of the least-squares lattice
+/// through them, e.g. rounded through float32); otherwise, and in Cartesian mode, the operators stay exact and the
 /// info says why. Every change of the model rebuilds the expansion when an
 /// operator next runs. Both backends (CUDA plans compute the NUFFTs where the
 /// CUDA NUFFT executor is available, else on the CPU).
@@ -63,7 +64,8 @@ pub unsafe extern "C" fn horecon_set_approximation(
 /// and, when inactive, why. Prepares the plan if needed (builds the
 /// expansion and measures its error: the cost of one fast E and Eᴴ, up to 8
 /// each on small plans, plus 256 exact rows and voxels), so the model must be complete
-/// (HORECON_ERR_INCOMPLETE_PLAN otherwise). `info->struct_size` must be
+/// (HORECON_ERR_INCOMPLETE_PLAN otherwise); at tolerance 0 (exact) nothing
+/// is prepared, and any plan reports active = 0 with that reason. `info->struct_size` must be
 /// sizeof(horecon_approximation_info) (else HORECON_ERR_INVALID_ARGUMENT).
 /// `info` is written only on success.
 #[no_mangle]

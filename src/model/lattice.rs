@@ -4,8 +4,10 @@
 //!
 //! Two ways to find one:
 //! - the plan's own index order (n = ix + nx·(iy + ny·iz)), any orientation
-//!   (oblique grids), checked by [`super::grid::lattice_steps`]: m_n is the
-//!   grid index centred like the grid helper, m = i − ⌊n/2⌋ per axis;
+//!   (oblique grids): m_n is the grid index centred like the grid helper,
+//!   m = i − ⌊n/2⌋ per axis, accepted when the positions are exactly such a
+//!   grid ([`super::grid::lattice_steps`]) or every voxel lies within 1e-3 of
+//!   the shortest step of the least-squares lattice through them ([`Fit`]);
 //! - any order or a masked subset: lattice vectors from the shortest
 //!   independent differences between nearby voxels, m_n = round(A⁻¹(r_n − r_0)),
 //!   accepted when every voxel lies within 1e-3 of a voxel size of its lattice
@@ -13,12 +15,18 @@
 //!   those vectors span (spacings that are all multiples of a shorter one,
 //!   which no two voxels show), the lattice is refined by the fraction they
 //!   sit at. The modes are then the bounding box of the m_n, made as small
-//!   as integer shears of the m_n make it, each voxel at its own grid index. The bound admits positions
-//!   that went through float32 (a 0.1 m offset rounds by ~1e-6 of a 3 mm
-//!   voxel) without risking a wrong m_n (off by 1/2 step); what the voxels'
-//!   offsets δ from their lattice points do to the phase (k·δ) is part of the
-//!   non-linear phase ψ that the expansion approximates and the certificate
-//!   measures, since both take the basis at the voxels' own positions.
+//!   as integer shears of the m_n make it, each voxel at its own grid index.
+//!   Where that fails and the positions carry noise (positions rounded to
+//!   float32 0.3 m off centre: 3e-5 of a 0.5 mm voxel, which the spacings'
+//!   error multiplies by the steps from voxel 0), the lattice vectors are
+//!   fitted to the voxels first ([`noisy_placed`]), and each voxel must lie
+//!   within 1e-3 of a step of the least-squares lattice through them.
+//!
+//! The bound of 1e-3 of a step cannot give a wrong m_n (off by 1/2 step);
+//! what the voxels' offsets δ from their lattice points do to the phase
+//! (k·δ, at most π·1e-3 rad within the Nyquist box) is part of the
+//! non-linear phase ψ that the expansion approximates and the certificate
+//! measures, since both take the basis at the voxels' own positions.
 //!
 //! The phase split ([`super::separation`]) fits everything against m
 //! directly, so A and c themselves are never needed.
@@ -30,6 +38,15 @@ use rayon::prelude::*;
 /// Residual (fraction of the shortest lattice vector) within which a voxel
 /// is on its lattice point (module documentation).
 const ON_LATTICE: f64 = 1e-3;
+/// Where a voxel may sit from its lattice point while [`noisy_placed`]
+/// places the voxels (fraction of the shortest step); the fit then holds
+/// them to [`ON_LATTICE`].
+const NOISY_SLACK: f64 = 0.05;
+/// The sine of the angle beyond which a voxel spacing is off the span of the
+/// lattice vectors found so far ([`off_span`]): well above what noise of
+/// [`ON_LATTICE`] of a step on each voxel gives a spacing (≤ 2e-3), well
+/// below the angles between a lattice's shortest independent vectors.
+const OFF_SPAN: f64 = 1e-2;
 /// Voxels whose neighbourhoods give the candidate lattice vectors.
 const PROBE_VOXELS: usize = 48;
 /// Nearest neighbours kept per probe voxel.
@@ -57,7 +74,18 @@ impl Lattice {
     /// Finds the lattice of `positions` (N×3, first index fastest) for a plan
     /// of `dims`; `InvalidArgument` with the reason when there is none.
     pub fn detect(dims: [usize; 3], positions: &[f64]) -> Result<Lattice> {
-        if lattice_steps(dims, positions, "the fast path").is_ok() {
+        let grid_index = |v: usize| -> [i64; 3] {
+            let i = [
+                v % dims[0],
+                (v / dims[0]) % dims[1],
+                v / (dims[0] * dims[1]),
+            ];
+            i.map(|x| x as i64)
+        };
+        if lattice_steps(dims, positions, "the fast path").is_ok()
+            || Fit::new(positions, None, grid_index)
+                .is_some_and(|fit| fit.largest_offset(positions, None, grid_index) <= ON_LATTICE)
+        {
             return Ok(Lattice {
                 modes: dims,
                 index: None,
@@ -90,7 +118,7 @@ impl Lattice {
     /// A lattice through any list of points (masked subsets, any order).
     fn from_points(positions: &[f64]) -> Result<Lattice> {
         let n = positions.len() / 3;
-        let mut basis = lattice_basis(positions)?;
+        let basis = lattice_basis(positions)?;
         if basis.is_empty() {
             // A single voxel (or all at one place, refused below as coincident).
             return if n == 1 {
@@ -102,30 +130,12 @@ impl Lattice {
                 Err(not_a_lattice("all voxels are at the same position"))
             };
         }
-        // Each refinement divides the lattice's cell by 2 or more.
-        let mut refinements = 0;
-        let mut coords = loop {
-            match place(positions, &basis)? {
-                Placement::OnLattice(coords) => break coords,
-                Placement::Between { voxel, fraction } => {
-                    refinements += 1;
-                    if refinements > MAX_REFINEMENTS {
-                        return Err(not_a_lattice(&format!(
-                            "voxel {voxel} still lies between the lattice points after \
-                             {MAX_REFINEMENTS} refinements"
-                        )));
-                    }
-                    basis = refined(&basis, fraction).ok_or_else(|| {
-                        not_a_lattice(&format!(
-                            "voxel {voxel} lies between the lattice points spanned by the \
-                             shortest voxel spacings, at no fraction 1/q of them (q up to \
-                             {MAX_DENOMINATOR})"
-                        ))
-                    })?;
-                }
-            }
+        let k = basis.len();
+        let mut coords = match placed(positions, basis.clone(), ON_LATTICE) {
+            Ok(coords) => coords,
+            Err(e) => noisy_placed(positions, &basis)?.ok_or(e)?,
         };
-        compact_box(&mut coords, basis.len());
+        compact_box(&mut coords, k);
         let mut low = [i64::MAX; 3];
         let mut high = [i64::MIN; 3];
         for m in coords.chunks_exact(3) {
@@ -170,6 +180,247 @@ fn not_a_lattice(reason: &str) -> Error {
     Error::invalid(format!("voxels are not on a lattice: {reason}"))
 }
 
+/// The voxels' integer coordinates (3 per voxel) in `basis`, refined while
+/// voxels sit between its points ([`place`], [`refined`]; within `slack`
+/// of a step).
+fn placed(positions: &[f64], mut basis: Vec<[f64; 3]>, slack: f64) -> Result<Vec<i64>> {
+    // Each refinement divides the lattice's cell by 2 or more.
+    let mut refinements = 0;
+    loop {
+        match place(positions, &basis, slack)? {
+            Placement::OnLattice(coords) => return Ok(coords),
+            Placement::Between { voxel, fraction } => {
+                refinements += 1;
+                if refinements > MAX_REFINEMENTS {
+                    return Err(not_a_lattice(&format!(
+                        "voxel {voxel} still lies between the lattice points after \
+                         {MAX_REFINEMENTS} refinements"
+                    )));
+                }
+                basis = refined(&basis, fraction, slack).ok_or_else(|| {
+                    not_a_lattice(&format!(
+                        "voxel {voxel} lies between the lattice points spanned by the \
+                         shortest voxel spacings, at no fraction 1/q of them (q up to \
+                         {MAX_DENOMINATOR})"
+                    ))
+                })?;
+            }
+        }
+    }
+}
+
+/// The voxels' integer coordinates where their positions carry noise of up
+/// to [`ON_LATTICE`] of a step (float32 rounding: 3e-5 of a 0.5 mm voxel
+/// 0.3 m off centre), which [`placed`] does not admit: it measures offsets
+/// from voxel 0 against single voxel spacings, whose error grows with the
+/// steps from voxel 0. Here the basis is fitted to the voxels first
+/// ([`denoised`]), the voxels are placed within [`NOISY_SLACK`], and every
+/// voxel must lie within [`ON_LATTICE`] of the least-squares lattice through
+/// them ([`Fit`]; else an error saying how far). `None` where this placement
+/// fails too.
+fn noisy_placed(positions: &[f64], basis: &[[f64; 3]]) -> Result<Option<Vec<i64>>> {
+    let Some(coords) =
+        denoised(positions, basis).and_then(|basis| placed(positions, basis, NOISY_SLACK).ok())
+    else {
+        return Ok(None);
+    };
+    let at = |v: usize| [coords[3 * v], coords[3 * v + 1], coords[3 * v + 2]];
+    match Fit::new(positions, None, at).map(|fit| fit.largest_offset(positions, None, at)) {
+        Some(off) if off <= ON_LATTICE => Ok(Some(coords)),
+        Some(off) => Err(not_a_lattice(&format!(
+            "the voxels lie up to {off:.1e} of a lattice step off the least-squares lattice \
+             through them (at most {ON_LATTICE:.0e})"
+        ))),
+        None => Ok(None),
+    }
+}
+
+/// `basis` fitted by least squares ([`Fit`]) to the voxels whose
+/// coordinates in it are within 0.1 of integers, over neighbourhoods of
+/// voxel 0 of 16, 128, 1024, … steps until all voxels are in: each fit's
+/// error, times the steps to the next neighbourhood, stays far below a
+/// step. `None` where a fit is degenerate.
+fn denoised(positions: &[f64], basis: &[[f64; 3]]) -> Option<Vec<[f64; 3]>> {
+    let n = positions.len() / 3;
+    let r = |v: usize| [positions[v], positions[n + v], positions[2 * n + v]];
+    let origin = r(0);
+    let mut basis = basis.to_vec();
+    let mut radius = 16.0;
+    loop {
+        let inverse = pseudo_inverse(&basis);
+        let u = |v: usize| -> [f64; 3] {
+            let p = r(v);
+            let d: [f64; 3] = std::array::from_fn(|c| p[c] - origin[c]);
+            std::array::from_fn(|a| {
+                inverse
+                    .get(a)
+                    .map_or(0.0, |row| row[0] * d[0] + row[1] * d[1] + row[2] * d[2])
+            })
+        };
+        let extent = (0..n)
+            .into_par_iter()
+            .map(|v| u(v).iter().fold(0.0f64, |e, x| e.max(x.abs())))
+            .reduce(|| 0.0, f64::max);
+        let near: Vec<usize> = (0..n)
+            .into_par_iter()
+            .filter(|&v| {
+                u(v).iter()
+                    .all(|x| x.abs() <= radius && (x - x.round()).abs() <= 0.1)
+            })
+            .collect();
+        let at = |v: usize| u(v).map(|x| x.round() as i64);
+        let fit = Fit::new(positions, Some(&near), at)?;
+        for (&a, step) in fit.axes.iter().zip(&fit.steps) {
+            basis[a] = *step;
+        }
+        if radius >= extent || !extent.is_finite() {
+            return Some(basis);
+        }
+        radius *= 8.0;
+    }
+}
+
+/// The least-squares lattice r_v ≈ c + Σ_a m_{v,a}·b_a through voxels at
+/// integer coordinates m_v, over the axes a along which the m_{v,a} vary.
+struct Fit {
+    /// The axes that vary.
+    axes: Vec<usize>,
+    /// b_a for each of `axes`.
+    steps: Vec<[f64; 3]>,
+    /// The mean coordinates and position of the voxels fitted.
+    mean: ([f64; 3], [f64; 3]),
+}
+
+/// Σ f(v) over `voxels` (all N when `None`), on the pool.
+fn sum_over<T: Send>(
+    n: usize,
+    voxels: Option<&[usize]>,
+    f: impl Fn(usize) -> T + Sync + Send,
+    add: impl Fn(T, T) -> T + Sync + Send,
+    zero: impl Fn() -> T + Sync + Send,
+) -> T {
+    match voxels {
+        Some(list) => list.par_iter().map(|&v| f(v)).reduce(zero, add),
+        None => (0..n).into_par_iter().map(f).reduce(zero, add),
+    }
+}
+
+impl Fit {
+    /// The fit through `voxels` (all when `None`) at `coords(v)`; `None`
+    /// when degenerate (no voxels, no axis varies, or coincident steps).
+    fn new(
+        positions: &[f64],
+        voxels: Option<&[usize]>,
+        coords: impl Fn(usize) -> [i64; 3] + Sync,
+    ) -> Option<Fit> {
+        let n = positions.len() / 3;
+        let r = |v: usize| [positions[v], positions[n + v], positions[2 * n + v]];
+        let count = voxels.map_or(n, <[usize]>::len);
+        let first = voxels.map_or(Some(0), |l| l.first().copied())?;
+        let m = |v: usize| coords(v).map(|x| x as f64);
+        let add3 = |a: [f64; 3], b: [f64; 3]| -> [f64; 3] { std::array::from_fn(|c| a[c] + b[c]) };
+        let mean = |f: &(dyn Fn(usize) -> [f64; 3] + Sync)| {
+            sum_over(n, voxels, f, add3, || [0.0; 3]).map(|x| x / count as f64)
+        };
+        let mean = (mean(&m), mean(&r));
+        let varies = sum_over(
+            n,
+            voxels,
+            |v| std::array::from_fn::<bool, 3, _>(|a| m(v)[a] != m(first)[a]),
+            |a, b| std::array::from_fn(|i| a[i] || b[i]),
+            || [false; 3],
+        );
+        let axes: Vec<usize> = (0..3).filter(|&a| varies[a]).collect();
+        let k = axes.len();
+        if k == 0 {
+            return None;
+        }
+        let mut fit = Fit {
+            axes,
+            steps: Vec::new(),
+            mean,
+        };
+        // B = (Σ y xᵀ)(Σ x xᵀ)⁻¹ with x, y the centred coordinates and positions.
+        let add = |a: [[f64; 3]; 3], b: [[f64; 3]; 3]| -> [[f64; 3]; 3] {
+            std::array::from_fn(|i| add3(a[i], b[i]))
+        };
+        let (gram, cross) = sum_over(
+            n,
+            voxels,
+            |v| {
+                let (x, y) = fit.centred(positions, v, &coords);
+                let outer = |a: [f64; 3]| -> [[f64; 3]; 3] {
+                    std::array::from_fn(|i| std::array::from_fn(|j| a[i] * x[j]))
+                };
+                (outer(x), outer(y))
+            },
+            |a, b| (add(a.0, b.0), add(a.1, b.1)),
+            || ([[0.0; 3]; 3], [[0.0; 3]; 3]),
+        );
+        let inverse = invert_small(&gram, k);
+        fit.steps = (0..k)
+            .map(|a| std::array::from_fn(|c| (0..k).map(|j| cross[c][j] * inverse[j][a]).sum()))
+            .collect();
+        let shortest = fit
+            .steps
+            .iter()
+            .map(|b| norm(*b))
+            .fold(f64::INFINITY, f64::min);
+        (shortest.is_finite() && shortest > 0.0).then_some(fit)
+    }
+
+    /// Voxel v's coordinates along the fit's axes and its position, both
+    /// less the fit's means.
+    fn centred(
+        &self,
+        positions: &[f64],
+        v: usize,
+        coords: &impl Fn(usize) -> [i64; 3],
+    ) -> ([f64; 3], [f64; 3]) {
+        let n = positions.len() / 3;
+        let (m, r) = (
+            coords(v),
+            [positions[v], positions[n + v], positions[2 * n + v]],
+        );
+        let x = std::array::from_fn(|i| {
+            self.axes
+                .get(i)
+                .map_or(0.0, |&a| m[a] as f64 - self.mean.0[a])
+        });
+        (x, std::array::from_fn(|c| r[c] - self.mean.1[c]))
+    }
+
+    /// The largest distance of a voxel of `voxels` (all when `None`) from
+    /// its fitted point, in units of the shortest fitted step.
+    fn largest_offset(
+        &self,
+        positions: &[f64],
+        voxels: Option<&[usize]>,
+        coords: impl Fn(usize) -> [i64; 3] + Sync,
+    ) -> f64 {
+        let shortest = self
+            .steps
+            .iter()
+            .map(|b| norm(*b))
+            .fold(f64::INFINITY, f64::min);
+        let largest = sum_over(
+            positions.len() / 3,
+            voxels,
+            |v| {
+                let (x, y) = self.centred(positions, v, &coords);
+                norm(std::array::from_fn(|c| {
+                    y[c] - (0..self.steps.len())
+                        .map(|a| x[a] * self.steps[a][c])
+                        .sum::<f64>()
+                }))
+            },
+            f64::max,
+            || 0.0,
+        );
+        largest / shortest
+    }
+}
+
 /// Where the voxels lie against a basis: each on a lattice point (its
 /// integer coordinates, 3 per voxel), or some voxel in the basis's span but
 /// between its points (the fractional part of its coordinates).
@@ -179,9 +430,9 @@ enum Placement {
 }
 
 /// The voxels' coordinates u_n = B⁺(r_n − r_0) in `basis`; `InvalidArgument`
-/// when a voxel lies off the span by more than [`ON_LATTICE`] of the shortest
-/// vector.
-fn place(positions: &[f64], basis: &[[f64; 3]]) -> Result<Placement> {
+/// when a voxel lies off the span by more than `slack` of the shortest
+/// vector (a voxel within `slack` of a lattice point is on it).
+fn place(positions: &[f64], basis: &[[f64; 3]], slack: f64) -> Result<Placement> {
     let n = positions.len() / 3;
     let r = |v: usize| [positions[v], positions[n + v], positions[2 * n + v]];
     let shortest = basis.iter().map(|b| norm(*b)).fold(f64::INFINITY, f64::min);
@@ -200,7 +451,7 @@ fn place(positions: &[f64], basis: &[[f64; 3]]) -> Result<Placement> {
             return Err(not_a_lattice("the voxels span more than 1e9 lattice steps"));
         }
         let off = norm(std::array::from_fn(|c| d[c] - combine(basis, u, c)));
-        if off > ON_LATTICE * shortest {
+        if off > slack * shortest {
             return Err(not_a_lattice(&format!(
                 "voxel {v} is {off:.3e} m off the lattice through voxel 0 spanned by the \
                  shortest voxel spacings ({shortest:.3e} m)"
@@ -208,7 +459,7 @@ fn place(positions: &[f64], basis: &[[f64; 3]]) -> Result<Placement> {
         }
         let fraction: [f64; 3] = std::array::from_fn(|a| u[a] - u[a].round());
         let between = norm(std::array::from_fn(|c| combine(basis, fraction, c)));
-        if between > ON_LATTICE * shortest {
+        if between > slack * shortest {
             return Ok(Placement::Between { voxel: v, fraction });
         }
         for a in 0..3 {
@@ -228,8 +479,8 @@ fn combine(basis: &[[f64; 3]], u: [f64; 3], c: usize) -> f64 {
 /// one: 0, 2 and 5 steps on a line): for the smallest q with q·fraction = p
 /// integral, the basis (1/q)·B·H of the integer lattice H generated by
 /// q·e_a and p, reduced to short vectors. `None` when no q up to
-/// [`MAX_DENOMINATOR`] fits.
-fn refined(basis: &[[f64; 3]], fraction: [f64; 3]) -> Option<Vec<[f64; 3]>> {
+/// [`MAX_DENOMINATOR`] fits within `slack` of the shortest vector.
+fn refined(basis: &[[f64; 3]], fraction: [f64; 3], slack: f64) -> Option<Vec<[f64; 3]>> {
     let k = basis.len();
     let shortest = basis.iter().map(|b| norm(*b)).fold(f64::INFINITY, f64::min);
     let q = (2..=MAX_DENOMINATOR).find(|&q| {
@@ -237,7 +488,7 @@ fn refined(basis: &[[f64; 3]], fraction: [f64; 3]) -> Option<Vec<[f64; 3]>> {
             let x = q as f64 * fraction[a];
             x - x.round()
         });
-        norm(std::array::from_fn(|c| combine(basis, miss, c))) <= ON_LATTICE * shortest
+        norm(std::array::from_fn(|c| combine(basis, miss, c))) <= slack * shortest
     })?;
     let mut generators: Vec<[i64; 3]> = (0..k)
         .map(|a| std::array::from_fn(|b| if a == b { q } else { 0 }))
@@ -428,17 +679,18 @@ fn lattice_basis(positions: &[f64]) -> Result<Vec<[f64; 3]>> {
     Ok(basis)
 }
 
-/// Whether `d` lies off the span of the 0–2 vectors `basis` (by more than
-/// 1e-3 of its length, the test [`lattice_basis`] applies to its candidates).
+/// Whether `d` lies off the span of the 0–2 vectors `basis` by more than
+/// [`OFF_SPAN`] of its length (the test [`lattice_basis`] applies to its
+/// candidates).
 fn off_span(basis: &[[f64; 3]], d: [f64; 3]) -> bool {
     let length = norm(d);
     match basis.len() {
         0 => length > 0.0,
-        1 => norm(cross(basis[0], d)) > 1e-3 * norm(basis[0]) * length,
+        1 => norm(cross(basis[0], d)) > OFF_SPAN * norm(basis[0]) * length,
         2 => {
             let normal = cross(basis[0], basis[1]);
             let volume = (normal[0] * d[0] + normal[1] * d[1] + normal[2] * d[2]).abs();
-            volume > 1e-3 * norm(normal) * length
+            volume > OFF_SPAN * norm(normal) * length
         }
         _ => false,
     }
@@ -739,6 +991,40 @@ mod tests {
         seen.sort();
         seen.dedup();
         assert_eq!(seen.len(), n);
+    }
+
+    /// `p` with each coordinate moved by up to `amount` of `step` (a
+    /// deterministic pattern, as of rounding).
+    fn jittered(p: &[f64], amount: f64, step: f64) -> Vec<f64> {
+        p.iter()
+            .enumerate()
+            .map(|(i, x)| x + amount * step * (((i * 7919 + 13) % 1000) as f64 / 500.0 - 1.0))
+            .collect()
+    }
+
+    #[test]
+    fn noisy_positions_are_a_lattice_within_its_bound() {
+        let step = 0.012;
+        for amount in [3e-5, 4e-4] {
+            // The plan's order, far off centre.
+            let (p, _) = oblique([40, 36, 5], |_| true);
+            let p: Vec<f64> = p.iter().map(|x| x + 0.3).collect();
+            let l = Lattice::detect([40, 36, 5], &jittered(&p, amount, step)).unwrap();
+            assert_eq!((l.modes, l.index.is_none()), ([40, 36, 5], true));
+            // Masked, last to first.
+            let (p, kept) = oblique([40, 36, 5], |v| (v * 7919) % 5 != 0);
+            let n = kept.len();
+            let q = last_to_first(&jittered(&p, amount, step), n);
+            let l = Lattice::detect([n, 1, 1], &q).unwrap_or_else(|e| panic!("{amount}: {e:?}"));
+            let mut seen = l.index.clone().unwrap();
+            seen.sort();
+            seen.dedup();
+            assert_eq!(seen.len(), n);
+            assert!(l.grid_points() <= 3 * 40 * 36 * 5);
+        }
+        let (p, kept) = oblique([20, 16, 3], |v| v % 7 != 3);
+        let e = Lattice::detect([kept.len(), 1, 1], &jittered(&p, 1e-2, 0.012)).unwrap_err();
+        assert!(e.message.contains("not on a lattice"), "{}", e.message);
     }
 
     #[test]
