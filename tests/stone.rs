@@ -313,3 +313,85 @@ fn only_single_coil_trajectory_plans_are_accepted() {
     assert_eq!(err.status, Status::InvalidArgument);
     assert!(err.message.contains("phi_mag2[4]"), "{}", err.message);
 }
+
+/// The estimate of Fᴴd, Q and gridding needs what the call needs: on plans
+/// those calls refuse (no model, no phase, a user basis, several coils,
+/// voxels off a grid) `Plan::memory` gives the call's own status, and on
+/// a plan they accept, an estimate. Fᴴd on a plan of several coils is an
+/// argument error, whatever else is set (it never qualifies).
+#[test]
+fn the_estimate_of_a_call_needs_what_the_call_needs() {
+    use horecon::plan::Call;
+    let status = |r: horecon::Result<()>| r.err().map(|e| e.status);
+    let m = 12;
+    let k: Vec<f64> = (0..2 * m)
+        .map(|j| 20.0 * ((j * 37 % 11) as f64 - 5.0))
+        .collect();
+    let plan = |coils: i64, setup: &dyn Fn(&mut Plan)| {
+        let mut p = Plan::new(Options::default(), 4, 3, 1, coils, m as i64).unwrap();
+        setup(&mut p);
+        p
+    };
+    let on_grid = |p: &mut Plan| p.set_grid_positions([0.2, 0.2, 0.01], [0.0; 3]).unwrap();
+    let cases: Vec<(&str, Plan)> = vec![
+        ("no model", plan(1, &|_| {})),
+        ("positions only", plan(1, &|p| on_grid(p))),
+        (
+            "a user basis",
+            plan(1, &|p| {
+                on_grid(p);
+                p.set_basis(1, &[0.1; 12], &[1.0; 12]).unwrap();
+            }),
+        ),
+        (
+            "two coils",
+            plan(2, &|p| {
+                on_grid(p);
+                p.set_trajectory(2, &k).unwrap();
+            }),
+        ),
+        (
+            "voxels off a grid",
+            plan(1, &|p| {
+                let positions: Vec<f64> = (0..36).map(|i| ((i * i) % 7) as f64 * 0.01).collect();
+                p.set_positions(&positions).unwrap();
+                p.set_trajectory(2, &k).unwrap();
+            }),
+        ),
+        (
+            "a grid and a trajectory",
+            plan(1, &|p| {
+                on_grid(p);
+                p.set_trajectory(2, &k).unwrap();
+            }),
+        ),
+    ];
+    for (what, p) in &cases {
+        let (n, l) = (12, p.sizes().coils);
+        let data = vec![Complex32::new(1.0, 0.0); m * l];
+        let mut image = vec![Complex32::default(); n];
+        let mut q = vec![Complex32::default(); p.q_dims().iter().product()];
+        let calls: [(Call, Option<Status>); 3] = [
+            (Call::Fhd, status(p.fhd(&data[..m], None, &mut image))),
+            (Call::Q, status(p.q(None, &mut q))),
+            (Call::Gridding, status(p.gridding(&data, None, &mut image))),
+        ];
+        for (call, expected) in calls {
+            let estimated = status(p.memory(call).map(|_| ()));
+            eprintln!("{what}: {call:?} call {expected:?}, estimate {estimated:?}");
+            assert_eq!(estimated, expected, "{what}: {call:?}");
+        }
+    }
+    let two_coils = &cases[3].1;
+    let e = two_coils
+        .fhd(
+            &[Complex32::default(); 12],
+            None,
+            &mut [Complex32::default(); 12],
+        )
+        .unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument, "{e}");
+    let bare = plan(2, &|_| {});
+    let e = bare.memory(Call::Fhd).unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument, "{e}");
+}

@@ -371,6 +371,17 @@ fn spread_one(
     }
 }
 
+/// The model of a plan as gridding sees it ([`Plan::gridding_model`]).
+pub(super) struct GriddingModel<'a> {
+    /// The phase model's coefficients (M per column).
+    coefficients: &'a [f64],
+    /// The dimensions of k, the column of k0 if any, the first column of k.
+    columns: (usize, Option<usize>, usize),
+    /// The voxel positions (N×3) and their lattice steps.
+    positions: &'a [f64],
+    steps: [[f64; 3]; 3],
+}
+
 /// The samples of a plan as gridding sees them.
 struct GriddingSamples {
     /// u_{j,a} = k_j·step_a/2π reduced to [−½, ½) (0 for axes of one voxel).
@@ -380,11 +391,13 @@ struct GriddingSamples {
 }
 
 impl Plan {
-    /// The geometry and samples of a plan gridding accepts (see the module docs).
-    fn gridding_setup(&self) -> Result<(Geometry, GriddingSamples)> {
+    /// What gridding takes from a plan it accepts (see the module docs):
+    /// the k-space coefficients, the dimensions of k, the column of k0 if
+    /// any and the first column of k, the positions and their lattice steps;
+    /// else the error naming what is missing or wrong.
+    pub(super) fn gridding_model(&self) -> Result<GriddingModel<'_>> {
         let model = &self.model;
         let s = model.sizes;
-        let m = s.samples;
         let phase = model.phase.as_ref().ok_or_else(|| {
             Error::incomplete(
                 "gridding needs a phase model (horecon_set_trajectory or horecon_set_solid_harmonics)",
@@ -401,6 +414,24 @@ impl Plan {
         };
         let positions = model.require_positions("gridding")?;
         let steps = crate::model::grid::lattice_steps(s.dims, positions, "gridding")?;
+        Ok(GriddingModel {
+            coefficients: &phase.coefficients,
+            columns: (kdims, k0_column, k_column),
+            positions,
+            steps,
+        })
+    }
+
+    /// The geometry and samples of a plan gridding accepts (see the module docs).
+    fn gridding_setup(&self) -> Result<(Geometry, GriddingSamples)> {
+        let GriddingModel {
+            coefficients,
+            columns: (kdims, k0_column, k_column),
+            positions,
+            steps,
+        } = self.gridding_model()?;
+        let s = self.model.sizes;
+        let m = s.samples;
         let n = s.voxels;
         let centre = s.dims[0] / 2 + s.dims[0] * (s.dims[1] / 2 + s.dims[1] * (s.dims[2] / 2));
         let r_c = [
@@ -408,7 +439,6 @@ impl Plan {
             positions[n + centre],
             positions[2 * n + centre],
         ];
-        let coefficients = &phase.coefficients;
         let mut u = try_vec(m, [0.0f64; 3], "gridding sample positions (M x 3)")?;
         let mut phases = try_vec(m, Complex64::default(), "gridding sample phases (M)")?;
         u.par_iter_mut()

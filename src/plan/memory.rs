@@ -150,6 +150,16 @@ impl Plan {
         let built = |slot: &std::sync::Mutex<Option<_>>| {
             slot.lock().unwrap_or_else(|e| e.into_inner()).is_some()
         };
+        match call {
+            Call::Fhd => _ = self.stone_trajectory("fhd")?,
+            Call::Q => {
+                self.stone_trajectory("q")?;
+                let positions = self.model.require_positions("q")?;
+                crate::model::grid::lattice_steps(s.dims, positions, "q")?;
+            }
+            Call::Gridding => _ = self.gridding_model()?,
+            _ => {}
+        }
         if matches!(call, Call::Gridding) {
             return Ok(Memory {
                 host: self.gridding_memory(threads).0,

@@ -25,15 +25,17 @@ use num_complex::Complex32;
 
 impl Plan {
     /// The trajectory (ndims, M×ndims rad/m) of a plan Stone's formulas apply to.
-    fn stone_trajectory(&self, what: &str) -> Result<(usize, &[f64])> {
+    /// The coil count comes first: a plan of several coils never qualifies,
+    /// whatever else it is given.
+    pub(super) fn stone_trajectory(&self, what: &str) -> Result<(usize, &[f64])> {
         let model = &self.model;
-        model.check_complete()?;
         if model.sizes.coils != 1 {
             return Err(Error::invalid(format!(
                 "{what} needs a single-coil plan (ncoils = 1), this one has {} coils",
                 model.sizes.coils
             )));
         }
+        model.check_complete()?;
         if model.sensitivities.is_some() {
             return Err(Error::invalid(format!(
                 "{what} needs a plan without sensitivities (Stone's F has none); use the adjoint for Eᴴ with S"
