@@ -93,6 +93,7 @@ from ctypes import (
     c_int32,
     c_int64,
     c_uint32,
+    c_uint64,
     c_uint8,
     c_void_p,
 )
@@ -194,8 +195,61 @@ def _value_error(status: int, message: str) -> HoreconValueError:
     return HoreconValueError(status, STATUS_NAMES[status], message)
 
 
+# ------------------------------------------------------------ C integers
+# ctypes wraps a Python int silently into a C integer (2**32 + 2 becomes 2 in
+# an int32): every integer the binding hands the C API goes through _fits.
+_INT_RANGES = {
+    c_int32: (-(2**31), 2**31 - 1),
+    c_uint32: (0, 2**32 - 1),
+    c_int64: (-(2**63), 2**63 - 1),
+    c_uint64: (0, 2**64 - 1),
+    c_uint8: (0, 255),
+}
+
+
+def _fits(what: str, ctype, value):
+    """``value`` unchanged where it fits the C integer type ``ctype`` (other
+    values and types pass through); ValueError naming ``what`` otherwise."""
+    bounds = _INT_RANGES.get(ctype)
+    if bounds is not None and isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        if not bounds[0] <= value <= bounds[1]:
+            raise ValueError(f"{what} = {value} is out of range ({bounds[0]} to {bounds[1]} in the C API)")
+    return value
+
+
+def _checked_int(ctype):
+    """``ctype`` as an argument type that refuses the ints it would wrap."""
+
+    class Checked(ctype):
+        @classmethod
+        def from_param(cls, value):
+            return ctype.from_param(_fits("an integer argument", ctype, value))
+
+    Checked.__name__ = ctype.__name__
+    return Checked
+
+
+_CHECKED_INTS = {ctype: _checked_int(ctype) for ctype in _INT_RANGES}
+
+
+def _declare_function(f, restype, argtypes):
+    """Declares the C function ``f`` with its integer arguments range-checked."""
+    f.restype = restype
+    f.argtypes = [_CHECKED_INTS.get(t, t) for t in argtypes]
+
+
 # ------------------------------------------------------------ C structures
-class _Options(Structure):
+class _CStruct(Structure):
+    """A C structure whose integer fields refuse the values ctypes would wrap."""
+
+    def __setattr__(self, name, value):
+        for field, ctype in type(self)._fields_:
+            if field == name:
+                _fits(name, ctype, value)
+        super().__setattr__(name, value)
+
+
+class _Options(_CStruct):
     _fields_ = [
         ("struct_size", c_uint32),
         ("backend", c_int32),
@@ -210,7 +264,7 @@ class _Options(Structure):
 _ProgressFn = CFUNCTYPE(c_int32, c_void_p, c_int32, c_double)
 
 
-class _CgOptions(Structure):
+class _CgOptions(_CStruct):
     _fields_ = [
         ("struct_size", c_uint32),
         ("max_iterations", c_int32),
@@ -232,7 +286,7 @@ class _CgOptions(Structure):
     ]
 
 
-class _CgInfo(Structure):
+class _CgInfo(_CStruct):
     _fields_ = [
         ("iterations", c_int32),
         ("converged", c_int32),
@@ -243,7 +297,7 @@ class _CgInfo(Structure):
     ]
 
 
-class _ApproximationInfo(Structure):
+class _ApproximationInfo(_CStruct):
     """horecon_approximation_info."""
 
     _fields_ = [
@@ -377,9 +431,7 @@ def _load():
 
 def _declare(lib):
     for name, (restype, argtypes) in _SIGNATURES.items():
-        f = getattr(lib, name)
-        f.restype = restype
-        f.argtypes = argtypes
+        _declare_function(getattr(lib, name), restype, argtypes)
 
 
 def library_path() -> str:

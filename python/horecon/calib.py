@@ -19,11 +19,22 @@ Example (the whole chain): python/examples/calibration_workflow.py.
 from __future__ import annotations
 
 import ctypes
-from ctypes import POINTER, Structure, c_double, c_float, c_int32, c_int64, c_uint32, c_uint64
+from ctypes import POINTER, c_double, c_float, c_int32, c_int64, c_uint32, c_uint64
 
 import numpy as np
 
-from . import _C32, _check, _grid_dims, _load, _numeric, _three, _value_error, HORECON_ERR_SIZE_MISMATCH
+from . import (
+    _C32,
+    _check,
+    _CStruct,
+    _declare_function,
+    _grid_dims,
+    _load,
+    _numeric,
+    _three,
+    _value_error,
+    HORECON_ERR_SIZE_MISMATCH,
+)
 
 __all__ = [
     "noise_covariance", "whiten", "cartesian_images", "espirit", "walsh", "b0_map",
@@ -31,17 +42,17 @@ __all__ = [
 ]
 
 
-class _EspiritOptions(Structure):
+class _EspiritOptions(_CStruct):
     _fields_ = [("struct_size", c_uint32), ("kernel", c_int32), ("calibration", c_int32),
                 ("threshold", c_double), ("crop", c_double)]
 
 
-class _B0Options(Structure):
+class _B0Options(_CStruct):
     _fields_ = [("struct_size", c_uint32), ("max_iterations", c_int32),
                 ("mask_threshold", c_double), ("smoothness", c_double)]
 
 
-class _DelayOptions(Structure):
+class _DelayOptions(_CStruct):
     _fields_ = [("struct_size", c_uint32), ("iterations", c_int32), ("range", c_double),
                 ("step", c_double), ("tolerance", c_double), ("lambda_", c_double),
                 ("groups", c_uint32)]
@@ -74,9 +85,8 @@ def _lib():
     lib = _load()
     if not _DECLARED:
         for name, args in _SIGNATURES.items():
-            f = getattr(lib, name)
-            f.argtypes = args
-            f.restype = None if name.startswith("horecon_default_") else c_int32
+            restype = None if name.startswith("horecon_default_") else c_int32
+            _declare_function(getattr(lib, name), restype, args)
         _DECLARED = True
     return lib
 

@@ -54,6 +54,7 @@ from . import (
     _Options,
     _check,
     _enum,
+    _declare_function,
     _load,
     _numeric,
     _shape_str,
@@ -76,8 +77,7 @@ _SIGNATURES = {
     "horecon_nufft_destroy": (None, [_Handle]),
 }
 for _name, (_restype, _argtypes) in _SIGNATURES.items():
-    _f = getattr(_lib, _name)
-    _f.restype, _f.argtypes = _restype, _argtypes
+    _declare_function(getattr(_lib, _name), _restype, _argtypes)
 
 _DTYPES = {
     np.dtype(np.complex64): (HORECON_PRECISION_ACCURATE, "horecon_nufft_execute"),

@@ -23,7 +23,7 @@ import os
 
 import numpy as np
 
-from . import _grid_dims, _load, _progress
+from . import _declare_function, _grid_dims, _load, _progress
 
 __all__ = [
     "SimError", "shepp_logan", "shepp_logan_kspace", "shepp_logan_band_limited",
@@ -80,9 +80,7 @@ _SIGNATURES = {
     "horecon_sim_percent_error": [_i64, _C, _C, _D],
 }
 for _name, _args in _SIGNATURES.items():
-    _fn = getattr(_lib, _name)
-    _fn.argtypes = _args
-    _fn.restype = ctypes.c_int32
+    _declare_function(getattr(_lib, _name), ctypes.c_int32, _args)
 _lib.horecon_last_error.restype = ctypes.c_char_p
 _lib.horecon_last_error.argtypes = []
 _lib.horecon_sim_set_progress.argtypes = [_progress.FractionFn, ctypes.c_void_p]

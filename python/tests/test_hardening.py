@@ -4,6 +4,7 @@ estimates, and wrong inputs (dtypes, shapes, strided arrays, bad types)
 answered by clear exceptions naming the argument."""
 
 import _thread
+import ctypes
 import gc
 import sys
 import threading
@@ -178,6 +179,25 @@ def test_wrong_inputs_to_setters_and_cg(rng):
     d = np.ones((100, 1), np.complex64)[::2]
     x, info = plan.cg(d, max_iterations=2, bar=False)
     assert x.shape == (8, 8) and info["iterations"] <= 2
+
+
+def test_integers_beyond_the_c_types_are_refused(rng):
+    # ctypes would wrap them silently: 2**32 + 2 iterations would run 2.
+    plan = long_plan(rng, n=8, m=50, coils=1)
+    with pytest.raises(ValueError, match="max_iterations = 4294967298 is out of range"):
+        plan.cg(np.ones(50, np.complex64), max_iterations=2**32 + 2)
+    with pytest.raises(ValueError, match="num_threads = 4294967297 is out of range"):
+        horecon.Plan((2, 2), 1, 4, threads=2**32 + 1)
+    for segments in (2**32 + 3, 2**32 - 1):
+        with pytest.raises(ctypes.ArgumentError, match="out of range"):
+            plan.set_toeplitz(True, segments)
+    with pytest.raises(ctypes.ArgumentError, match="out of range"):
+        horecon.Plan((2**64 + 2, 2), 1, 4)
+    with pytest.raises(ctypes.ArgumentError, match="out of range"):
+        sim.spiral(2**63, 0.2, 3.0, 4e-6)
+    # in range, the plan is as it was
+    x, info = plan.cg(np.ones(50, np.complex64), max_iterations=2, bar=False)
+    assert info["iterations"] <= 2
 
 
 def test_sim_wrong_inputs_and_cancel(rng):
