@@ -336,6 +336,22 @@ static void check_count(const mxArray *a, const char *name, size_t expected, con
     fail("horecon:sizeMismatch", "%s has %zu elements, expected %zu (%s)", name, got, expected, shape);
 }
 
+/* A matrix argument of `rows` rows, read column-major as the C API does: a
+   two-dimensional array with more than one row and more than one column
+   must have exactly `rows` rows, else its transpose would be read as the
+   matrix (an error, not a wrong result). Vectors and arrays of more
+   dimensions are taken by their element count. With a plan `e` (arrays
+   indexed by voxel), the nx x ny image of a one-column 2-D plan array is
+   also accepted. */
+static void check_rows(const mxArray *a, const char *name, size_t rows, const char *shape,
+                       const plan_entry *e) {
+  const mwSize *size = mxGetDimensions(a);
+  if (mxGetNumberOfDimensions(a) != 2 || size[0] < 2 || size[1] < 2 || (size_t)size[0] == rows) return;
+  if (e && e->dims[2] == 1 && (int64_t)size[0] == e->dims[0] && (int64_t)size[1] == e->dims[1]) return;
+  fail("horecon:sizeMismatch", "%s is %zu x %zu, expected %zu rows (%s; a transposed matrix?)", name,
+       (size_t)size[0], (size_t)size[1], rows, shape);
+}
+
 /* A real double/single array as doubles (a copy, freed by MATLAB after the call). */
 static double *real_values(const mxArray *a, const char *name) {
   size_t i, n = mxGetNumberOfElements(a);
@@ -568,6 +584,7 @@ static void cmd_set_positions(int nrhs, const mxArray *prhs[]) {
   plan_entry *e;
   need_args(nrhs, 3, "setPositions");
   e = plan_arg(prhs[1]);
+  check_rows(prhs[2], "P", voxels(e), "N x 3", NULL);
   check(horecon_set_positions(e->plan, real_arg(prhs[2], "P", 3 * voxels(e), "N x 3")));
 }
 
@@ -607,10 +624,13 @@ static void cmd_set_cartesian(int nrhs, const mxArray *prhs[]) {
   check(horecon_set_cartesian(e->plan, mask));
 }
 
-/* The number of columns B of an M x B (or N x B) matrix with `rows` rows. */
-static int32_t columns(const mxArray *a, const char *name, size_t rows, const char *shape) {
+/* The number of columns B of an M x B (or N x B, with the plan `e`: check_rows)
+   matrix with `rows` rows. */
+static int32_t columns(const mxArray *a, const char *name, size_t rows, const char *shape,
+                       const plan_entry *e) {
   size_t n;
   check_numeric(a, name);
+  check_rows(a, name, rows, shape, e);
   n = mxGetNumberOfElements(a);
   if (rows == 0 || n == 0 || n % rows != 0)
     fail("horecon:sizeMismatch", "%s has %zu elements, not a multiple of %zu (%s)", name, n, rows, shape);
@@ -623,7 +643,7 @@ static void cmd_set_solid_harmonics(int nrhs, const mxArray *prhs[]) {
   int32_t b;
   need_args(nrhs, 3, "setSolidHarmonics");
   e = plan_arg(prhs[1]);
-  b = columns(prhs[2], "coef", (size_t)e->samples, "M x B");
+  b = columns(prhs[2], "coef", (size_t)e->samples, "M x B", NULL);
   check(horecon_set_solid_harmonics(e->plan, b, real_values(prhs[2], "coef")));
 }
 
@@ -632,8 +652,9 @@ static void cmd_set_basis(int nrhs, const mxArray *prhs[]) {
   int32_t b;
   need_args(nrhs, 4, "setBasis");
   e = plan_arg(prhs[1]);
-  b = columns(prhs[2], "H", voxels(e), "N x B");
+  b = columns(prhs[2], "H", voxels(e), "N x B", e);
   check_count(prhs[3], "coef", (size_t)b * (size_t)e->samples, "M x B, B = columns of H");
+  check_rows(prhs[3], "coef", (size_t)e->samples, "M x B", NULL);
   check(horecon_set_basis(e->plan, b, real_values(prhs[2], "H"), real_values(prhs[3], "coef")));
 }
 
@@ -642,7 +663,7 @@ static void cmd_set_trajectory(int nrhs, const mxArray *prhs[]) {
   int32_t d;
   need_args(nrhs, 3, "setTrajectory");
   e = plan_arg(prhs[1]);
-  d = columns(prhs[2], "k", (size_t)e->samples, "M x d");
+  d = columns(prhs[2], "k", (size_t)e->samples, "M x d", NULL);
   check(horecon_set_trajectory(e->plan, d, real_values(prhs[2], "k")));
 }
 
@@ -669,6 +690,7 @@ static void cmd_set_sensitivities(int nrhs, const mxArray *prhs[]) {
     check(horecon_set_sensitivities(e->plan, NULL));
     return;
   }
+  check_rows(prhs[2], "S", voxels(e), "N x L or [nx ny nz L]", e);
   check(horecon_set_sensitivities(
       e->plan, complex_arg(prhs[2], "S", voxels(e) * (size_t)e->coils, "N x L or [nx ny nz L]")));
 }
@@ -680,6 +702,13 @@ static void cmd_set_toeplitz(int nrhs, const mxArray *prhs[]) {
   e = plan_arg(prhs[1]);
   segments = integer32(prhs[3], "TimeSegments");
   check(horecon_set_toeplitz(e->plan, flag(prhs[2], "enable"), segments));
+}
+
+/* Data d of a plan, M x L. */
+static horecon_c32 *data_arg(const mxArray *a, const plan_entry *e) {
+  check_numeric(a, "d");
+  check_rows(a, "d", (size_t)e->samples, "M x L", NULL);
+  return complex_arg(a, "d", (size_t)(e->samples * e->coils), "M x L");
 }
 
 static void cmd_forward(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
@@ -698,7 +727,7 @@ static void cmd_adjoint(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   horecon_c32 *d, *x;
   need_args(nrhs, 3, "adjoint");
   e = plan_arg(prhs[1]);
-  d = complex_arg(prhs[2], "d", (size_t)(e->samples * e->coils), "M x L");
+  d = data_arg(prhs[2], e);
   x = (horecon_c32 *)mxMalloc(voxels(e) * sizeof(horecon_c32));
   check(horecon_adjoint(e->plan, d, x));
   plhs[0] = complex_output(voxels(e), 1, x);
@@ -722,7 +751,7 @@ static void cmd_gridding(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   float *w = NULL;
   need_args(nrhs, 4, "gridding");
   e = plan_arg(prhs[1]);
-  d = complex_arg(prhs[2], "d", (size_t)(e->samples * e->coils), "M x L");
+  d = data_arg(prhs[2], e);
   if (!mxIsEmpty(prhs[3])) w = real_singles(prhs[3], "dcf", (size_t)e->samples, "M");
   x = (horecon_c32 *)mxMalloc(voxels(e) * sizeof(horecon_c32));
   check(horecon_gridding(e->plan, d, w, x));
@@ -806,7 +835,7 @@ static void cmd_cg(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   horecon_status s;
   if (nrhs != 18) need_args(nrhs, 15, "cg"); /* 18: + Preconditioner, DiscrepancyTau, NoiseSigma */
   e = plan_arg(prhs[1]);
-  d = complex_arg(prhs[2], "d", (size_t)(e->samples * e->coils), "M x L");
+  d = data_arg(prhs[2], e);
   horecon_default_cg_options(&o);
   {
     int64_t it = integer(prhs[3], "MaxIterations");
@@ -823,7 +852,7 @@ static void cmd_cg(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   } else {
     x = (horecon_c32 *)mxCalloc(voxels(e), sizeof(horecon_c32));
   }
-  verbose = scalar(prhs[9], "Verbose") != 0.0;
+  verbose = flag(prhs[9], "Verbose");
   reweightings = integer(prhs[10], "Reweightings");
   if (reweightings < 0 || reweightings > 10000)
     fail("horecon:invalidArgument", "Reweightings must be 0..1e4, got %lld", (long long)reweightings);
@@ -931,6 +960,7 @@ static size_t points(const mxArray *a, const char *name) {
   check_numeric(a, name);
   n = mxGetNumberOfElements(a);
   if (n == 0 || n % 3 != 0) fail("horecon:sizeMismatch", "%s has %zu elements, not N x 3", name, n);
+  check_rows(a, name, n / 3, "N x 3", NULL);
   return n / 3;
 }
 
@@ -1098,7 +1128,7 @@ static void cmd_sim_block_average(mxArray *plhs[], int nrhs, const mxArray *prhs
   double *dims;
   int64_t f;
   size_t n, nfine, i;
-  horecon_c32 *out;
+  horecon_c32 *fine, *out;
   need_args(nrhs, 4, "simBlockAverage");
   dims = real_arg(prhs[1], "dims", 3, "[nx ny nz]");
   f = integer(prhs[2], "factor");
@@ -1108,9 +1138,9 @@ static void cmd_sim_block_average(mxArray *plhs[], int nrhs, const mxArray *prhs
   n = (size_t)dims[0] * (size_t)dims[1] * (size_t)dims[2];
   nfine = 1;
   for (i = 0; i < 3; ++i) nfine *= (size_t)dims[i] > 1 ? (size_t)dims[i] * (size_t)f : 1;
+  fine = complex_arg(prhs[3], "fine", nfine, "the refined grid"); /* before the output: its size first */
   out = (horecon_c32 *)mxMalloc(n * sizeof(horecon_c32));
-  check(horecon_sim_block_average((int64_t)dims[0], (int64_t)dims[1], (int64_t)dims[2], (int32_t)f,
-                                  complex_arg(prhs[3], "fine", nfine, "the refined grid"), out));
+  check(horecon_sim_block_average((int64_t)dims[0], (int64_t)dims[1], (int64_t)dims[2], (int32_t)f, fine, out));
   plhs[0] = complex_output(n, 1, out);
 }
 
@@ -1208,6 +1238,9 @@ static void cmd_noise_covariance(mxArray *plhs[], int nrhs, const mxArray *prhs[
   check_numeric(prhs[1], "noise");
   m = mxGetM(prhs[1]);
   l = mxGetN(prhs[1]);
+  if (mxGetNumberOfDimensions(prhs[1]) != 2 || l > 1024)
+    fail("horecon:sizeMismatch", "noise must be Mn x L (samples x coils, L at most 1024), got %zu x %zu%s", m, l,
+         mxGetNumberOfDimensions(prhs[1]) != 2 ? " x ..." : "");
   psi = (horecon_c32 *)mxMalloc((l ? l * l : 1) * sizeof(horecon_c32));
   check(horecon_noise_covariance(complex_values(prhs[1], "noise"), (int64_t)m, (int64_t)l, psi));
   plhs[0] = complex_output(l, l, psi);
@@ -1228,13 +1261,13 @@ static void cmd_whiten(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
 static void cmd_cartesian_images(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   int64_t dims[3], l;
   double *fov, *center;
-  horecon_c32 *out;
+  horecon_c32 *kspace, *out;
   need_args(nrhs, 6, "cartesianImages");
   reference_args(prhs + 1, dims, &fov, &center);
   l = positive_count(prhs[4], "ncoils");
+  kspace = complex_arg(prhs[5], "kspace", dims_product(dims) * (size_t)l, "nx*ny*nz x L"); /* before the output */
   out = (horecon_c32 *)mxMalloc(dims_product(dims) * (size_t)l * sizeof(horecon_c32));
-  check(horecon_cartesian_images(dims, fov, center, l,
-                                 complex_arg(prhs[5], "kspace", dims_product(dims) * (size_t)l, "nx*ny*nz x L"), out));
+  check(horecon_cartesian_images(dims, fov, center, l, kspace, out));
   plhs[0] = complex_output(dims_product(dims), (size_t)l, out);
 }
 
@@ -1323,6 +1356,8 @@ static void cmd_estimate_delay(int nlhs, mxArray *plhs[], int nrhs, const mxArra
     if (terms == 0)
       fail("horecon:sizeMismatch", "coef has the shape of the plan's phase model, and this plan has none "
                                    "(setSolidHarmonics, setTrajectory or setBasis first)");
+    check_numeric(prhs[4], "coef");
+    check_rows(prhs[4], "coef", (size_t)e->samples, "M x B of the phase model", NULL);
     coef = real_arg(prhs[4], "coef", (size_t)e->samples * (size_t)terms, "M x B of the phase model");
   }
   horecon_default_delay_options(&o);
@@ -1334,7 +1369,7 @@ static void cmd_estimate_delay(int nlhs, mxArray *plhs[], int nrhs, const mxArra
   o.groups = (uint32_t)non_negative32(prhs[10], "Groups");
   xs = (double *)mxMalloc((size_t)capacity * sizeof(double));
   rs = (double *)mxMalloc((size_t)capacity * sizeof(double));
-  check(horecon_estimate_delay(e->plan, complex_arg(prhs[2], "d", (size_t)(e->samples * e->coils), "M x L"),
+  check(horecon_estimate_delay(e->plan, data_arg(prhs[2], e),
                                coef,
                                real_arg(prhs[3], "t", (size_t)e->samples, "M"), &o, &delay, &residual, capacity, xs,
                                rs, &length));
@@ -1359,6 +1394,7 @@ static void cmd_sim_reference(mxArray *plhs[], int nrhs, const mxArray *prhs[]) 
   check_numeric(prhs[6], "S");
   l = mxGetNumberOfElements(prhs[6]) / (n ? n : 1);
   if (l == 0 || l * n != mxGetNumberOfElements(prhs[6])) fail("horecon:sizeMismatch", "S must be n x L");
+  check_rows(prhs[6], "S", n, "n x L", NULL);
   check_numeric(prhs[8], "echoTimes");
   echoes = mxGetNumberOfElements(prhs[8]);
   out = (horecon_c32 *)mxMalloc(dims_product(dims) * l * (echoes ? echoes : 1) * sizeof(horecon_c32));
@@ -1372,31 +1408,28 @@ static void cmd_sim_reference(mxArray *plhs[], int nrhs, const mxArray *prhs[]) 
 /* horecon_mex('simNoiseCovariance', ncoils, correlation, spread, seed) -> L x L */
 static void cmd_sim_noise_covariance(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   int64_t l;
-  double seed;
+  uint64_t seed;
   horecon_c32 *psi;
   need_args(nrhs, 5, "simNoiseCovariance");
   l = positive_count(prhs[1], "ncoils");
   if (l > 1024) fail("horecon:invalidArgument", "ncoils must be 1..1024, got %lld", (long long)l);
-  seed = scalar(prhs[4], "seed");
-  if (seed < 0 || seed != floor(seed)) fail("horecon:invalidArgument", "seed must be a non-negative integer");
+  seed = seed_arg(prhs[4], "seed");
   psi = (horecon_c32 *)mxMalloc((size_t)(l * l) * sizeof(horecon_c32));
-  check(horecon_sim_noise_covariance(l, scalar(prhs[2], "correlation"), scalar(prhs[3], "spread"), (uint64_t)seed,
-                                     psi));
+  check(horecon_sim_noise_covariance(l, scalar(prhs[2], "correlation"), scalar(prhs[3], "spread"), seed, psi));
   plhs[0] = complex_output((size_t)l, (size_t)l, psi);
 }
 
 /* horecon_mex('simCorrelatedNoise', covariance, values (P x L), seed) -> values + noise */
 static void cmd_sim_correlated_noise(mxArray *plhs[], int nrhs, const mxArray *prhs[]) {
   size_t l, n;
-  double seed;
+  uint64_t seed;
   horecon_c32 *v;
   need_args(nrhs, 4, "simCorrelatedNoise");
   covariance_and_values(prhs[1], prhs[2], &l, &n);
-  seed = scalar(prhs[3], "seed");
-  if (seed < 0 || seed != floor(seed)) fail("horecon:invalidArgument", "seed must be a non-negative integer");
+  seed = seed_arg(prhs[3], "seed");
   v = complex_values(prhs[2], "values");
   check(horecon_sim_correlated_noise(complex_values(prhs[1], "covariance"), (int64_t)l, (int64_t)(n / l),
-                                     (uint64_t)seed, v));
+                                     seed, v));
   plhs[0] = complex_output(n / l, l, v);
 }
 

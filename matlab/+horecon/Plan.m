@@ -63,7 +63,9 @@ classdef Plan < handle
       backend = horecon.Plan.code(opts.Backend, {'auto', 'cpu', 'cuda'}, 'Backend');
       precision = horecon.Plan.code(opts.Precision, {'accurate', 'fast', 'double'}, 'Precision');
       if ~(isnumeric(dims) || islogical(dims)) || ~isreal(dims) || issparse(dims)
-        error('horecon:invalidArgument', 'dims must be a real numeric vector [nx ny nz], got %s', class(dims));
+        kind = class(dims);
+        if issparse(dims), kind = ['sparse ' kind]; elseif ~isreal(dims), kind = ['complex ' kind]; end
+        error('horecon:invalidArgument', 'dims must be a real full numeric vector [nx ny nz], got %s', kind);
       end
       dims = double(dims(:).');
       % counts and options keep their class: horecon_mex names a non-numeric one
@@ -295,8 +297,9 @@ classdef Plan < handle
         c = double(value);
         return;
       end
-      c = find(strcmpi(names, value)) - 1;
-      if ~ischar(value) || isempty(c)
+      c = [];
+      if ischar(value), c = find(strcmpi(names, value)) - 1; end
+      if isempty(c)
         error('horecon:invalidArgument', '%s must be one of: %s', what, strjoin(names, ', '));
       end
     end

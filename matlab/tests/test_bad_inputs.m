@@ -61,6 +61,7 @@ cases = {
   @() p.cg(d, 'Tolerance', complex(1, 1)), inv, 'Tolerance'
   @() p.cg(d, 'Lambda', 'big'), inv, 'Lambda'
   @() p.cg(d, 'Regularizer', {'tikhonov'}), inv, 'Regularizer'
+  @() p.cg(d, 'Regularizer', {}), inv, 'Regularizer'
   @() p.cg(d, 'Regularizer', 2^33), inv, 'Regularizer'
   @() p.cg(d, 'SampleWeights', 'w'), inv, 'SampleWeights'
   @() p.cg(d, 'SampleWeights', ones(13, 1)), siz, 'SampleWeights'
@@ -78,6 +79,8 @@ cases = {
   % plans: sizes, options
   @() horecon.Plan('abc', 1, 10), inv, 'dims'
   @() horecon.Plan({4, 4}, 1, 10), inv, 'dims'
+  @() horecon.Plan(sparse([4 4]), 1, 10), inv, 'dims'
+  @() horecon.Plan([4 4] + 1i, 1, 10), inv, 'dims'
   @() horecon.Plan([4 4 1 1], 1, 10), inv, 'dims'
   @() horecon.Plan([4.5 4 1], 1, 10), inv, 'dims'
   @() horecon.Plan([4 4 1], 'one', 10), inv, 'ncoils'
@@ -117,6 +120,20 @@ cases = {
   @() horecon.calib.estimateDelay(p, d, (1:12)' * 1e-5, [], 'Groups'), inv, 'name/value'
   @() horecon.calib.estimateDelay(p, d, (1:12)' * 1e-5, [], 'Iterations', 2^32 + 2), inv, 'Iterations'
   @() horecon.calib.walsh(p, ones(16, 2), [4 4 1], [0.2 0.2 0.01], [0 0 0], 2^32 + 3), inv, 'Window'
+  % transposed matrices: the element count fits, the shape does not (read as is, the values would be wrong)
+  @() p.setPositions(pr.P.'), siz, 'P'
+  @() p.setSolidHarmonics(pr.coef.'), siz, 'coef'
+  @() p.setTrajectory(ones(2, 12)), siz, 'k'
+  @() p.setBasis(ones(2, 16), ones(12, 2)), siz, 'H'
+  @() p.setBasis(ones(16, 2), ones(2, 12)), siz, 'coef'
+  @() p.setSensitivities(complex(ones(2, 16), 1)), siz, 'S'
+  @() p.adjoint(d.'), siz, 'd'
+  @() p.cg(d.'), siz, 'd'
+  @() horecon.sim.sheppLogan(2, [0.2 0.2 0.2], [0 0 0], pr.P.'), siz, 'P'
+  % a NaN flag, seeds beyond what a double holds exactly
+  @() p.cg(d, 'Verbose', NaN), inv, 'Verbose'
+  @() horecon.sim.noiseCovariance(3, 0.2, 0.3, 1e20), inv, 'seed'
+  @() horecon.sim.noiseCovariance(3, 0.2, 0.3, Inf), inv, 'seed'
   % the gateway itself
   @() horecon_mex(42), inv, 'command'
   @() horecon_mex('bogus'), inv, 'bogus'
@@ -134,5 +151,14 @@ for i = 1:size(cases, 1)
          'case %d (%s): the message does not name %s: %s', i, func2str(cases{i, 1}), cases{i, 3}, err.message);
 end
 assert(isequal(p.forward(pr.x), d_before), 'the plan changed after the failing calls');
+% not transposed: a one-coil 2-D plan's sensitivities as an nx x ny image, a row of one sample's data
+q = horecon.Plan([4 3], 1, 1, 'Backend', 'cpu');
+q.setSensitivities(complex(ones(4, 3), 1));
+q.setSensitivities(complex(ones(12, 1), 1));
+q2 = horecon.Plan([4 3], 2, 1, 'Backend', 'cpu');
+q2.setGridPositions([0.2 0.2 0.01], [0 0 0]);
+q2.setTrajectory([10 20]);
+q2.setSensitivities(complex(ones(4, 3, 2), 1));
+assert(isequal(size(q2.adjoint([1 2])), [4 3]), 'one sample of two coils as a row');
 fprintf('    %d wrong inputs tried: each an error naming its argument\n', size(cases, 1));
 end
