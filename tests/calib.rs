@@ -276,6 +276,25 @@ fn espirit_3d_and_walsh_maps_match_the_truth() {
     let error = map_nrmse(&walsh, &truth, coils, &mask);
     eprintln!("3D Walsh: map NRMSE {:.2} %", 100.0 * error);
     assert!(error <= 0.1, "Walsh map NRMSE {error}");
+
+    // The data's scale does not matter: at 1e20 the calibration's products
+    // would leave float32's range, at 1e-25 fall below it.
+    for scale in [1e20f32, 1e-25] {
+        let scaled = |v: &[Complex32]| -> Vec<Complex32> { v.iter().map(|x| x * scale).collect() };
+        let again = plan.espirit(&grid, &scaled(&kspace), &options).unwrap();
+        let espirit_change = map_nrmse(&again.maps, &result.maps, coils, &mask);
+        let walsh_change = map_nrmse(
+            &plan.walsh(&grid, &scaled(&images), 5).unwrap(),
+            &walsh,
+            coils,
+            &mask,
+        );
+        eprintln!("data x {scale:e}: maps change by {espirit_change:.1e} (ESPIRiT), {walsh_change:.1e} (Walsh)");
+        assert!(
+            espirit_change <= 1e-3 && walsh_change <= 1e-3,
+            "x {scale:e}"
+        );
+    }
 }
 
 #[test]

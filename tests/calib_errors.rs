@@ -230,6 +230,19 @@ fn b0_walsh_whitening_and_delay_bad_input() {
         expect(s, HORECON_ERR_INVALID_ARGUMENT, "noise samples");
         let s = horecon_noise_covariance(values.as_ptr(), 0, 2, cov.as_mut_ptr());
         expect(s, HORECON_ERR_INVALID_ARGUMENT, "nsamples");
+        // Finite noise whose covariance is beyond float32 (|n| ~ 1e20: Ψ ~ 1e40).
+        let loud: Vec<horecon_c32> = (0..8)
+            .map(|i| horecon_c32 {
+                re: 1e20 * (i as f32 - 3.5),
+                im: 1e20 * ((i * i) % 5) as f32,
+            })
+            .collect();
+        let s = horecon_noise_covariance(loud.as_ptr(), 4, 2, cov.as_mut_ptr());
+        expect(s, HORECON_ERR_NOT_FINITE, "covariance");
+        assert!(
+            cov.iter().all(|c| c.re == 0.0 && c.im == 0.0),
+            "covariance written on error"
+        );
 
         // Delay: no phase model yet; then all-zero data and bad options.
         let data = kspace(16 * 2, 1.0);

@@ -126,8 +126,10 @@ pub unsafe extern "C" fn horecon_noise_covariance(
         let (m, l) = (count("nsamples", nsamples)?, count("ncoils", ncoils)?);
         let n = read_c32("noise", noise, product("nsamples*ncoils", m, l)?)?;
         non_null("covariance", covariance)?;
-        let psi = calib::noise::noise_covariance(&n, l)?;
-        write_c32(covariance, &to_c32(&psi));
+        let psi = to_c32(&calib::noise::noise_covariance(&n, l)?);
+        // Noise of magnitude ~1e19 and more: Ψ beyond float32's range.
+        crate::finite::check_result("covariance", &psi)?;
+        write_c32(covariance, &psi);
         Ok(())
     })
 }

@@ -8,7 +8,26 @@ use crate::calib::reference::ReferenceGrid;
 use crate::calib::walsh::walsh;
 use crate::calib::Target;
 use crate::error::{Error, Result};
+use crate::finite::check_result;
 use num_complex::Complex32;
+
+/// Reference data far outside float32's comfortable range (beyond 2^±40)
+/// scaled by a power of two (exact) so that its largest component is in
+/// [1, 2): coil maps and off-resonance are independent of the data's scale,
+/// and the products and sums of the calibration (coil correlations, the
+/// calibration matrix's Gram) would leave float32's range around 1e19 and
+/// fall below it around 1e-19. `None` where no scaling is needed.
+fn unit_scaled(values: &[Complex32]) -> Option<Vec<Complex32>> {
+    let largest = values
+        .iter()
+        .fold(0.0f32, |m, v| m.max(v.re.abs()).max(v.im.abs()));
+    if largest == 0.0 || !largest.is_finite() || (2f32.powi(-40)..=2f32.powi(40)).contains(&largest)
+    {
+        return None;
+    }
+    let factor = 2f32.powi(-largest.log2().floor() as i32);
+    Some(values.iter().map(|v| v * factor).collect())
+}
 
 impl Plan {
     fn check_reference_coils(&self, coils: usize) -> Result<()> {
@@ -30,8 +49,14 @@ impl Plan {
     ) -> Result<EspiritResult> {
         let coils = self.sizes().coils;
         let target = Target::of(self)?;
-        self.pool
-            .install(|| espirit(grid, kspace, coils, options, &target))
+        let scaled = unit_scaled(kspace);
+        let kspace = scaled.as_deref().unwrap_or(kspace);
+        let result = self
+            .pool
+            .install(|| espirit(grid, kspace, coils, options, &target))?;
+        check_result("maps", &result.maps)?;
+        check_result("eigenvalues", &result.eigenvalues)?;
+        Ok(result)
     }
 
     /// Walsh maps (N×L) at the plan's positions from coil images (N_ref×L).
@@ -43,8 +68,13 @@ impl Plan {
     ) -> Result<Vec<Complex32>> {
         let coils = self.sizes().coils;
         let target = Target::of(self)?;
-        self.pool
-            .install(|| walsh(grid, images, coils, window, &target))
+        let scaled = unit_scaled(images);
+        let images = scaled.as_deref().unwrap_or(images);
+        let maps = self
+            .pool
+            .install(|| walsh(grid, images, coils, window, &target))?;
+        check_result("maps", &maps)?;
+        Ok(maps)
     }
 
     /// ω (N, rad/s) at the plan's positions from multi-echo reference k-space
@@ -58,8 +88,13 @@ impl Plan {
         options: &B0Options,
     ) -> Result<B0Result> {
         let target = Target::of(self)?;
-        self.pool
-            .install(|| b0_map(grid, kspace, coils, echo_times, options, &target))
+        let scaled = unit_scaled(kspace);
+        let kspace = scaled.as_deref().unwrap_or(kspace);
+        let result = self
+            .pool
+            .install(|| b0_map(grid, kspace, coils, echo_times, options, &target))?;
+        check_result("omega", &result.omega)?;
+        Ok(result)
     }
 
     /// Checks that reference coil counts match (ESPIRiT, Walsh).
