@@ -246,7 +246,8 @@ fn denoised(positions: &[f64], basis: &[[f64; 3]]) -> Option<Vec<[f64; 3]>> {
     let origin = r(0);
     let mut basis = basis.to_vec();
     let mut radius = 16.0;
-    loop {
+    // 16·8¹⁰ steps is beyond what `place` accepts (1e9).
+    for _ in 0..=10 {
         let inverse = pseudo_inverse(&basis);
         let u = |v: usize| -> [f64; 3] {
             let p = r(v);
@@ -274,10 +275,11 @@ fn denoised(positions: &[f64], basis: &[[f64; 3]]) -> Option<Vec<[f64; 3]>> {
             basis[a] = *step;
         }
         if radius >= extent || !extent.is_finite() {
-            return Some(basis);
+            break;
         }
         radius *= 8.0;
     }
+    Some(basis)
 }
 
 /// The least-squares lattice r_v ≈ c + Σ_a m_{v,a}·b_a through voxels at
@@ -1022,6 +1024,11 @@ mod tests {
             assert_eq!(seen.len(), n);
             assert!(l.grid_points() <= 3 * 40 * 36 * 5);
         }
+        // Long enough for the fit to grow its neighbourhood four times.
+        let (p, kept) = oblique([2000, 2, 1], |v| v % 3 != 1);
+        let n = kept.len();
+        let l = Lattice::detect([n, 1, 1], &last_to_first(&jittered(&p, 4e-4, step), n)).unwrap();
+        assert!(l.grid_points() <= 3 * 2000 * 2);
         let (p, kept) = oblique([20, 16, 3], |v| v % 7 != 3);
         let e = Lattice::detect([kept.len(), 1, 1], &jittered(&p, 1e-2, 0.012)).unwrap_err();
         assert!(e.message.contains("not on a lattice"), "{}", e.message);
