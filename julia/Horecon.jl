@@ -269,16 +269,42 @@ function complex_in(name, a, n)
     return v
 end
 
-"""The number of columns of a rows x B matrix."""
-function columns(name, a, rows)
+"""
+A matrix argument of `rows` rows: a two-dimensional array with more than one
+row and more than one column must have exactly `rows` rows (its transpose
+would be read as the matrix, a wrong result); vectors and arrays of more
+dimensions go by their length. `image` (the plan's (nx, ny) for a 2-D plan,
+else `nothing`) is also accepted as the size of a one-column voxel array.
+"""
+function check_rows(name, a, rows; image = nothing)
+    a isa AbstractMatrix || return nothing
+    (size(a, 1) < 2 || size(a, 2) < 2 || size(a, 1) == rows) && return nothing
+    image !== nothing && size(a) == image && return nothing
+    size_error("$(name) is $(size(a, 1)) x $(size(a, 2)), expected $(rows) rows (a transposed matrix?)")
+end
+
+"""The (nx, ny) image of a 2-D plan (`check_rows`), else `nothing`."""
+plane(p) = p.dims[3] == 1 ? (p.dims[1], p.dims[2]) : nothing
+
+"""The data of `p` (M x L) as the C API reads it."""
+function data_in(p::Plan, d)
+    check_rows("data", d, p.nsamples)
+    return complex_in("data", d, p.nsamples * p.ncoils)
+end
+
+"""The number of columns of a rows x B matrix (`check_rows`)."""
+function columns(name, a, rows; image = nothing)
+    check_rows(name, a, rows; image = image)
     n = length(a)
     (n > 0 && n % rows == 0) || size_error("$(name) has $(n) elements, not a multiple of $(rows)")
     return n ÷ rows
 end
 
-set_positions!(p::Plan, P) =
+function set_positions!(p::Plan, P)
+    check_rows("positions", P, nvoxels(p))
     check(ccall((:horecon_set_positions, LIB), Int32, (Ptr{Cvoid}, Ptr{Float64}), live(p),
                 real_in("positions", P, 3 * nvoxels(p))))
+end
 
 set_grid_positions!(p::Plan, fov, center = (0.0, 0.0, 0.0)) =
     check(ccall((:horecon_set_grid_positions, LIB), Int32, (Ptr{Cvoid}, Ptr{Float64}, Ptr{Float64}),
@@ -305,7 +331,8 @@ function set_solid_harmonics!(p::Plan, coefficients)
 end
 
 function set_basis!(p::Plan, basis, coefficients)
-    b = columns("basis", basis, nvoxels(p))
+    b = columns("basis", basis, nvoxels(p); image = plane(p))
+    check_rows("coefficients", coefficients, p.nsamples)
     check(ccall((:horecon_set_basis, LIB), Int32, (Ptr{Cvoid}, Int32, Ptr{Float64}, Ptr{Float64}), live(p),
                 Int32(b), real_in("basis", basis, b * nvoxels(p)),
                 real_in("coefficients", coefficients, b * p.nsamples)))
@@ -334,6 +361,7 @@ function set_sensitivities!(p::Plan, S)
         return check(ccall((:horecon_set_sensitivities, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}),
                            live(p), C_NULL))
     end
+    check_rows("sensitivities", S, nvoxels(p); image = plane(p))
     check(ccall((:horecon_set_sensitivities, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}), live(p),
                 complex_in("sensitivities", S, nvoxels(p) * p.ncoils)))
 end
@@ -398,7 +426,7 @@ end
 
 """x = E^H d: data M x L -> image in the plan's shape."""
 function adjoint(p::Plan, d; progress = nothing)
-    din = complex_in("data", d, p.nsamples * p.ncoils)
+    din = data_in(p, d)
     x = Vector{ComplexF32}(undef, nvoxels(p))
     long_call("adjoint", progress) do
         ccall((:horecon_adjoint, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{ComplexF32}), live(p), din, x)
@@ -428,7 +456,7 @@ phase model set_trajectory! or solid harmonics (orders 0 and 1 used); a user
 basis is refused. `dcf` M non-negative weights or `nothing` (Pipe-Menon).
 """
 function gridding(p::Plan, d, dcf = nothing; progress = nothing)
-    din = complex_in("data", d, p.nsamples * p.ncoils)
+    din = data_in(p, d)
     # ccall converts a Vector{Float32} to a pointer kept alive for the call, C_NULL as is.
     w = dcf === nothing ? Ptr{Cfloat}(C_NULL) : Vector{Float32}(real_in("dcf", dcf, p.nsamples))
     x = Vector{ComplexF32}(undef, nvoxels(p))
@@ -503,7 +531,7 @@ function cg(p::Plan, d; max_iterations::Integer = 50, tolerance::Real = 1e-6, re
             lambda::Real = 0.0, sample_weights = nothing, x0 = nothing, reweightings = nothing,
             epsilon = nothing, sigma = nothing, fd_weights = nothing, neighbours::Integer = 6,
             progress = nothing)
-    din = complex_in("data", d, p.nsamples * p.ncoils)
+    din = data_in(p, d)
     haskey(REGULARIZERS, regularizer) || invalid("unknown regularizer $(regularizer)")
     w = sample_weights === nothing ? nothing : Vector{Float32}(real_in("sample_weights", sample_weights, p.nsamples))
     axes = count(>(1), p.dims)
