@@ -84,7 +84,9 @@ pub fn lattice_steps(dims: [usize; 3], positions: &[f64], what: &str) -> Result<
                         Status::InvalidArgument,
                         format!(
                             "{what} needs voxel positions on a regular grid (r_n = r_0 + ix*a + iy*b + iz*c, \
-                             as set_grid_positions makes): voxel {v} is {deviation:.3e} m off it"
+                             as set_grid_positions makes): voxel {v} is {deviation:.3e} m off it (at most \
+                             {LATTICE_TOLERANCE:.0e} of the largest step; positions rounded to float32 are off by up to \
+                             6e-8 of their distance from the origin: compute them in double precision)"
                         ),
                     ));
                 }
