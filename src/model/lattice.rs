@@ -43,10 +43,14 @@ const ON_LATTICE: f64 = 1e-3;
 /// them to [`ON_LATTICE`].
 const NOISY_SLACK: f64 = 0.05;
 /// The sine of the angle beyond which a voxel spacing is off the span of the
-/// lattice vectors found so far ([`off_span`]): well above what noise of
-/// [`ON_LATTICE`] of a step on each voxel gives a spacing (≤ 2e-3), well
-/// below the angles between a lattice's shortest independent vectors.
-const OFF_SPAN: f64 = 1e-2;
+/// lattice vectors found so far ([`off_span`]): for positions as given, and
+/// for [`noisy_placed`] (well above the angle that noise of [`ON_LATTICE`] of
+/// a step on each voxel gives a spacing of a few steps, ≤ 2e-3, well below
+/// the angles between a lattice's shortest independent vectors; a voxel
+/// farther than 1/`NOISY_SPAN` steps along a line from every probe voxel and
+/// one step off it is then taken as on it).
+const OFF_SPAN: f64 = 1e-3;
+const NOISY_SPAN: f64 = 1e-2;
 /// Voxels whose neighbourhoods give the candidate lattice vectors.
 const PROBE_VOXELS: usize = 48;
 /// Nearest neighbours kept per probe voxel.
@@ -118,7 +122,7 @@ impl Lattice {
     /// A lattice through any list of points (masked subsets, any order).
     fn from_points(positions: &[f64]) -> Result<Lattice> {
         let n = positions.len() / 3;
-        let basis = lattice_basis(positions)?;
+        let basis = lattice_basis(positions, OFF_SPAN)?;
         if basis.is_empty() {
             // A single voxel (or all at one place, refused below as coincident).
             return if n == 1 {
@@ -130,10 +134,9 @@ impl Lattice {
                 Err(not_a_lattice("all voxels are at the same position"))
             };
         }
-        let k = basis.len();
-        let mut coords = match placed(positions, basis.clone(), ON_LATTICE) {
-            Ok(coords) => coords,
-            Err(e) => noisy_placed(positions, &basis)?.ok_or(e)?,
+        let (mut coords, k) = match placed(positions, basis.clone(), ON_LATTICE) {
+            Ok(coords) => (coords, basis.len()),
+            Err(e) => noisy_placed(positions)?.ok_or(e)?,
         };
         compact_box(&mut coords, k);
         let mut low = [i64::MAX; 3];
@@ -214,19 +217,22 @@ fn placed(positions: &[f64], mut basis: Vec<[f64; 3]>, slack: f64) -> Result<Vec
 /// 0.3 m off centre), which [`placed`] does not admit: it measures offsets
 /// from voxel 0 against single voxel spacings, whose error grows with the
 /// steps from voxel 0. Here the basis is fitted to the voxels first
-/// ([`denoised`]), the voxels are placed within [`NOISY_SLACK`], and every
+/// ([`denoised`]; the vectors chosen with [`NOISY_SPAN`]), the voxels are
+/// placed within [`NOISY_SLACK`], and every
 /// voxel must lie within [`ON_LATTICE`] of the least-squares lattice through
 /// them ([`Fit`]; else an error saying how far). `None` where this placement
 /// fails too.
-fn noisy_placed(positions: &[f64], basis: &[[f64; 3]]) -> Result<Option<Vec<i64>>> {
+fn noisy_placed(positions: &[f64]) -> Result<Option<(Vec<i64>, usize)>> {
+    let basis = lattice_basis(positions, NOISY_SPAN)?;
+    let k = basis.len();
     let Some(coords) =
-        denoised(positions, basis).and_then(|basis| placed(positions, basis, NOISY_SLACK).ok())
+        denoised(positions, &basis).and_then(|basis| placed(positions, basis, NOISY_SLACK).ok())
     else {
         return Ok(None);
     };
     let at = |v: usize| [coords[3 * v], coords[3 * v + 1], coords[3 * v + 2]];
     match Fit::new(positions, None, at).map(|fit| fit.largest_offset(positions, None, at)) {
-        Some(off) if off <= ON_LATTICE => Ok(Some(coords)),
+        Some(off) if off <= ON_LATTICE => Ok(Some((coords, k))),
         Some(off) => Err(not_a_lattice(&format!(
             "the voxels lie up to {off:.1e} of a lattice step off the least-squares lattice \
              through them (at most {ON_LATTICE:.0e})"
@@ -637,7 +643,7 @@ fn cross(a: [f64; 3], b: [f64; 3]) -> [f64; 3] {
 /// more voxel widths apart, a voxel's [`NEIGHBOURS`] nearest all lie in its
 /// slice), the next vector is the shortest difference off their span
 /// ([`shortest_off_span`]).
-fn lattice_basis(positions: &[f64]) -> Result<Vec<[f64; 3]>> {
+fn lattice_basis(positions: &[f64], sine: f64) -> Result<Vec<[f64; 3]>> {
     let n = positions.len() / 3;
     let r = |v: usize| [positions[v], positions[n + v], positions[2 * n + v]];
     let probes = n.min(PROBE_VOXELS);
@@ -668,12 +674,12 @@ fn lattice_basis(positions: &[f64]) -> Result<Vec<[f64; 3]>> {
         if basis.len() == 3 {
             break;
         }
-        if off_span(&basis, d) {
+        if off_span(&basis, d, sine) {
             basis.push(d);
         }
     }
     while basis.len() < 3 {
-        match shortest_off_span(positions, &basis) {
+        match shortest_off_span(positions, &basis, sine) {
             Some(d) => basis.push(d),
             None => break,
         }
@@ -681,18 +687,18 @@ fn lattice_basis(positions: &[f64]) -> Result<Vec<[f64; 3]>> {
     Ok(basis)
 }
 
-/// Whether `d` lies off the span of the 0–2 vectors `basis` by more than
-/// [`OFF_SPAN`] of its length (the test [`lattice_basis`] applies to its
-/// candidates).
-fn off_span(basis: &[[f64; 3]], d: [f64; 3]) -> bool {
+/// Whether `d` lies off the span of the 0–2 vectors `basis`, at an angle
+/// whose sine exceeds `sine` ([`OFF_SPAN`], [`NOISY_SPAN`]; the test
+/// [`lattice_basis`] applies to its candidates).
+fn off_span(basis: &[[f64; 3]], d: [f64; 3], sine: f64) -> bool {
     let length = norm(d);
     match basis.len() {
         0 => length > 0.0,
-        1 => norm(cross(basis[0], d)) > OFF_SPAN * norm(basis[0]) * length,
+        1 => norm(cross(basis[0], d)) > sine * norm(basis[0]) * length,
         2 => {
             let normal = cross(basis[0], basis[1]);
             let volume = (normal[0] * d[0] + normal[1] * d[1] + normal[2] * d[2]).abs();
-            volume > OFF_SPAN * norm(normal) * length
+            volume > sine * norm(normal) * length
         }
         _ => false,
     }
@@ -701,7 +707,7 @@ fn off_span(basis: &[[f64; 3]], d: [f64; 3]) -> bool {
 /// The shortest difference from a probe voxel to any voxel off the span of
 /// `basis`, or `None` when every voxel lies in the span through the probes
 /// (all voxels are scanned for each of [`PROBE_VOXELS`] probes).
-fn shortest_off_span(positions: &[f64], basis: &[[f64; 3]]) -> Option<[f64; 3]> {
+fn shortest_off_span(positions: &[f64], basis: &[[f64; 3]], sine: f64) -> Option<[f64; 3]> {
     let n = positions.len() / 3;
     let r = |v: usize| [positions[v], positions[n + v], positions[2 * n + v]];
     let probes = n.min(PROBE_VOXELS);
@@ -714,7 +720,7 @@ fn shortest_off_span(positions: &[f64], basis: &[[f64; 3]]) -> Option<[f64; 3]> 
                     let q = r(v);
                     std::array::from_fn::<f64, 3, _>(|c| q[c] - centre[c])
                 })
-                .filter(|&d| off_span(basis, d))
+                .filter(|&d| off_span(basis, d, sine))
                 .map(|d| (d[0] * d[0] + d[1] * d[1] + d[2] * d[2], d))
                 .min_by(|a, b| a.0.total_cmp(&b.0))
         })
@@ -1032,6 +1038,22 @@ mod tests {
         let (p, kept) = oblique([20, 16, 3], |v| v % 7 != 3);
         let e = Lattice::detect([kept.len(), 1, 1], &jittered(&p, 1e-2, 0.012)).unwrap_err();
         assert!(e.message.contains("not on a lattice"), "{}", e.message);
+    }
+
+    /// A long row and one voxel of the next row far from every probe voxel
+    /// (104 steps along): its spacing from them is 1 step off the row's line,
+    /// at an angle of 1/104 only.
+    #[test]
+    fn a_far_voxel_off_a_long_row_spans_the_second_axis() {
+        let n = 10_000;
+        let mut p = vec![0.0; 3 * (n + 1)];
+        for (v, x) in p.iter_mut().take(n).enumerate() {
+            *x = v as f64 * 1e-3;
+        }
+        p[n] = 104e-3;
+        p[(n + 1) + n] = 1e-3;
+        let l = Lattice::detect([n + 1, 1, 1], &p).unwrap();
+        assert_eq!(l.grid_points(), 2 * n, "{:?}", l.modes);
     }
 
     #[test]
