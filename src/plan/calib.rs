@@ -25,8 +25,16 @@ fn unit_scaled(values: &[Complex32]) -> Option<Vec<Complex32>> {
     {
         return None;
     }
-    let factor = 2f32.powi(-largest.log2().floor() as i32);
-    Some(values.iter().map(|v| v * factor).collect())
+    // In float64: 2^126 and more (data below 2^-126, down to the subnormals)
+    // would overflow a float32 factor.
+    let factor = 2f64.powi(-(largest as f64).log2().floor() as i32);
+    let scale = |x: f32| (x as f64 * factor) as f32;
+    Some(
+        values
+            .iter()
+            .map(|v| Complex32::new(scale(v.re), scale(v.im)))
+            .collect(),
+    )
 }
 
 impl Plan {
