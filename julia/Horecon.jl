@@ -270,21 +270,17 @@ function complex_in(name, a, n)
 end
 
 """
-A matrix argument of `rows` rows: a two-dimensional array with more than one
-row and more than one column must have exactly `rows` rows (its transpose
-would be read as the matrix, a wrong result); vectors and arrays of more
-dimensions go by their length. `image` (the plan's (nx, ny) for a 2-D plan,
-else `nothing`) is also accepted as the size of a one-column voxel array.
+A matrix argument of `rows` rows, read column-major as the C API does: a
+matrix shaped as its transpose (`rows` columns and another number of rows,
+more than one) is a size error, not a wrong result. Anything else goes by
+its length: vectors, arrays of more dimensions, an image of the plan's grid,
+one coil's data as a matrix.
 """
-function check_rows(name, a, rows; image = nothing)
+function check_rows(name, a, rows)
     a isa AbstractMatrix || return nothing
-    (size(a, 1) < 2 || size(a, 2) < 2 || size(a, 1) == rows) && return nothing
-    image !== nothing && size(a) == image && return nothing
+    (size(a, 1) > 1 && size(a, 1) != rows && size(a, 2) == rows) || return nothing
     size_error("$(name) is $(size(a, 1)) x $(size(a, 2)), expected $(rows) rows (a transposed matrix?)")
 end
-
-"""The (nx, ny) image of a 2-D plan (`check_rows`), else `nothing`."""
-plane(p) = p.dims[3] == 1 ? (p.dims[1], p.dims[2]) : nothing
 
 """The data of `p` (M x L) as the C API reads it."""
 function data_in(p::Plan, d)
@@ -293,8 +289,8 @@ function data_in(p::Plan, d)
 end
 
 """The number of columns of a rows x B matrix (`check_rows`)."""
-function columns(name, a, rows; image = nothing)
-    check_rows(name, a, rows; image = image)
+function columns(name, a, rows)
+    check_rows(name, a, rows)
     n = length(a)
     (n > 0 && n % rows == 0) || size_error("$(name) has $(n) elements, not a multiple of $(rows)")
     return n ÷ rows
@@ -331,7 +327,7 @@ function set_solid_harmonics!(p::Plan, coefficients)
 end
 
 function set_basis!(p::Plan, basis, coefficients)
-    b = columns("basis", basis, nvoxels(p); image = plane(p))
+    b = columns("basis", basis, nvoxels(p))
     check_rows("coefficients", coefficients, p.nsamples)
     check(ccall((:horecon_set_basis, LIB), Int32, (Ptr{Cvoid}, Int32, Ptr{Float64}, Ptr{Float64}), live(p),
                 Int32(b), real_in("basis", basis, b * nvoxels(p)),
@@ -361,7 +357,7 @@ function set_sensitivities!(p::Plan, S)
         return check(ccall((:horecon_set_sensitivities, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}),
                            live(p), C_NULL))
     end
-    check_rows("sensitivities", S, nvoxels(p); image = plane(p))
+    check_rows("sensitivities", S, nvoxels(p))
     check(ccall((:horecon_set_sensitivities, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}), live(p),
                 complex_in("sensitivities", S, nvoxels(p) * p.ncoils)))
 end

@@ -337,19 +337,15 @@ static void check_count(const mxArray *a, const char *name, size_t expected, con
 }
 
 /* A matrix argument of `rows` rows, read column-major as the C API does: a
-   two-dimensional array with more than one row and more than one column
-   must have exactly `rows` rows, else its transpose would be read as the
-   matrix (an error, not a wrong result). Vectors and arrays of more
-   dimensions are taken by their element count. With a plan `e` (arrays
-   indexed by voxel), the nx x ny image of a one-column 2-D plan array is
-   also accepted. */
-static void check_rows(const mxArray *a, const char *name, size_t rows, const char *shape,
-                       const plan_entry *e) {
+   two-dimensional array shaped as its transpose (`rows` columns and another
+   number of rows, more than one) is an error, not a wrong result. Anything
+   else goes by its element count: vectors, arrays of more dimensions, an
+   image of the plan's grid, one coil's data as a matrix. */
+static void check_rows(const mxArray *a, const char *name, size_t rows, const char *shape) {
   const mwSize *size = mxGetDimensions(a);
-  if (mxGetNumberOfDimensions(a) != 2 || size[0] < 2 || size[1] < 2 || (size_t)size[0] == rows) return;
-  if (e && e->dims[2] == 1 && (int64_t)size[0] == e->dims[0] && (int64_t)size[1] == e->dims[1]) return;
-  fail("horecon:sizeMismatch", "%s is %zu x %zu, expected %zu rows (%s; a transposed matrix?)", name,
-       (size_t)size[0], (size_t)size[1], rows, shape);
+  if (mxGetNumberOfDimensions(a) == 2 && size[0] > 1 && (size_t)size[0] != rows && (size_t)size[1] == rows)
+    fail("horecon:sizeMismatch", "%s is %zu x %zu, expected %zu rows (%s; a transposed matrix?)", name,
+         (size_t)size[0], (size_t)size[1], rows, shape);
 }
 
 /* A real double/single array as doubles (a copy, freed by MATLAB after the call). */
@@ -584,7 +580,8 @@ static void cmd_set_positions(int nrhs, const mxArray *prhs[]) {
   plan_entry *e;
   need_args(nrhs, 3, "setPositions");
   e = plan_arg(prhs[1]);
-  check_rows(prhs[2], "P", voxels(e), "N x 3", NULL);
+  check_numeric(prhs[2], "P");
+  check_rows(prhs[2], "P", voxels(e), "N x 3");
   check(horecon_set_positions(e->plan, real_arg(prhs[2], "P", 3 * voxels(e), "N x 3")));
 }
 
@@ -624,13 +621,11 @@ static void cmd_set_cartesian(int nrhs, const mxArray *prhs[]) {
   check(horecon_set_cartesian(e->plan, mask));
 }
 
-/* The number of columns B of an M x B (or N x B, with the plan `e`: check_rows)
-   matrix with `rows` rows. */
-static int32_t columns(const mxArray *a, const char *name, size_t rows, const char *shape,
-                       const plan_entry *e) {
+/* The number of columns B of an M x B (or N x B) matrix with `rows` rows. */
+static int32_t columns(const mxArray *a, const char *name, size_t rows, const char *shape) {
   size_t n;
   check_numeric(a, name);
-  check_rows(a, name, rows, shape, e);
+  check_rows(a, name, rows, shape);
   n = mxGetNumberOfElements(a);
   if (rows == 0 || n == 0 || n % rows != 0)
     fail("horecon:sizeMismatch", "%s has %zu elements, not a multiple of %zu (%s)", name, n, rows, shape);
@@ -643,7 +638,7 @@ static void cmd_set_solid_harmonics(int nrhs, const mxArray *prhs[]) {
   int32_t b;
   need_args(nrhs, 3, "setSolidHarmonics");
   e = plan_arg(prhs[1]);
-  b = columns(prhs[2], "coef", (size_t)e->samples, "M x B", NULL);
+  b = columns(prhs[2], "coef", (size_t)e->samples, "M x B");
   check(horecon_set_solid_harmonics(e->plan, b, real_values(prhs[2], "coef")));
 }
 
@@ -652,9 +647,9 @@ static void cmd_set_basis(int nrhs, const mxArray *prhs[]) {
   int32_t b;
   need_args(nrhs, 4, "setBasis");
   e = plan_arg(prhs[1]);
-  b = columns(prhs[2], "H", voxels(e), "N x B", e);
+  b = columns(prhs[2], "H", voxels(e), "N x B");
   check_count(prhs[3], "coef", (size_t)b * (size_t)e->samples, "M x B, B = columns of H");
-  check_rows(prhs[3], "coef", (size_t)e->samples, "M x B", NULL);
+  check_rows(prhs[3], "coef", (size_t)e->samples, "M x B");
   check(horecon_set_basis(e->plan, b, real_values(prhs[2], "H"), real_values(prhs[3], "coef")));
 }
 
@@ -663,7 +658,7 @@ static void cmd_set_trajectory(int nrhs, const mxArray *prhs[]) {
   int32_t d;
   need_args(nrhs, 3, "setTrajectory");
   e = plan_arg(prhs[1]);
-  d = columns(prhs[2], "k", (size_t)e->samples, "M x d", NULL);
+  d = columns(prhs[2], "k", (size_t)e->samples, "M x d");
   check(horecon_set_trajectory(e->plan, d, real_values(prhs[2], "k")));
 }
 
@@ -690,7 +685,8 @@ static void cmd_set_sensitivities(int nrhs, const mxArray *prhs[]) {
     check(horecon_set_sensitivities(e->plan, NULL));
     return;
   }
-  check_rows(prhs[2], "S", voxels(e), "N x L or [nx ny nz L]", e);
+  check_numeric(prhs[2], "S");
+  check_rows(prhs[2], "S", voxels(e), "N x L or [nx ny nz L]");
   check(horecon_set_sensitivities(
       e->plan, complex_arg(prhs[2], "S", voxels(e) * (size_t)e->coils, "N x L or [nx ny nz L]")));
 }
@@ -707,7 +703,7 @@ static void cmd_set_toeplitz(int nrhs, const mxArray *prhs[]) {
 /* Data d of a plan, M x L. */
 static horecon_c32 *data_arg(const mxArray *a, const plan_entry *e) {
   check_numeric(a, "d");
-  check_rows(a, "d", (size_t)e->samples, "M x L", NULL);
+  check_rows(a, "d", (size_t)e->samples, "M x L");
   return complex_arg(a, "d", (size_t)(e->samples * e->coils), "M x L");
 }
 
@@ -960,7 +956,7 @@ static size_t points(const mxArray *a, const char *name) {
   check_numeric(a, name);
   n = mxGetNumberOfElements(a);
   if (n == 0 || n % 3 != 0) fail("horecon:sizeMismatch", "%s has %zu elements, not N x 3", name, n);
-  check_rows(a, name, n / 3, "N x 3", NULL);
+  check_rows(a, name, n / 3, "N x 3");
   return n / 3;
 }
 
@@ -1357,7 +1353,7 @@ static void cmd_estimate_delay(int nlhs, mxArray *plhs[], int nrhs, const mxArra
       fail("horecon:sizeMismatch", "coef has the shape of the plan's phase model, and this plan has none "
                                    "(setSolidHarmonics, setTrajectory or setBasis first)");
     check_numeric(prhs[4], "coef");
-    check_rows(prhs[4], "coef", (size_t)e->samples, "M x B of the phase model", NULL);
+    check_rows(prhs[4], "coef", (size_t)e->samples, "M x B of the phase model");
     coef = real_arg(prhs[4], "coef", (size_t)e->samples * (size_t)terms, "M x B of the phase model");
   }
   horecon_default_delay_options(&o);
@@ -1394,7 +1390,7 @@ static void cmd_sim_reference(mxArray *plhs[], int nrhs, const mxArray *prhs[]) 
   check_numeric(prhs[6], "S");
   l = mxGetNumberOfElements(prhs[6]) / (n ? n : 1);
   if (l == 0 || l * n != mxGetNumberOfElements(prhs[6])) fail("horecon:sizeMismatch", "S must be n x L");
-  check_rows(prhs[6], "S", n, "n x L", NULL);
+  check_rows(prhs[6], "S", n, "n x L");
   check_numeric(prhs[8], "echoTimes");
   echoes = mxGetNumberOfElements(prhs[8]);
   out = (horecon_c32 *)mxMalloc(dims_product(dims) * l * (echoes ? echoes : 1) * sizeof(horecon_c32));

@@ -160,5 +160,12 @@ q2.setGridPositions([0.2 0.2 0.01], [0 0 0]);
 q2.setTrajectory([10 20]);
 q2.setSensitivities(complex(ones(4, 3, 2), 1));
 assert(isequal(size(q2.adjoint([1 2])), [4 3]), 'one sample of two coils as a row');
+% one coil's data as a matrix (nread x nshots), a [1 ny nz] plan's squeezed image as S
+q3 = horecon.Plan([4 3], 1, 12, 'Backend', 'cpu');
+q3.setGridPositions([0.2 0.2 0.01], [0 0 0]);
+q3.setTrajectory(randn(12, 2) * 10);
+assert(isequal(q3.adjoint(ones(4, 3)), q3.adjoint(ones(12, 1))), 'one coil''s data as a 4 x 3 matrix');
+q4 = horecon.Plan([1 4 3], 1, 2, 'Backend', 'cpu');
+q4.setSensitivities(complex(ones(4, 3), 1));
 fprintf('    %d wrong inputs tried: each an error naming its argument\n', size(cases, 1));
 end
