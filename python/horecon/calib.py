@@ -186,6 +186,7 @@ def espirit(plan, kspace, fov, center=0.0, kernel=6, calibration=24, threshold=0
 def walsh(plan, images, fov, center=0.0, window=5):
     """Walsh adaptive-combine maps (N, L) at the plan's positions from coil
     images [ix, iy, (iz,) coil] on the reference grid (ncoils = plan.ncoils)."""
+    _lib()  # declares horecon_walsh's argument types (a 64-bit plan handle, not an int)
     arr = _coil_array("images", images, plan)
     dims, f, c = _grid(arr.shape[:-1], fov, center, "images")
     m = _c(arr)

@@ -121,3 +121,22 @@ def test_whitening_and_correlated_noise_leave_their_input_alone():
         assert np.array_equal(values, before)
         assert not np.shares_memory(out, values) and not np.shares_memory(noisy, values)
         assert not np.array_equal(noisy, values)
+
+
+def test_walsh_as_the_first_calibration_call_of_a_process():
+    # horecon_walsh's argument types were declared only by the other calib
+    # functions: called first, the 64-bit plan handle went through as an int.
+    code = (
+        "import numpy as np, horecon, horecon.calib as calib\n"
+        "p = horecon.Plan((16, 16), 2, 4, backend='cpu')\n"
+        "p.set_grid_positions((0.2, 0.2, 0.01))\n"
+        "rng = np.random.default_rng(3)\n"
+        "img = (rng.standard_normal((16, 16, 2)) + 1j * rng.standard_normal((16, 16, 2))).astype(np.complex64)\n"
+        "maps = calib.walsh(p, img, (0.2, 0.2, 0.01))\n"
+        "assert maps.shape == (256, 2) and np.all(np.isfinite(maps))\n"
+        "print('ok')\n"
+    )
+    import subprocess
+
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", (run.returncode, run.stderr[-2000:])
