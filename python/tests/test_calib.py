@@ -136,7 +136,11 @@ def test_walsh_as_the_first_calibration_call_of_a_process():
         "assert maps.shape == (256, 2) and np.all(np.isfinite(maps))\n"
         "print('ok')\n"
     )
+    import os
     import subprocess
 
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    # the package as this process imported it (the tests may put it on sys.path themselves)
+    package_root = str(Path(horecon.__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]))
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert run.returncode == 0 and run.stdout.strip() == "ok", (run.returncode, run.stderr[-2000:])
