@@ -78,17 +78,9 @@ impl Lattice {
     /// Finds the lattice of `positions` (N×3, first index fastest) for a plan
     /// of `dims`; `InvalidArgument` with the reason when there is none.
     pub fn detect(dims: [usize; 3], positions: &[f64]) -> Result<Lattice> {
-        let grid_index = |v: usize| -> [i64; 3] {
-            let i = [
-                v % dims[0],
-                (v / dims[0]) % dims[1],
-                v / (dims[0] * dims[1]),
-            ];
-            i.map(|x| x as i64)
-        };
+        let grid_index = |v: usize| split_index(v, dims).map(|x| x as i64);
         if lattice_steps(dims, positions, "the fast path").is_ok()
-            || Fit::new(positions, None, grid_index)
-                .is_some_and(|fit| fit.largest_offset(positions, None, grid_index) <= ON_LATTICE)
+            || fitted_offset(positions, grid_index).is_some_and(|off| off <= ON_LATTICE)
         {
             return Ok(Lattice {
                 modes: dims,
@@ -114,8 +106,7 @@ impl Lattice {
     /// m_n along each axis (index − ⌊n/2⌋) of voxel `v`.
     pub fn coordinates(&self, v: usize) -> [f64; 3] {
         let g = self.index.as_ref().map_or(v, |index| index[v]);
-        let [n0, n1, _] = self.modes;
-        let i = [g % n0, (g / n0) % n1, g / (n0 * n1)];
+        let i = split_index(g, self.modes);
         std::array::from_fn(|a| i[a] as f64 - (self.modes[a] / 2) as f64)
     }
 
@@ -231,7 +222,7 @@ fn noisy_placed(positions: &[f64]) -> Result<Option<(Vec<i64>, usize)>> {
         return Ok(None);
     };
     let at = |v: usize| [coords[3 * v], coords[3 * v + 1], coords[3 * v + 2]];
-    match Fit::new(positions, None, at).map(|fit| fit.largest_offset(positions, None, at)) {
+    match fitted_offset(positions, at) {
         Some(off) if off <= ON_LATTICE => Ok(Some((coords, k))),
         Some(off) => Err(not_a_lattice(&format!(
             "the voxels lie up to {off:.1e} of a lattice step off the least-squares lattice \
@@ -248,7 +239,7 @@ fn noisy_placed(positions: &[f64]) -> Result<Option<(Vec<i64>, usize)>> {
 /// step. `None` where a fit is degenerate.
 fn denoised(positions: &[f64], basis: &[[f64; 3]]) -> Option<Vec<[f64; 3]>> {
     let n = positions.len() / 3;
-    let r = |v: usize| [positions[v], positions[n + v], positions[2 * n + v]];
+    let r = |v: usize| position(positions, v);
     let origin = r(0);
     let mut basis = basis.to_vec();
     let mut radius = 16.0;
@@ -322,7 +313,7 @@ impl Fit {
         coords: impl Fn(usize) -> [i64; 3] + Sync,
     ) -> Option<Fit> {
         let n = positions.len() / 3;
-        let r = |v: usize| [positions[v], positions[n + v], positions[2 * n + v]];
+        let r = |v: usize| position(positions, v);
         let count = voxels.map_or(n, <[usize]>::len);
         let first = voxels.map_or(Some(0), |l| l.first().copied())?;
         let m = |v: usize| coords(v).map(|x| x as f64);
@@ -369,12 +360,8 @@ impl Fit {
         fit.steps = (0..k)
             .map(|a| std::array::from_fn(|c| (0..k).map(|j| cross[c][j] * inverse[j][a]).sum()))
             .collect();
-        let shortest = fit
-            .steps
-            .iter()
-            .map(|b| norm(*b))
-            .fold(f64::INFINITY, f64::min);
-        (shortest.is_finite() && shortest > 0.0).then_some(fit)
+        let step = shortest(&fit.steps);
+        (step.is_finite() && step > 0.0).then_some(fit)
     }
 
     /// Voxel v's coordinates along the fit's axes and its position, both
@@ -385,11 +372,7 @@ impl Fit {
         v: usize,
         coords: &impl Fn(usize) -> [i64; 3],
     ) -> ([f64; 3], [f64; 3]) {
-        let n = positions.len() / 3;
-        let (m, r) = (
-            coords(v),
-            [positions[v], positions[n + v], positions[2 * n + v]],
-        );
+        let (m, r) = (coords(v), position(positions, v));
         let x = std::array::from_fn(|i| {
             self.axes
                 .get(i)
@@ -398,22 +381,12 @@ impl Fit {
         (x, std::array::from_fn(|c| r[c] - self.mean.1[c]))
     }
 
-    /// The largest distance of a voxel of `voxels` (all when `None`) from
-    /// its fitted point, in units of the shortest fitted step.
-    fn largest_offset(
-        &self,
-        positions: &[f64],
-        voxels: Option<&[usize]>,
-        coords: impl Fn(usize) -> [i64; 3] + Sync,
-    ) -> f64 {
-        let shortest = self
-            .steps
-            .iter()
-            .map(|b| norm(*b))
-            .fold(f64::INFINITY, f64::min);
+    /// The largest distance of a voxel from its fitted point, in units of
+    /// the shortest fitted step.
+    fn largest_offset(&self, positions: &[f64], coords: impl Fn(usize) -> [i64; 3] + Sync) -> f64 {
         let largest = sum_over(
             positions.len() / 3,
-            voxels,
+            None,
             |v| {
                 let (x, y) = self.centred(positions, v, &coords);
                 norm(std::array::from_fn(|c| {
@@ -425,8 +398,15 @@ impl Fit {
             f64::max,
             || 0.0,
         );
-        largest / shortest
+        largest / shortest(&self.steps)
     }
+}
+
+/// The largest distance of a voxel from the least-squares lattice through
+/// all voxels at the integer coordinates `coords(v)` ([`Fit`]), in units of
+/// its shortest step; `None` where that fit is degenerate.
+fn fitted_offset(positions: &[f64], coords: impl Fn(usize) -> [i64; 3] + Sync) -> Option<f64> {
+    Fit::new(positions, None, &coords).map(|fit| fit.largest_offset(positions, &coords))
 }
 
 /// Where the voxels lie against a basis: each on a lattice point (its
@@ -442,8 +422,8 @@ enum Placement {
 /// vector (a voxel within `slack` of a lattice point is on it).
 fn place(positions: &[f64], basis: &[[f64; 3]], slack: f64) -> Result<Placement> {
     let n = positions.len() / 3;
-    let r = |v: usize| [positions[v], positions[n + v], positions[2 * n + v]];
-    let shortest = basis.iter().map(|b| norm(*b)).fold(f64::INFINITY, f64::min);
+    let r = |v: usize| position(positions, v);
+    let shortest = shortest(basis);
     let inverse = pseudo_inverse(basis);
     let origin = r(0);
     let mut coords = try_vec(3 * n, 0i64, "lattice coordinates (N x 3)")?;
@@ -490,7 +470,7 @@ fn combine(basis: &[[f64; 3]], u: [f64; 3], c: usize) -> f64 {
 /// [`MAX_DENOMINATOR`] fits within `slack` of the shortest vector.
 fn refined(basis: &[[f64; 3]], fraction: [f64; 3], slack: f64) -> Option<Vec<[f64; 3]>> {
     let k = basis.len();
-    let shortest = basis.iter().map(|b| norm(*b)).fold(f64::INFINITY, f64::min);
+    let shortest = shortest(basis);
     let q = (2..=MAX_DENOMINATOR).find(|&q| {
         let miss: [f64; 3] = std::array::from_fn(|a| {
             let x = q as f64 * fraction[a];
@@ -623,6 +603,29 @@ fn compact_box(coords: &mut [i64], k: usize) {
     }
 }
 
+/// The length of the shortest of `vectors` (∞ for none).
+fn shortest(vectors: &[[f64; 3]]) -> f64 {
+    vectors
+        .iter()
+        .map(|b| norm(*b))
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// Voxel `v`'s position in `positions` (N×3, first index fastest).
+fn position(positions: &[f64], v: usize) -> [f64; 3] {
+    let n = positions.len() / 3;
+    [positions[v], positions[n + v], positions[2 * n + v]]
+}
+
+/// The per-axis indices of grid index `g` on a grid of `dims`, g = i0 + n0·(i1 + n1·i2).
+fn split_index(g: usize, dims: [usize; 3]) -> [usize; 3] {
+    [
+        g % dims[0],
+        (g / dims[0]) % dims[1],
+        g / (dims[0] * dims[1]),
+    ]
+}
+
 fn norm(v: [f64; 3]) -> f64 {
     (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt()
 }
@@ -645,7 +648,7 @@ fn cross(a: [f64; 3], b: [f64; 3]) -> [f64; 3] {
 /// ([`shortest_off_span`]).
 fn lattice_basis(positions: &[f64], sine: f64) -> Result<Vec<[f64; 3]>> {
     let n = positions.len() / 3;
-    let r = |v: usize| [positions[v], positions[n + v], positions[2 * n + v]];
+    let r = |v: usize| position(positions, v);
     let probes = n.min(PROBE_VOXELS);
     let mut candidates: Vec<[f64; 3]> = Vec::with_capacity(probes * NEIGHBOURS);
     for p in 0..probes {
@@ -709,7 +712,7 @@ fn off_span(basis: &[[f64; 3]], d: [f64; 3], sine: f64) -> bool {
 /// (all voxels are scanned for each of [`PROBE_VOXELS`] probes).
 fn shortest_off_span(positions: &[f64], basis: &[[f64; 3]], sine: f64) -> Option<[f64; 3]> {
     let n = positions.len() / 3;
-    let r = |v: usize| [positions[v], positions[n + v], positions[2 * n + v]];
+    let r = |v: usize| position(positions, v);
     let probes = n.min(PROBE_VOXELS);
     (0..probes)
         .into_par_iter()
