@@ -154,8 +154,7 @@ impl Plan {
             Call::Fhd => _ = self.stone_trajectory("fhd")?,
             Call::Q => {
                 self.stone_trajectory("q")?;
-                let positions = self.model.require_positions("q")?;
-                crate::model::grid::lattice_steps(s.dims, positions, "q")?;
+                self.q_steps()?;
             }
             Call::Gridding => _ = self.gridding_model()?,
             _ => {}

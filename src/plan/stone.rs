@@ -86,6 +86,13 @@ impl Plan {
         })
     }
 
+    /// The lattice steps of the voxel positions that Q is computed on (else
+    /// the error naming what is missing or wrong).
+    pub(super) fn q_steps(&self) -> Result<[[f64; 3]; 3]> {
+        let positions = self.model.require_positions("q")?;
+        lattice_steps(self.sizes().dims, positions, "q")
+    }
+
     /// The size of Q: 2n along every axis of more than one voxel, 1 along the others.
     pub fn q_dims(&self) -> [usize; 3] {
         self.sizes().dims.map(|d| if d > 1 { 2 * d } else { 1 })
@@ -129,8 +136,7 @@ impl Plan {
                 *o = Complex32::new(v, 0.0);
             }
         }
-        let positions = self.model.require_positions("q")?;
-        let steps = lattice_steps(s.dims, positions, "q")?;
+        let steps = self.q_steps()?;
         let mut q_positions = try_vec(3 * q_voxels, 0.0f64, "positions of Q (2N x 3)")?;
         for l in 0..q_dims[2] {
             for j in 0..q_dims[1] {
