@@ -38,6 +38,18 @@ fn unit_scaled(values: &[Complex32]) -> Option<Vec<Complex32>> {
 }
 
 impl Plan {
+    /// `calibrate` on the plan's threads with the reference `data` as
+    /// [`unit_scaled`] leaves it.
+    fn on_unit_scale<R: Send>(
+        &self,
+        data: &[Complex32],
+        calibrate: impl FnOnce(&[Complex32]) -> Result<R> + Send,
+    ) -> Result<R> {
+        let scaled = unit_scaled(data);
+        let data = scaled.as_deref().unwrap_or(data);
+        self.pool.install(|| calibrate(data))
+    }
+
     fn check_reference_coils(&self, coils: usize) -> Result<()> {
         if coils != self.sizes().coils {
             return Err(Error::size(format!(
@@ -57,11 +69,7 @@ impl Plan {
     ) -> Result<EspiritResult> {
         let coils = self.sizes().coils;
         let target = Target::of(self)?;
-        let scaled = unit_scaled(kspace);
-        let kspace = scaled.as_deref().unwrap_or(kspace);
-        let result = self
-            .pool
-            .install(|| espirit(grid, kspace, coils, options, &target))?;
+        let result = self.on_unit_scale(kspace, |k| espirit(grid, k, coils, options, &target))?;
         check_result("maps", &result.maps)?;
         check_result("eigenvalues", &result.eigenvalues)?;
         Ok(result)
@@ -76,11 +84,7 @@ impl Plan {
     ) -> Result<Vec<Complex32>> {
         let coils = self.sizes().coils;
         let target = Target::of(self)?;
-        let scaled = unit_scaled(images);
-        let images = scaled.as_deref().unwrap_or(images);
-        let maps = self
-            .pool
-            .install(|| walsh(grid, images, coils, window, &target))?;
+        let maps = self.on_unit_scale(images, |m| walsh(grid, m, coils, window, &target))?;
         check_result("maps", &maps)?;
         Ok(maps)
     }
@@ -96,11 +100,9 @@ impl Plan {
         options: &B0Options,
     ) -> Result<B0Result> {
         let target = Target::of(self)?;
-        let scaled = unit_scaled(kspace);
-        let kspace = scaled.as_deref().unwrap_or(kspace);
-        let result = self
-            .pool
-            .install(|| b0_map(grid, kspace, coils, echo_times, options, &target))?;
+        let result = self.on_unit_scale(kspace, |k| {
+            b0_map(grid, k, coils, echo_times, options, &target)
+        })?;
         check_result("omega", &result.omega)?;
         Ok(result)
     }
