@@ -77,18 +77,16 @@ _SIGNATURES = {
     "horecon_sim_noise_covariance": [c_int64, c_double, c_double, c_uint64, _CP],
     "horecon_sim_correlated_noise": [_CP, c_int64, c_int64, c_uint64, _CP],
 }
-_DECLARED = False
+# Declared at import, as horecon.sim and horecon.nufft do: Plan._call reaches
+# these functions too (a lazy declaration left horecon_walsh undeclared when it
+# came first, and the 64-bit plan handle went through as an int).
+_LIB = _load()
+for _name, _args in _SIGNATURES.items():
+    _declare_function(getattr(_LIB, _name), None if _name.startswith("horecon_default_") else c_int32, _args)
 
 
 def _lib():
-    global _DECLARED
-    lib = _load()
-    if not _DECLARED:
-        for name, args in _SIGNATURES.items():
-            restype = None if name.startswith("horecon_default_") else c_int32
-            _declare_function(getattr(lib, name), restype, args)
-        _DECLARED = True
-    return lib
+    return _LIB
 
 
 def _c(a):
@@ -186,7 +184,6 @@ def espirit(plan, kspace, fov, center=0.0, kernel=6, calibration=24, threshold=0
 def walsh(plan, images, fov, center=0.0, window=5):
     """Walsh adaptive-combine maps (N, L) at the plan's positions from coil
     images [ix, iy, (iz,) coil] on the reference grid (ncoils = plan.ncoils)."""
-    _lib()  # declares horecon_walsh's argument types (a 64-bit plan handle, not an int)
     arr = _coil_array("images", images, plan)
     dims, f, c = _grid(arr.shape[:-1], fov, center, "images")
     m = _c(arr)
