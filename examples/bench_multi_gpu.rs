@@ -75,6 +75,15 @@ fn resident(plan: &Plan, parts: usize, test_parts: bool) -> (f64, f64) {
             .expect("operator");
         println!("RESULT   parts: {}", op.describe());
         println!("RESULT   links: {}", op.links());
+        let ms = |times: Vec<f64>| -> String {
+            let ms: Vec<String> = times.iter().map(|t| format!("{:.3}", t * 1e3)).collect();
+            ms.join(" / ")
+        };
+        println!(
+            "RESULT   parts alone (ms): E {} | EH {}",
+            ms(op.time_parts(true, REPS).expect("forward parts")),
+            ms(op.time_parts(false, REPS).expect("adjoint parts"))
+        );
         (
             op.time_resident(true, REPS).expect("forward"),
             op.time_resident(false, REPS).expect("adjoint"),

@@ -61,8 +61,12 @@ GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
 [[ $STAGES == *tests* ]] && {
   echo "== multi_gpu tests ($GPUS GPU(s))"
   timeout 200 "$D/multi_gpu_tests" --test-threads=1 --nocapture; echo "multi_gpu tests rc=$?"
-  echo "== cuda tests (one GPU; the split changes nothing there)"
-  timeout 150 "$D/cuda_tests" --test-threads=4; echo "cuda tests rc=$?"
+  if [ -x "$D/cuda_tests" ]; then
+    echo "== cuda tests (one GPU; the split changes nothing there)"
+    timeout 150 "$D/cuda_tests" --test-threads=4; echo "cuda tests rc=$?"
+  else
+    echo "== cuda tests not staged (removed to keep the carry under 64 MiB; verify.sh runs them)"
+  fi
   echo "== memcheck"
   # NCCL probes the runtime (peer access already enabled, kernel images of other GPUs): API errors it
   # expects and handles, not reported here; memory errors and leaks are.

@@ -215,4 +215,78 @@ impl DeviceBuffer {
         .result()
         .map_err(|e| driver_error("copying between GPUs", e))
     }
+
+    /// Copies `rows` rows of `row_bytes` bytes from `src` (the first at byte
+    /// `from`, one every `src_pitch` bytes) into `self` (at byte `at`, one every
+    /// `pitch` bytes) on `stream`, between two devices or within one, in one
+    /// call (cuMemcpy3DPeerAsync of depth 1): a part's samples of every coil.
+    /// One [`DeviceBuffer::copy_range_from`] per row where a pitch is beyond
+    /// what the driver takes. The stream's context must be current.
+    #[allow(clippy::too_many_arguments)]
+    pub fn copy_rows_from(
+        &self,
+        (at, pitch): (usize, usize),
+        src: &DeviceBuffer,
+        (from, src_pitch): (usize, usize),
+        row_bytes: usize,
+        rows: usize,
+        stream: Stream,
+    ) -> Result<()> {
+        if rows == 0 || row_bytes == 0 {
+            return Ok(());
+        }
+        let end = |offset: usize, pitch: usize| {
+            (rows - 1)
+                .checked_mul(pitch)
+                .and_then(|r| r.checked_add(offset))
+                .and_then(|r| r.checked_add(row_bytes))
+        };
+        let fits = |offset: usize, pitch: usize, size: usize| {
+            pitch >= row_bytes && end(offset, pitch).is_some_and(|e| e <= size)
+        };
+        if !fits(at, pitch, self.bytes) || !fits(from, src_pitch, src.bytes) {
+            return Err(Error::internal(format!(
+                "device copy of {rows} rows of {row_bytes} bytes from byte {from} (pitch {src_pitch}) of {} into byte {at} (pitch {pitch}) of {}",
+                src.bytes, self.bytes
+            )));
+        }
+        if rows == 1 || pitch.max(src_pitch) > i32::MAX as usize {
+            for r in 0..rows {
+                self.copy_range_from(at + r * pitch, src, from + r * src_pitch, row_bytes, stream)?;
+            }
+            return Ok(());
+        }
+        let copy = sys::CUDA_MEMCPY3D_PEER {
+            srcXInBytes: 0,
+            srcY: 0,
+            srcZ: 0,
+            srcLOD: 0,
+            srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            srcHost: std::ptr::null(),
+            srcDevice: src.ptr + from as u64,
+            srcArray: std::ptr::null_mut(),
+            srcContext: src.device.ctx.cu_ctx(),
+            srcPitch: src_pitch,
+            srcHeight: rows,
+            dstXInBytes: 0,
+            dstY: 0,
+            dstZ: 0,
+            dstLOD: 0,
+            dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            dstHost: std::ptr::null_mut(),
+            dstDevice: self.ptr + at as u64,
+            dstArray: std::ptr::null_mut(),
+            dstContext: self.device.ctx.cu_ctx(),
+            dstPitch: pitch,
+            dstHeight: rows,
+            WidthInBytes: row_bytes,
+            Height: rows,
+            Depth: 1,
+        };
+        // SAFETY: every row of both ranges checked above; both buffers live
+        // until the caller synchronises; `copy` outlives the call.
+        unsafe { sys::cuMemcpy3DPeerAsync(&copy, stream.0) }
+            .result()
+            .map_err(|e| driver_error("copying rows between GPUs", e))
+    }
 }

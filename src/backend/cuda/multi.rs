@@ -12,9 +12,12 @@
 //! the image goes out to the parts and their images come back summed by
 //! NCCL where each part has a GPU of its own ([`super::collective`]), else
 //! by device-to-device copies and sums in part order; the data's slices move
-//! by device-to-device copies (`DeviceBuffer::copy_range_from`). The parts
-//! run concurrently, each on its own stream and host thread; the host waits
-//! for them before the sum.
+//! by device-to-device copies, one strided copy per part for all its coils
+//! (`DeviceBuffer::copy_rows_from`). The parts run concurrently, each on its
+//! own stream and host thread; the host waits for them before the sum. The
+//! parts' kernels are planned together: they reduce the float32 phase or not
+//! as the one-GPU operator would ([`super::phase_sum::reduce_as_one`]), so
+//! that no part runs longer than its share of the pairs.
 //!
 //! For tests, `HORECON_CUDA_TEST_PARTS=P` places P parts on one GPU with the
 //! same copies and sums ([`super::placement`]).
@@ -23,7 +26,8 @@ use super::collective::Links;
 use super::context::Device;
 use super::launch::{launch_over, Args};
 use super::memory::{DeviceBuffer, Stream};
-use super::operator::{time_resident, CudaOperator, DeviceOperator};
+use super::operator::{time_resident, CudaOperator, DeviceOperator, OperatorPlan};
+use super::phase_sum::reduce_as_one;
 use super::space::DeviceNormal;
 use super::vectors::CudaCore;
 use super::work::{Work, WorkGuard};
@@ -101,17 +105,37 @@ impl CudaMulti {
                 sizes.samples
             )));
         }
-        let parts = devices
+        let ranges = part_ranges(sizes.samples, devices.len());
+        let slices: Vec<Features> = ranges
             .iter()
-            .zip(part_ranges(sizes.samples, devices.len()))
-            .map(|(device, (first, len))| {
+            .map(|&(first, len)| sample_slice(features, sizes.samples, first, len))
+            .collect();
+        let mut plans = devices
+            .iter()
+            .zip(&ranges)
+            .zip(&slices)
+            .map(|((device, &(_, len)), slice)| {
                 let part_sizes = Sizes {
                     samples: len,
                     ..sizes
                 };
-                let slice = sample_slice(features, sizes.samples, first, len);
+                CudaOperator::plan(device, slice, part_sizes, precision, true)
+            })
+            .collect::<Result<Vec<OperatorPlan>>>()?;
+        reduce_as_one(&mut plans.iter_mut().map(|p| &mut p.adjoint).collect::<Vec<_>>());
+        reduce_as_one(
+            &mut plans
+                .iter_mut()
+                .filter_map(|p| p.forward.as_mut())
+                .collect::<Vec<_>>(),
+        );
+        let parts = devices
+            .iter()
+            .zip(ranges)
+            .zip(slices.iter().zip(plans))
+            .map(|((device, (first, len)), (slice, plan))| {
                 Ok(Part {
-                    op: CudaOperator::new(device.clone(), &slice, part_sizes, precision)?,
+                    op: CudaOperator::from_plan(device.clone(), slice, plan)?,
                     first,
                     len,
                 })
@@ -197,15 +221,13 @@ impl CudaMulti {
             samples: m, coils, ..
         } = self.core.sizes;
         let len = part.len * COMPLEX;
-        for c in 0..coils {
-            let (in_part, in_whole) = (c * len, (c * m + part.first) * COMPLEX);
-            if into_part {
-                data.copy_range_from(in_part, whole, in_whole, len, s)?;
-            } else {
-                whole.copy_range_from(in_whole, data, in_part, len, s)?;
-            }
+        let in_part = (0, len);
+        let in_whole = (part.first * COMPLEX, m * COMPLEX);
+        if into_part {
+            data.copy_rows_from(in_part, whole, in_whole, len, coils, s)
+        } else {
+            whole.copy_rows_from(in_whole, data, in_part, len, coils, s)
         }
-        Ok(())
     }
 
     fn adjoint_parts(&self, d: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
@@ -238,6 +260,22 @@ impl CudaMulti {
     /// the parts' copies and sums included; no host transfers).
     pub fn time_resident(&self, forward: bool, reps: usize) -> Result<f64> {
         time_resident(self, forward, reps)
+    }
+
+    /// Seconds of each part alone ([`CudaOperator::time_resident`] on its own
+    /// device, one part after the other): the split's balance, apart from its
+    /// copies and sums.
+    pub fn time_parts(&self, forward: bool, reps: usize) -> Result<Vec<f64>> {
+        let times = self
+            .parts
+            .iter()
+            .map(|p| {
+                p.op.device.bind()?;
+                p.op.time_resident(forward, reps)
+            })
+            .collect();
+        self.core.device.bind()?;
+        times
     }
 
     /// The parts and their kernels (for benchmarks and reports).

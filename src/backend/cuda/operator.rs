@@ -27,6 +27,16 @@ use std::sync::{Arc, Mutex};
 /// Coils per kernel pass (more coils run in groups).
 const MAX_COIL_GROUP: usize = 8;
 
+/// A [`CudaOperator`]'s directions laid out on the host ([`CudaOperator::plan`]).
+pub(super) struct OperatorPlan {
+    sizes: Sizes,
+    precision: Precision,
+    coil_group: usize,
+    groups: usize,
+    pub(super) adjoint: SidePlan,
+    pub(super) forward: Option<SidePlan>,
+}
+
 /// E on one GPU in one precision mode.
 pub struct CudaOperator {
     core: CudaCore,
@@ -125,6 +135,19 @@ impl CudaOperator {
         precision: Precision,
         with_forward: bool,
     ) -> Result<CudaOperator> {
+        let plan = Self::plan(&device, features, sizes, precision, with_forward)?;
+        Self::from_plan(device, features, plan)
+    }
+
+    /// Both directions laid out on the host ([`SidePlan::new`]; nothing on the
+    /// device yet), so that the parts of a split can agree on them first.
+    pub(super) fn plan(
+        device: &Device,
+        features: &Features,
+        sizes: Sizes,
+        precision: Precision,
+        with_forward: bool,
+    ) -> Result<OperatorPlan> {
         check_index_range(sizes)?;
         let Sizes {
             voxels: n,
@@ -137,18 +160,40 @@ impl CudaOperator {
             .min(MAX_COIL_GROUP);
         let groups = coils.div_ceil(max_group);
         let coil_group = coils.div_ceil(groups);
-        let terms = features.terms;
-        let (voxel, sample) = (&features.voxel, &features.sample);
         let (adjoint, forward) = plan_sides(
-            Target::of(&device),
+            Target::of(device),
             precision,
-            (voxel, sample, terms),
+            (&features.voxel, &features.sample, features.terms),
             (n, m, coil_group),
             with_forward,
         );
-        let adjoint = Side::from_plan(&device, adjoint?, sample)?;
-        let forward = match forward? {
-            Some(plan) => Some(Side::from_plan(&device, plan, voxel)?),
+        Ok(OperatorPlan {
+            sizes,
+            precision,
+            coil_group,
+            groups,
+            adjoint: adjoint?,
+            forward: forward?,
+        })
+    }
+
+    /// The operator `plan` lays out (of `features`), compiled and uploaded.
+    pub(super) fn from_plan(
+        device: Arc<Device>,
+        features: &Features,
+        plan: OperatorPlan,
+    ) -> Result<CudaOperator> {
+        let OperatorPlan {
+            sizes,
+            precision,
+            coil_group,
+            groups,
+            adjoint,
+            forward,
+        } = plan;
+        let adjoint = Side::from_plan(&device, adjoint, &features.sample)?;
+        let forward = match forward {
+            Some(plan) => Some(Side::from_plan(&device, plan, &features.voxel)?),
             None => None,
         };
         let sensitivities = upload_sensitivities(&device, features.sensitivities.as_deref())?;

@@ -25,6 +25,7 @@ pub(super) struct PhaseProbe<'a> {
     pub(super) rotation: Option<&'a [f64]>,
 }
 
+#[derive(Clone, Copy, Debug)]
 pub(super) struct PhaseEstimate {
     /// RMS error (radians) of the phase sin/cos sees, reduced to [-½, ½] cycles first.
     pub(super) rms_error: f64,
