@@ -211,11 +211,17 @@ impl CoilSplit {
         s: Stream,
         adjoint: impl Fn(usize, &DeviceBuffer, &DeviceBuffer, Stream) -> Result<()> + Sync,
     ) -> Result<()> {
-        on_part_streams(&self.core.device, &self.devices(), works, s, |p, w, ps| {
-            let (from, len) = self.data_range(p);
-            w.data.copy_range_from(0, d, from, len, ps)?;
-            adjoint(p, &w.data, &w.image_out, ps)
-        })?;
+        on_part_streams(
+            &self.core.device,
+            (&self.devices(), true),
+            works,
+            s,
+            |p, w, ps| {
+                let (from, len) = self.data_range(p);
+                w.data.copy_range_from(0, d, from, len, ps)?;
+                adjoint(p, &w.data, &w.image_out, ps)
+            },
+        )?;
         sum_part_images(&self.core, &self.links, works, out, s)
     }
 
@@ -226,7 +232,7 @@ impl CoilSplit {
         let sent = broadcast_image(&self.core, &self.links, &guarded(&works), x, s)?;
         on_part_streams(
             &self.core.device,
-            &self.devices(),
+            (&self.devices(), true),
             &guarded(&works),
             s,
             |p, w, ps| {
@@ -278,7 +284,7 @@ impl DeviceNormal for SplitNormal<'_> {
         };
         on_part_streams(
             &split.core.device,
-            &split.devices(),
+            (&split.devices(), true),
             &works,
             s,
             |p, w, ps| {

@@ -168,18 +168,25 @@ impl CudaMulti {
     }
 
     /// Runs `each(part, its workspace, its stream)` on every part and waits
-    /// for it ([`on_part_streams`]).
+    /// for it ([`on_part_streams`]); `directions` (forward, adjoint) are those
+    /// `each` applies, which say whether a part's call waits for its stream.
     fn on_parts(
         &self,
         works: &[WorkGuard<'_>],
         stream: Stream,
+        (forward, adjoint): (bool, bool),
         each: impl Fn(&Part, &Work, Stream) -> Result<()> + Sync,
     ) -> Result<()> {
         let devices: Vec<&Arc<Device>> = self.parts.iter().map(|p| &p.op.device).collect();
         let works: Vec<&Work> = works.iter().map(|w| &**w).collect();
-        on_part_streams(&self.core.device, &devices, &works, stream, |p, w, ps| {
-            each(&self.parts[p], w, ps)
-        })
+        let waits = self.parts.iter().any(|p| p.op.waits(forward, adjoint));
+        on_part_streams(
+            &self.core.device,
+            (&devices, waits),
+            &works,
+            stream,
+            |p, w, ps| each(&self.parts[p], w, ps),
+        )
     }
 
     /// A part's inputs on its stream: the image `x` (first device) into its
@@ -232,7 +239,7 @@ impl CudaMulti {
 
     fn adjoint_parts(&self, d: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
         let works = self.lock_parts()?;
-        self.on_parts(&works, s, |part, w, ps| {
+        self.on_parts(&works, s, (false, true), |part, w, ps| {
             self.part_samples(part, &w.data, d, true, ps)?;
             part.op.adjoint_dev(&w.data, &w.image_out, ps)
         })?;
@@ -248,7 +255,7 @@ impl CudaMulti {
     ) -> Result<()> {
         let works = self.lock_parts()?;
         let sent = broadcast_image(&self.core, &self.links, &guarded(&works), x, s)?;
-        self.on_parts(&works, s, |part, w, ps| {
+        self.on_parts(&works, s, (true, true), |part, w, ps| {
             let wp = self.part_inputs(part, w, (x, sent), weights, ps)?;
             part.op.normal_dev(&w.image, &w.image_out, wp, &w.data, ps)
         })?;
@@ -331,7 +338,7 @@ impl DeviceOperator for CudaMulti {
     ) -> Result<()> {
         let works = self.lock_parts()?;
         let sent = broadcast_image(&self.core, &self.links, &guarded(&works), x, s)?;
-        self.on_parts(&works, s, |part, w, ps| {
+        self.on_parts(&works, s, (true, false), |part, w, ps| {
             let wp = self.part_inputs(part, w, (x, sent), weights, ps)?;
             part.op.forward_dev(&w.image, &w.data, wp, ps)
         })?;
@@ -396,24 +403,53 @@ pub(super) fn on_devices<T: Send>(
     outcomes.into_iter().collect()
 }
 
-/// Runs `each(i, works[i], its stream)` on every part ([`on_devices`]) and
-/// waits for the parts' streams. `stream` is the caller's stream on `first`:
-/// the inputs it is producing are waited for first.
+/// Runs `each(i, works[i], its stream)` on every part and waits for the
+/// parts' streams. `stream` is the caller's stream on `first`: the inputs it
+/// is producing are waited for first. Where a part's call `waits` for its
+/// stream (cancellation points between chunks), each part runs on a host
+/// thread of its own ([`on_devices`]), so that the GPUs are not serialised;
+/// else the caller issues every part's work in turn and then waits for all:
+/// a thread per part and call cost 0.15–0.2 ms to start on the GPU machine
+/// (2 × H100, bieri-512: E on two GPUs 1.81× one GPU with threads, 1.90×
+/// without; BENCHMARKS.md, 2026-11-27, session 16).
 pub(super) fn on_part_streams(
     first: &Device,
-    devices: &[&Arc<Device>],
+    (devices, waits): (&[&Arc<Device>], bool),
     works: &[&Work],
     stream: Stream,
     each: impl Fn(usize, &Work, Stream) -> Result<()> + Sync,
 ) -> Result<()> {
+    let part_stream = |p: usize| Stream(works[p].stream.cu_stream());
     first.bind()?;
     stream.synchronize("waiting for the inputs of the GPU parts")?;
-    on_devices(first, devices, |p| {
-        let ps = Stream(works[p].stream.cu_stream());
-        each(p, works[p], ps)?;
-        ps.synchronize("running the GPU parts")
-    })
-    .map(|_| ())
+    if waits {
+        return on_devices(first, devices, |p| {
+            each(p, works[p], part_stream(p))?;
+            part_stream(p).synchronize("running the GPU parts")
+        })
+        .map(|_| ());
+    }
+    // Every stream that may hold work is waited for, also after an error:
+    // the caller's buffers are in use until then.
+    let mut outcome = Ok(());
+    let mut issued = 0;
+    for (p, device) in devices.iter().enumerate() {
+        issued = p + 1;
+        outcome = device
+            .bind()
+            .and_then(|()| each(p, works[p], part_stream(p)));
+        if outcome.is_err() {
+            break;
+        }
+    }
+    for (p, device) in devices.iter().enumerate().take(issued) {
+        let synced = device
+            .bind()
+            .and_then(|()| part_stream(p).synchronize("running the GPU parts"));
+        outcome = outcome.and(synced);
+    }
+    first.bind()?;
+    outcome
 }
 
 /// `buffer(w)` of every part's workspace `w` with the workspace's stream.

@@ -312,6 +312,15 @@ impl CudaOperator {
         Ok(())
     }
 
+    /// Whether a call in the directions (forward, adjoint) waits for its
+    /// stream: a cancellation point between chunks, where a direction runs
+    /// in more than one coil group or chunk of outer blocks ([`Self::sweep`]).
+    pub(super) fn waits(&self, forward: bool, adjoint: bool) -> bool {
+        let several = |side: &Side| self.groups * side.chunks().count() > 1;
+        (forward && self.forward.as_ref().is_some_and(several))
+            || (adjoint && several(&self.adjoint))
+    }
+
     /// out (N) = Eᴴ d on the device.
     pub(super) fn adjoint_dev(
         &self,
