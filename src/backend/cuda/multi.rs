@@ -14,7 +14,9 @@
 //! by device-to-device copies and sums in part order; the data's slices move
 //! by device-to-device copies, one strided copy per part for all its coils
 //! (`DeviceBuffer::copy_rows_from`). The parts run concurrently, each on its
-//! own stream and host thread; the host waits for them before the sum. The
+//! own stream, issued in turn from the caller's thread (on host threads of
+//! their own where a part's call waits for its stream, [`on_part_streams`]);
+//! the host waits for them before the sum. The
 //! parts' kernels are planned together: they reduce the float32 phase or not
 //! as the one-GPU operator would ([`super::phase_sum::reduce_as_one`]), so
 //! that no part runs longer than its share of the pairs.
