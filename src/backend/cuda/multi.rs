@@ -18,7 +18,7 @@
 //! their own where a part's call waits for its stream, [`on_part_streams`]);
 //! the host waits for them before the sum. The
 //! parts' kernels are planned together: they reduce the float32 phase or not
-//! as the one-GPU operator would ([`super::phase_sum::reduce_as_one`]), so
+//! as the one-GPU operator would ([`super::phase_sum::shared_reduction`]), so
 //! that no part runs longer than its share of the pairs.
 //!
 //! For tests, `HORECON_CUDA_TEST_PARTS=P` places P parts on one GPU with the
@@ -28,8 +28,8 @@ use super::collective::Links;
 use super::context::Device;
 use super::launch::{launch_over, Args};
 use super::memory::{DeviceBuffer, Stream};
-use super::operator::{time_resident, CudaOperator, DeviceOperator, OperatorPlan};
-use super::phase_sum::reduce_as_one;
+use super::operator::{time_resident, CudaOperator, DeviceOperator};
+use super::phase_sum::{shared_reduction, Reduction, SidePlan};
 use super::space::DeviceNormal;
 use super::vectors::CudaCore;
 use super::work::{Work, WorkGuard};
@@ -61,6 +61,9 @@ pub struct CudaMulti {
     /// Whole-size vectors on the first device (host transfers, CG).
     work: Mutex<Work>,
 }
+
+/// A part's reductions of the phase: adjoint side, forward side.
+type Reductions = (Reduction, Option<Reduction>);
 
 /// The contiguous ranges (first, len) of `parts` parts of `count` items
 /// (sizes differ by at most one): the samples of the exact operator's parts,
@@ -107,42 +110,53 @@ impl CudaMulti {
                 sizes.samples
             )));
         }
+        // The parts are planned and built one at a time (one slice and one host
+        // plan alive at once), then rebuilt where their reduction of the phase
+        // differs from the one they share.
         let ranges = part_ranges(sizes.samples, devices.len());
-        let slices: Vec<Features> = ranges
-            .iter()
-            .map(|&(first, len)| sample_slice(features, sizes.samples, first, len))
-            .collect();
-        let mut plans = devices
-            .iter()
-            .zip(&ranges)
-            .zip(&slices)
-            .map(|((device, &(_, len)), slice)| {
+        let build =
+            |p: usize, shared: (Option<bool>, Option<bool>)| -> Result<(Part, Reductions)> {
+                let (device, (first, len)) = (&devices[p], ranges[p]);
+                let slice = sample_slice(features, sizes.samples, first, len);
                 let part_sizes = Sizes {
                     samples: len,
                     ..sizes
                 };
-                CudaOperator::plan(device, slice, part_sizes, precision, true)
-            })
-            .collect::<Result<Vec<OperatorPlan>>>()?;
-        reduce_as_one(&mut plans.iter_mut().map(|p| &mut p.adjoint).collect::<Vec<_>>());
-        reduce_as_one(
-            &mut plans
-                .iter_mut()
-                .filter_map(|p| p.forward.as_mut())
-                .collect::<Vec<_>>(),
+                let mut plan = CudaOperator::plan(device, &slice, part_sizes, precision, true)?;
+                if let Some(reduce) = shared.0 {
+                    plan.adjoint.set_reduce(reduce);
+                }
+                if let (Some(reduce), Some(side)) = (shared.1, plan.forward.as_mut()) {
+                    side.set_reduce(reduce);
+                }
+                let reductions = (
+                    plan.adjoint.reduction(),
+                    plan.forward.as_ref().map(SidePlan::reduction),
+                );
+                let op = CudaOperator::from_plan(device.clone(), &slice, plan)?;
+                Ok((Part { op, first, len }, reductions))
+            };
+        let mut parts = Vec::with_capacity(devices.len());
+        let mut reductions = Vec::with_capacity(devices.len());
+        for p in 0..devices.len() {
+            let (part, reduction) = build(p, (None, None))?;
+            parts.push(Some(part));
+            reductions.push(reduction);
+        }
+        let shared = (
+            shared_reduction(&reductions.iter().map(|r| r.0).collect::<Vec<_>>()),
+            shared_reduction(&reductions.iter().filter_map(|r| r.1).collect::<Vec<_>>()),
         );
-        let parts = devices
-            .iter()
-            .zip(ranges)
-            .zip(slices.iter().zip(plans))
-            .map(|((device, (first, len)), (slice, plan))| {
-                Ok(Part {
-                    op: CudaOperator::from_plan(device.clone(), slice, plan)?,
-                    first,
-                    len,
-                })
-            })
-            .collect::<Result<Vec<Part>>>()?;
+        let differs =
+            |r: &Reduction, shared: Option<bool>| r.free() && shared.is_some_and(|s| s != r.reduce);
+        for (p, (adjoint, forward)) in reductions.iter().enumerate() {
+            if differs(adjoint, shared.0) || forward.is_some_and(|f| differs(&f, shared.1)) {
+                // its device memory goes first
+                parts[p] = None;
+                parts[p] = Some(build(p, shared)?.0);
+            }
+        }
+        let parts: Vec<Part> = parts.into_iter().flatten().collect();
         let first = devices[0].clone();
         let links = Links::new(&devices.iter().collect::<Vec<_>>())?;
         let work = Work::new(&first, sizes)?;
@@ -344,11 +358,13 @@ impl DeviceOperator for CudaMulti {
             let wp = self.part_inputs(part, w, (x, sent), weights, ps)?;
             part.op.forward_dev(&w.image, &w.data, wp, ps)
         })?;
-        for (part, w) in self.parts.iter().zip(&works) {
-            self.part_samples(part, &w.data, out, false, s)?;
-        }
-        // the parts' data buffers are read by these copies
-        s.synchronize("gathering the GPU parts' data")
+        let gathered = self
+            .parts
+            .iter()
+            .zip(&works)
+            .try_for_each(|(part, w)| self.part_samples(part, &w.data, out, false, s));
+        // the parts' data buffers are read by these copies, also after an error
+        gathered.and(s.synchronize("gathering the GPU parts' data"))
     }
 
     fn devices(&self) -> Vec<usize> {
@@ -424,15 +440,15 @@ pub(super) fn on_part_streams(
     let part_stream = |p: usize| Stream(works[p].stream.cu_stream());
     first.bind()?;
     stream.synchronize("waiting for the inputs of the GPU parts")?;
+    // Every stream that may hold work is waited for, also after an error:
+    // the caller's buffers are in use until then.
     if waits {
         return on_devices(first, devices, |p| {
-            each(p, works[p], part_stream(p))?;
-            part_stream(p).synchronize("running the GPU parts")
+            let issued = each(p, works[p], part_stream(p));
+            issued.and(part_stream(p).synchronize("running the GPU parts"))
         })
         .map(|_| ());
     }
-    // Every stream that may hold work is waited for, also after an error:
-    // the caller's buffers are in use until then.
     let mut outcome = Ok(());
     let mut issued = 0;
     for (p, device) in devices.iter().enumerate() {

@@ -16,7 +16,7 @@ use super::context::Device;
 use super::launch::{launch, mode_code, Args};
 use super::layout::layout;
 use super::memory::{knob, setting, DeviceBuffer, Stream};
-use super::probe::{PhaseEstimate, PhaseProbe};
+use super::probe::PhaseProbe;
 use crate::error::{checked_len, try_collect, try_vec, Result};
 use crate::op::Precision;
 use cudarc::driver::CudaFunction;
@@ -131,15 +131,8 @@ pub(super) struct SidePlan {
     split_terms: usize,
     threads: usize,
     shape: String,
-    /// The float32 phase's error on the probe's pairs.
-    estimate: PhaseEstimate,
-    /// RMS phase error (radians) the mode allows.
-    budget: f64,
-    /// Whether the kernel reduces the phase before sin/cos, and whether that
-    /// is settled (double precision, phases beyond [`REDUCE_ABOVE_CYCLES`], or
-    /// `HORECON_CUDA_REDUCE`) or follows the RMS error ([`reduce_as_one`]).
-    reduce: bool,
-    reduce_settled: bool,
+    /// Whether the kernel reduces the phase before sin/cos, and why.
+    reduction: Reduction,
     dv: Vec<u8>,
     vref: Vec<f64>,
     inner_eff: Vec<u8>,
@@ -155,27 +148,26 @@ impl SidePlan {
     /// The compiled kernel (cached per process and device).
     fn kernel(&self, device: &Device) -> Result<CudaFunction> {
         let mut defines = self.defines.clone();
-        defines.push(("REDUCE", i64::from(self.reduce)));
+        defines.push(("REDUCE", i64::from(self.reduction.reduce)));
         device.function(self.name, self.source, &defines, self.name)
     }
 
-    /// Outer × inner pairs.
-    fn pairs(&self) -> f64 {
-        self.outer as f64 * self.inner as f64
+    /// Whether and why the kernel reduces the phase.
+    pub(super) fn reduction(&self) -> Reduction {
+        self.reduction
     }
 
-    /// The RMS phase error (radians) of the kernel as planned.
-    fn phase_error(&self) -> f64 {
-        if self.reduce {
-            self.estimate.rms_error
-        } else {
-            self.estimate.rms_unreduced
+    /// Reduces the phase or not, where the side is free to choose
+    /// ([`Reduction::free`]; [`shared_reduction`]).
+    pub(super) fn set_reduce(&mut self, reduce: bool) {
+        if self.reduction.free() {
+            self.reduction.reduce = reduce;
         }
     }
 
     /// The kernel's shape as [`Side::describe`] reports it.
     fn shape(&self) -> String {
-        format!("{} reduce {}", self.shape, u8::from(self.reduce))
+        format!("{} reduce {}", self.shape, u8::from(self.reduction.reduce))
     }
 
     /// Outer blocks per launch whose partial sums fit in `bytes` (at least
@@ -365,8 +357,16 @@ impl SidePlan {
             _ => PHASE_ERROR_BUDGET,
         };
         let forced = setting("HORECON_CUDA_REDUCE").map(|r| r > 0);
-        let reduce_settled = forced.is_some() || double || estimate.max_abs > REDUCE_ABOVE_CYCLES;
-        let reduce = forced.unwrap_or(reduce_settled || estimate.rms_unreduced > budget);
+        let large = estimate.max_abs > REDUCE_ABOVE_CYCLES;
+        let reduction = Reduction {
+            pairs: o as f64 * i as f64,
+            unreduced: estimate.rms_unreduced,
+            reduced: estimate.rms_error,
+            fixed: forced.is_some() || double,
+            large,
+            budget,
+            reduce: forced.unwrap_or(double || large || estimate.rms_unreduced > budget),
+        };
         // One-level float32 sums over short splits (added in float64) measured
         // faster than two-level sums (fewer registers); double keeps two levels.
         let two_level = setting("HORECON_CUDA_TWO_LEVEL")
@@ -483,10 +483,7 @@ impl SidePlan {
                     format!("FFMA, R {r} two-level {two_level}")
                 }
             ),
-            estimate,
-            budget,
-            reduce,
-            reduce_settled,
+            reduction,
             dv,
             vref: lay.vref,
             inner_eff,
@@ -498,35 +495,58 @@ impl SidePlan {
     }
 }
 
-/// The parts of one operator split by samples (one direction each) reduce
-/// the phase as that operator would: where the RMS phase error over all their
-/// pairs, √(Σ_p pairs_p·rms_p² / Σ_p pairs_p), is within the budget, no part
-/// reduces that need not (double precision, phases beyond
-/// [`REDUCE_ABOVE_CYCLES`] and `HORECON_CUDA_REDUCE` stay as they are).
-/// Each part alone would decide on its own samples' error, and late samples
+/// Whether a side's kernel reduces the float32 phase before sin/cos (two
+/// instructions per pair), and what decided it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Reduction {
+    /// Outer × inner pairs.
+    pairs: f64,
+    /// RMS phase error (radians) on the probe's pairs, unreduced and reduced.
+    unreduced: f64,
+    reduced: f64,
+    /// Settled by `HORECON_CUDA_REDUCE` or double precision.
+    fixed: bool,
+    /// Phases beyond [`REDUCE_ABOVE_CYCLES`]: always reduced.
+    large: bool,
+    /// RMS phase error the mode allows.
+    budget: f64,
+    pub(super) reduce: bool,
+}
+
+impl Reduction {
+    /// Whether the RMS error decides (nothing settled it).
+    pub(super) fn free(&self) -> bool {
+        !self.fixed && !self.large
+    }
+}
+
+/// The reduction that the free sides of the parts of one operator split by
+/// samples (one direction each) share, as that operator would decide it on
+/// all its pairs: always where some part's phases are beyond
+/// [`REDUCE_ABOVE_CYCLES`] (the whole operator's are then too), else where
+/// the RMS phase error over all pairs, √(Σ_p pairs_p·rms_p² / Σ_p pairs_p)
+/// with the free parts unreduced, is beyond the budget. `None` where no side
+/// is free. Each part alone would decide on its own samples, and late samples
 /// of a readout carry the larger phases: bieri-512's E on two H100s had its
 /// second half reduce (4.6e-6 rad against 2.5e-6 for the first, 3.7e-6 for
 /// both) and run 10 % longer than the first, the whole split waiting for it.
-pub(super) fn reduce_as_one(sides: &mut [&mut SidePlan]) {
-    let free = |s: &SidePlan| !s.reduce_settled;
-    let Some(budget) = sides.iter().find(|s| free(s)).map(|s| s.budget) else {
-        return;
-    };
-    let parts: Vec<(f64, f64)> = sides
+pub(super) fn shared_reduction(parts: &[Reduction]) -> Option<bool> {
+    let budget = parts.iter().find(|p| p.free())?.budget;
+    if parts.iter().any(|p| p.large) {
+        return Some(true);
+    }
+    let errors: Vec<(f64, f64)> = parts
         .iter()
-        .map(|s| {
-            let error = if free(s) {
-                s.estimate.rms_unreduced
+        .map(|p| {
+            let error = if p.free() || !p.reduce {
+                p.unreduced
             } else {
-                s.phase_error()
+                p.reduced
             };
-            (s.pairs(), error)
+            (p.pairs, error)
         })
         .collect();
-    let reduce = beyond_budget(&parts, budget);
-    for side in sides.iter_mut().filter(|s| free(s)) {
-        side.reduce = reduce;
-    }
+    Some(beyond_budget(&errors, budget))
 }
 
 /// Whether the RMS over all pairs of parts' RMS phase errors, (pairs, rms)
@@ -682,7 +702,46 @@ impl Side {
 
 #[cfg(test)]
 mod tests {
-    use super::beyond_budget;
+    use super::{beyond_budget, shared_reduction, Reduction};
+
+    fn side(unreduced: f64, fixed: bool, large: bool) -> Reduction {
+        Reduction {
+            pairs: 1.0,
+            unreduced,
+            reduced: unreduced / 4.0,
+            fixed,
+            large,
+            budget: 4e-6,
+            reduce: fixed || large || unreduced > 4e-6,
+        }
+    }
+
+    #[test]
+    fn parts_share_the_reduction_one_operator_would_choose() {
+        // bieri-512's halves: within the budget together
+        assert_eq!(
+            shared_reduction(&[side(2.5e-6, false, false), side(4.6e-6, false, false)]),
+            Some(false)
+        );
+        assert_eq!(
+            shared_reduction(&[side(3.5e-6, false, false), side(5e-6, false, false)]),
+            Some(true)
+        );
+        // one part's phases beyond the cycle bound: the whole operator reduces
+        assert_eq!(
+            shared_reduction(&[side(1e-6, false, true), side(5e-6, false, false)]),
+            Some(true)
+        );
+        // a fixed side counts with its error as it runs, and chooses nothing
+        assert_eq!(
+            shared_reduction(&[side(1e-6, true, false), side(5e-6, false, false)]),
+            Some(false)
+        );
+        assert_eq!(
+            shared_reduction(&[side(1e-6, true, false), side(1e-6, true, false)]),
+            None
+        );
+    }
 
     #[test]
     fn a_split_reduces_on_the_rms_error_of_all_its_pairs() {
