@@ -89,6 +89,19 @@ def _lib():
     return _LIB
 
 
+def _whole(name, value):
+    """``value`` as an int; ValueError naming ``name`` where it is not a whole number
+    (``int()`` would drop a fraction without a word)."""
+    try:
+        whole = int(value)
+        exact = whole == value
+    except (TypeError, ValueError, OverflowError):
+        exact = False
+    if isinstance(value, bool) or not exact:
+        raise ValueError(f"{name} must be a whole number, got {value!r}")
+    return whole
+
+
 def _c(a):
     """complex64, Fortran order, flattened (x fastest)."""
     return np.ascontiguousarray(_numeric("array", a, np.complex64).reshape(-1, order="F"))
@@ -172,7 +185,8 @@ def espirit(plan, kspace, fov, center=0.0, kernel=6, calibration=24, threshold=0
     o = _EspiritOptions()
     lib = _lib()
     lib.horecon_default_espirit_options(ctypes.byref(o))
-    o.kernel, o.calibration, o.threshold, o.crop = int(kernel), int(calibration), float(threshold), float(crop)
+    o.kernel, o.calibration = _whole("kernel", kernel), _whole("calibration", calibration)
+    o.threshold, o.crop = float(threshold), float(crop)
     y = _c(arr)
     maps = np.empty(plan.nvoxels * plan.ncoils, dtype=np.complex64)
     eig = np.empty(plan.nvoxels, dtype=np.float32)
@@ -188,7 +202,7 @@ def walsh(plan, images, fov, center=0.0, window=5):
     dims, f, c = _grid(arr.shape[:-1], fov, center, "images")
     m = _c(arr)
     maps = np.empty(plan.nvoxels * plan.ncoils, dtype=np.complex64)
-    plan._call("horecon_walsh", dims.ctypes.data_as(_I64), _dp(f), _dp(c), _cp(m), int(window), _cp(maps))
+    plan._call("horecon_walsh", dims.ctypes.data_as(_I64), _dp(f), _dp(c), _cp(m), _whole("window", window), _cp(maps))
     return maps.reshape(plan.nvoxels, plan.ncoils, order="F")
 
 
@@ -205,7 +219,8 @@ def b0_map(plan, kspace, echo_times, fov, center=0.0, mask_threshold=0.1, smooth
     o = _B0Options()
     lib = _lib()
     lib.horecon_default_b0_options(ctypes.byref(o))
-    o.mask_threshold, o.smoothness, o.max_iterations = float(mask_threshold), float(smoothness), int(max_iterations)
+    o.mask_threshold, o.smoothness = float(mask_threshold), float(smoothness)
+    o.max_iterations = _whole("max_iterations", max_iterations)
     y = _c(arr)
     omega = np.empty(plan.nvoxels, dtype=np.float64)
     plan._call("horecon_b0_map", dims.ctypes.data_as(_I64), _dp(f), _dp(c), arr.shape[-2], te.size, _dp(te),
@@ -233,7 +248,8 @@ def estimate_delay(plan, data, times, coefficients=None, range=20e-6, step=4e-6,
     lib = _lib()
     lib.horecon_default_delay_options(ctypes.byref(o))
     o.range, o.step, o.tolerance = float(range), float(step), float(tolerance)
-    o.iterations, o.lambda_, o.groups = int(iterations), float(lambda_), int(groups)
+    o.iterations, o.lambda_ = _whole("iterations", iterations), float(lambda_)
+    o.groups = _whole("groups", groups)
     capacity = 4096
     xs, rs = np.empty(capacity), np.empty(capacity)
     delay, residual, length = c_double(), c_double(), c_int32()

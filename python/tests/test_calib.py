@@ -144,3 +144,34 @@ def test_walsh_as_the_first_calibration_call_of_a_process():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]))
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert run.returncode == 0 and run.stdout.strip() == "ok", (run.returncode, run.stderr[-2000:])
+
+
+def test_results_beyond_the_arithmetic_and_meaningless_geometry_are_refused():
+    """A calibration call returns finite results or an error naming its cause
+    (found by a fuzz sweep, 2026-11-27: these returned OK with NaN or Inf)."""
+
+    def fails(name, text, call, *args, **kwargs):
+        with pytest.raises(horecon.HoreconError) as e:
+            call(*args, **kwargs)
+        assert e.value.name == name and text in str(e.value), str(e.value)
+
+    k = np.ones((4, 4, 1), np.complex64)
+    fails("HORECON_ERR_INVALID_ARGUMENT", "fov[0]", calib.cartesian_images, k, fov=(1e-310, 0.2, 0.2))
+    fails("HORECON_ERR_INVALID_ARGUMENT", "center[0]", calib.cartesian_images, k, fov=0.2, center=(1e307, 0, 0))
+    fails("HORECON_ERR_NOT_FINITE", "overflowed", calib.whiten, np.eye(2) * 1e-30, np.full((3, 2), 1e30))
+    fails("HORECON_ERR_INVALID_ARGUMENT", "not real", calib.whiten, [[1 + 1j, 0], [0, 1]], np.ones((1, 2)))
+    with horecon.Plan((4, 4), ncoils=1, nsamples=8) as plan:
+        plan.set_grid_positions((0.2, 0.2, 0.01))
+        echoes = np.ones((4, 4, 1, 2), np.complex64)
+        fails("HORECON_ERR_INVALID_ARGUMENT", "1 ns apart", calib.b0_map, plan, echoes, [0.0, 5e-324], 0.2)
+        fails("HORECON_ERR_INVALID_ARGUMENT", "float64's range", calib.b0_map, plan, echoes, [-1e308, 1e308], 0.2)
+        with pytest.raises(ValueError, match="window must be a whole number"):
+            calib.walsh(plan, np.ones((4, 4, 1), np.complex64), 0.2, window=2.5)
+    # data of 1e20: the residual is summed in float64 (its float32 squares overflowed)
+    with horecon.Plan((6, 6), 1, 40, backend="cpu") as p:
+        p.set_grid_positions(0.2)
+        p.set_trajectory(np.stack([np.linspace(-60, 60, 40), np.linspace(40, -40, 40)], 1))
+        d = (np.random.default_rng(1).standard_normal(40) * 1e20).astype(np.complex64)
+        delay, residual, curve = calib.estimate_delay(p, d, np.arange(40) * 1e-5)
+        assert np.isfinite(residual) and residual > 1e20 and np.isfinite(np.asarray(curve, dtype=float)).all()
+        fails("HORECON_ERR_INVALID_ARGUMENT", "1 ns apart", calib.estimate_delay, p, d, np.arange(40) * 5e-324)

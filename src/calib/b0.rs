@@ -225,6 +225,23 @@ pub fn check_echo_times(echo_times: &[f64]) -> Result<()> {
             echo_times[e - 1]
         )));
     }
+    // ω = Δφ/Δt: echoes closer than 1 ns (echo spacings are µs to ms) or a
+    // span beyond float64's range give no frequency
+    let span = echo_times[echoes - 1] - echo_times[0];
+    if let Some(e) = (1..echoes).find(|&e| echo_times[e] - echo_times[e - 1] < 1e-9) {
+        return Err(Error::invalid(format!(
+            "echo_times must be at least 1 ns apart: echo_times[{e}] - echo_times[{}] = {:e} s",
+            e - 1,
+            echo_times[e] - echo_times[e - 1]
+        )));
+    }
+    if !span.is_finite() {
+        return Err(Error::invalid(format!(
+            "echo_times span {} to {} s, beyond float64's range",
+            echo_times[0],
+            echo_times[echoes - 1]
+        )));
+    }
     Ok(())
 }
 

@@ -14,7 +14,7 @@
 //! of the solid harmonics: 1 = k0, 2 = linear, 4 = second, 8 = third) move;
 //! 0 selects all.
 
-use crate::error::{try_vec, Error, Result};
+use crate::error::{try_vec, Error, Result, Status};
 use crate::model::harmonics::ORDER;
 use crate::model::{Basis, PhaseModel};
 use crate::plan::{CgOptions, Plan};
@@ -173,6 +173,18 @@ pub fn estimate_delay(
     }
     crate::model::check_finite("coefficients", coefficients)?;
     crate::model::check_finite("times", times)?;
+    // A readout's samples are its increasing times; closer than 1 ns they are
+    // no readout (dwell times are 1 µs and more) and its slopes overflow.
+    if let Some(j) = (1..times.len()).find(|&j| {
+        let step = times[j] - times[j - 1];
+        step > 0.0 && step < 1e-9
+    }) {
+        return Err(Error::invalid(format!(
+            "times[{j}] - times[{}] = {:e} s: the samples of a readout must be at least 1 ns apart",
+            j - 1,
+            times[j] - times[j - 1]
+        )));
+    }
     crate::model::check_finite("data", data)?;
     if data.iter().all(|d| d.re == 0.0 && d.im == 0.0) {
         return Err(Error::invalid(
@@ -295,12 +307,27 @@ fn search(
         image.fill(Complex32::default());
         work.cg(data, &cg, &mut image).map_err(ours)?;
         work.forward(&image, &mut predicted).map_err(ours)?;
-        Ok(predicted
+        // in float64: the squares of float32 data beyond 1.8e19 overflow float32
+        let residual = predicted
             .iter()
             .zip(data)
-            .map(|(p, d)| (p - d).norm_sqr() as f64)
+            .map(|(p, d)| {
+                let (re, im) = (p.re as f64 - d.re as f64, p.im as f64 - d.im as f64);
+                re * re + im * im
+            })
             .sum::<f64>()
-            .sqrt())
+            .sqrt();
+        if residual.is_finite() {
+            Ok(residual)
+        } else {
+            Err(Error::new(
+                Status::NotFinite,
+                format!(
+                    "the data residual at delay {delay:e} s is {residual} (the reconstruction \
+                     overflowed float32's range, 3.4e38): scale the data down"
+                ),
+            ))
+        }
     };
 
     let mut curve: Vec<(f64, f64)> = Vec::new();

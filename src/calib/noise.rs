@@ -63,6 +63,12 @@ pub fn whitening_factor(covariance: &[Complex64], coils: usize) -> Result<Mat<Co
     }
     let scale = covariance.iter().map(|c| c.norm()).fold(0.0, f64::max);
     for a in 0..coils {
+        let diagonal = covariance[a + coils * a];
+        if diagonal.im.abs() > 0.5e-5 * scale {
+            return Err(Error::invalid(format!(
+                "covariance is not Hermitian: diagonal entry ({a}, {a}) = {diagonal} is not real"
+            )));
+        }
         for b in 0..a {
             let d = (covariance[a + coils * b] - covariance[b + coils * a].conj()).norm();
             if d > 1e-5 * scale {
@@ -84,7 +90,8 @@ pub fn whitening_factor(covariance: &[Complex64], coils: usize) -> Result<Mat<Co
 }
 
 /// x ← C⁻¹x for every row of `values` (npoints×L, point fastest): data
-/// samples or the sensitivities of voxels.
+/// samples or the sensitivities of voxels. A result beyond float32's range
+/// is `NotFinite` (`values` then hold it).
 pub fn whiten(covariance: &[Complex64], coils: usize, values: &mut [Complex32]) -> Result<()> {
     let factor = whitening_factor(covariance, coils)?;
     if values.len() % coils != 0 {
@@ -106,12 +113,36 @@ pub fn whiten(covariance: &[Complex64], coils: usize, values: &mut [Complex32]) 
         x.transpose_mut(),
         Par::rayon(0),
     );
-    Ok(())
+    crate::finite::check_result("values (whitened)", values)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_covariance_with_a_complex_diagonal_or_an_overflowing_result_is_refused() {
+        let (one, zero) = (Complex64::new(1.0, 0.0), Complex64::new(0.0, 0.0));
+        let complex_diagonal = vec![Complex64::new(1.0, 1.0), zero, zero, one];
+        let mut values = vec![Complex32::new(1.0, 0.0); 2];
+        let e = whiten(&complex_diagonal, 2, &mut values).unwrap_err();
+        assert_eq!(
+            e.status,
+            crate::error::Status::InvalidArgument,
+            "{}",
+            e.message
+        );
+        assert!(e.message.contains("(0, 0)"), "{}", e.message);
+        let tiny = vec![
+            Complex64::new(1e-30, 0.0),
+            zero,
+            zero,
+            Complex64::new(1e-30, 0.0),
+        ];
+        let mut values = vec![Complex32::new(1e30, 0.0); 4];
+        let e = whiten(&tiny, 2, &mut values).unwrap_err();
+        assert_eq!(e.status, crate::error::Status::NotFinite, "{}", e.message);
+    }
 
     #[test]
     fn whitening_inverts_the_factor() {

@@ -20,6 +20,10 @@ pub struct ReferenceGrid {
     pub center: [f64; 3],
 }
 
+/// The largest k-space phase k·c (radians) of the reference centre: float64
+/// keeps it to 1e-6 rad.
+const MAX_CENTRE_PHASE: f64 = 1e10;
+
 impl ReferenceGrid {
     /// Checks counts, field of view (> 0) and centre (finite).
     pub fn new(dims: [i64; 3], fov: [f64; 3], center: [f64; 3]) -> Result<ReferenceGrid> {
@@ -32,6 +36,29 @@ impl ReferenceGrid {
                 "reference fov[{a}] must be > 0 metres, got {}",
                 fov[a]
             )));
+        }
+        // The k-space phase k·c of the centre must be a number float64 keeps
+        // to 1e-6 rad: |k| ≤ π·n/fov, |k·c| ≤ 1e10 rad (a 256-sample axis of
+        // 1 mm at 1 m from the isocentre: 8e5 rad).
+        for a in 0..3 {
+            let k = std::f64::consts::PI * sizes.dims[a] as f64 / fov[a];
+            if !k.is_finite() {
+                return Err(Error::invalid(format!(
+                    "reference fov[{a}] = {:e} m is too small for {} samples (|k| would be {k})",
+                    fov[a], sizes.dims[a]
+                )));
+            }
+            if k * center[a].abs() > MAX_CENTRE_PHASE {
+                return Err(Error::invalid(format!(
+                    "reference center[{a}] = {:e} m is too far from the isocentre for a field of \
+                     view of {:e} m and {} samples: the phase k·c would reach {:.1e} rad (at \
+                     most {MAX_CENTRE_PHASE:e})",
+                    center[a],
+                    fov[a],
+                    sizes.dims[a],
+                    k * center[a].abs()
+                )));
+            }
         }
         Ok(ReferenceGrid {
             dims: sizes.dims,

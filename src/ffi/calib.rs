@@ -139,7 +139,8 @@ pub unsafe extern "C" fn horecon_noise_covariance(
 /// it to the data (M×L) and the sensitivities (N×L) alike: CG on them is the
 /// noise-optimal reconstruction, with σ = 1 for the discrepancy rule.
 /// `covariance` (L×L) must be Hermitian positive definite (else
-/// HORECON_ERR_INVALID_ARGUMENT); `values` is unchanged on error.
+/// HORECON_ERR_INVALID_ARGUMENT); a result beyond float32's range is
+/// HORECON_ERR_NOT_FINITE; `values` is unchanged on error.
 #[no_mangle]
 pub unsafe extern "C" fn horecon_whiten(
     covariance: *const horecon_c32,
@@ -181,8 +182,9 @@ pub unsafe extern "C" fn horecon_cartesian_images(
         )?;
         crate::model::check_finite("kspace", &y)?;
         non_null("images", images)?;
-        let m = grid.images(&y, l)?;
-        write_c32(images, &to_c32(&m));
+        let m = to_c32(&grid.images(&y, l)?);
+        crate::finite::check_result("images", &m)?;
+        write_c32(images, &m);
         Ok(())
     })
 }
