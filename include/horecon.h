@@ -419,7 +419,8 @@ horecon_status horecon_noise_covariance(const struct horecon_c32 *noise, int64_t
 // it to the data (M×L) and the sensitivities (N×L) alike: CG on them is the
 // noise-optimal reconstruction, with σ = 1 for the discrepancy rule.
 // `covariance` (L×L) must be Hermitian positive definite (else
-// HORECON_ERR_INVALID_ARGUMENT); `values` is unchanged on error.
+// HORECON_ERR_INVALID_ARGUMENT); a result beyond float32's range is
+// HORECON_ERR_NOT_FINITE; `values` is unchanged on error.
 horecon_status horecon_whiten(const struct horecon_c32 *covariance, int64_t ncoils, int64_t npoints, struct horecon_c32 *values);
 
 // Coil images (nx·ny·nz×ncoils) from Cartesian reference k-space of the
