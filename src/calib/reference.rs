@@ -25,7 +25,8 @@ pub struct ReferenceGrid {
 const MAX_CENTRE_PHASE: f64 = 1e10;
 
 impl ReferenceGrid {
-    /// Checks counts, field of view (> 0) and centre (finite).
+    /// Checks counts, field of view (> 0, not too small for the counts) and
+    /// centre (finite, its k-space phase k·c ≤ 1e10 rad).
     pub fn new(dims: [i64; 3], fov: [f64; 3], center: [f64; 3]) -> Result<ReferenceGrid> {
         let sizes = crate::model::Sizes::new(dims[0], dims[1], dims[2], 1, 1)
             .map_err(|e| Error::invalid(format!("reference {}", e.message)))?;
@@ -39,7 +40,7 @@ impl ReferenceGrid {
         }
         // The k-space phase k·c of the centre must be a number float64 keeps
         // to 1e-6 rad: |k| ≤ π·n/fov, |k·c| ≤ 1e10 rad (a 256-sample axis of
-        // 1 mm at 1 m from the isocentre: 8e5 rad).
+        // 25.6 cm centred 1 m from the isocentre: 3.1e3 rad).
         for a in 0..3 {
             let k = std::f64::consts::PI * sizes.dims[a] as f64 / fov[a];
             if !k.is_finite() {
