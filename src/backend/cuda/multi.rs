@@ -29,7 +29,7 @@ use super::context::Device;
 use super::launch::{launch_over, Args};
 use super::memory::{DeviceBuffer, Stream};
 use super::operator::{time_resident, CudaOperator, DeviceOperator};
-use super::phase_sum::{shared_reduction, Reduction, SidePlan};
+use super::phase_sum::shared_reduction;
 use super::space::DeviceNormal;
 use super::vectors::CudaCore;
 use super::work::{Work, WorkGuard};
@@ -61,9 +61,6 @@ pub struct CudaMulti {
     /// Whole-size vectors on the first device (host transfers, CG).
     work: Mutex<Work>,
 }
-
-/// A part's reductions of the phase: adjoint side, forward side.
-type Reductions = (Reduction, Option<Reduction>);
 
 /// The contiguous ranges (first, len) of `parts` parts of `count` items
 /// (sizes differ by at most one): the samples of the exact operator's parts,
@@ -110,53 +107,31 @@ impl CudaMulti {
                 sizes.samples
             )));
         }
-        // The parts are planned and built one at a time (one slice and one host
-        // plan alive at once), then rebuilt where their reduction of the phase
-        // differs from the one they share.
-        let ranges = part_ranges(sizes.samples, devices.len());
-        let build =
-            |p: usize, shared: (Option<bool>, Option<bool>)| -> Result<(Part, Reductions)> {
-                let (device, (first, len)) = (&devices[p], ranges[p]);
-                let slice = sample_slice(features, sizes.samples, first, len);
+        let mut parts = devices
+            .iter()
+            .zip(part_ranges(sizes.samples, devices.len()))
+            .map(|(device, (first, len))| {
                 let part_sizes = Sizes {
                     samples: len,
                     ..sizes
                 };
-                let mut plan = CudaOperator::plan(device, &slice, part_sizes, precision, true)?;
-                if let Some(reduce) = shared.0 {
-                    plan.adjoint.set_reduce(reduce);
-                }
-                if let (Some(reduce), Some(side)) = (shared.1, plan.forward.as_mut()) {
-                    side.set_reduce(reduce);
-                }
-                let reductions = (
-                    plan.adjoint.reduction(),
-                    plan.forward.as_ref().map(SidePlan::reduction),
-                );
-                let op = CudaOperator::from_plan(device.clone(), &slice, plan)?;
-                Ok((Part { op, first, len }, reductions))
-            };
-        let mut parts = Vec::with_capacity(devices.len());
-        let mut reductions = Vec::with_capacity(devices.len());
-        for p in 0..devices.len() {
-            let (part, reduction) = build(p, (None, None))?;
-            parts.push(Some(part));
-            reductions.push(reduction);
-        }
+                let slice = sample_slice(features, sizes.samples, first, len);
+                Ok(Part {
+                    op: CudaOperator::new(device.clone(), &slice, part_sizes, precision)?,
+                    first,
+                    len,
+                })
+            })
+            .collect::<Result<Vec<Part>>>()?;
+        // The parts reduce the phase as the whole operator would.
+        let reductions: Vec<_> = parts.iter().map(|p| p.op.reductions()).collect();
         let shared = (
             shared_reduction(&reductions.iter().map(|r| r.0).collect::<Vec<_>>()),
             shared_reduction(&reductions.iter().filter_map(|r| r.1).collect::<Vec<_>>()),
         );
-        let differs =
-            |r: &Reduction, shared: Option<bool>| r.free() && shared.is_some_and(|s| s != r.reduce);
-        for (p, (adjoint, forward)) in reductions.iter().enumerate() {
-            if differs(adjoint, shared.0) || forward.is_some_and(|f| differs(&f, shared.1)) {
-                // its device memory goes first
-                parts[p] = None;
-                parts[p] = Some(build(p, shared)?.0);
-            }
+        for part in &mut parts {
+            part.op.set_reductions(shared)?;
         }
-        let parts: Vec<Part> = parts.into_iter().flatten().collect();
         let first = devices[0].clone();
         let links = Links::new(&devices.iter().collect::<Vec<_>>())?;
         let work = Work::new(&first, sizes)?;

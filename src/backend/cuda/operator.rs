@@ -12,7 +12,7 @@
 use super::context::Device;
 use super::launch::{launch_over, Args};
 use super::memory::{knob, DeviceBuffer, Stream};
-use super::phase_sum::{Side, SidePlan, Target};
+use super::phase_sum::{Reduction, Side, SidePlan, Target};
 use super::space::{solve_on, DeviceNormal};
 use super::vectors::{upload_sensitivities, CudaCore};
 use super::work::{Work, WorkGuard};
@@ -26,16 +26,6 @@ use std::sync::{Arc, Mutex};
 
 /// Coils per kernel pass (more coils run in groups).
 const MAX_COIL_GROUP: usize = 8;
-
-/// A [`CudaOperator`]'s directions laid out on the host ([`CudaOperator::plan`]).
-pub(super) struct OperatorPlan {
-    sizes: Sizes,
-    precision: Precision,
-    coil_group: usize,
-    groups: usize,
-    pub(super) adjoint: SidePlan,
-    pub(super) forward: Option<SidePlan>,
-}
 
 /// E on one GPU in one precision mode.
 pub struct CudaOperator {
@@ -135,19 +125,6 @@ impl CudaOperator {
         precision: Precision,
         with_forward: bool,
     ) -> Result<CudaOperator> {
-        let plan = Self::plan(&device, features, sizes, precision, with_forward)?;
-        Self::from_plan(device, features, plan)
-    }
-
-    /// Both directions laid out on the host ([`SidePlan::new`]; nothing on the
-    /// device yet), so that the parts of a split can agree on them first.
-    pub(super) fn plan(
-        device: &Device,
-        features: &Features,
-        sizes: Sizes,
-        precision: Precision,
-        with_forward: bool,
-    ) -> Result<OperatorPlan> {
         check_index_range(sizes)?;
         let Sizes {
             voxels: n,
@@ -160,40 +137,18 @@ impl CudaOperator {
             .min(MAX_COIL_GROUP);
         let groups = coils.div_ceil(max_group);
         let coil_group = coils.div_ceil(groups);
+        let terms = features.terms;
+        let (voxel, sample) = (&features.voxel, &features.sample);
         let (adjoint, forward) = plan_sides(
-            Target::of(device),
+            Target::of(&device),
             precision,
-            (&features.voxel, &features.sample, features.terms),
+            (voxel, sample, terms),
             (n, m, coil_group),
             with_forward,
         );
-        Ok(OperatorPlan {
-            sizes,
-            precision,
-            coil_group,
-            groups,
-            adjoint: adjoint?,
-            forward: forward?,
-        })
-    }
-
-    /// The operator `plan` lays out (of `features`), compiled and uploaded.
-    pub(super) fn from_plan(
-        device: Arc<Device>,
-        features: &Features,
-        plan: OperatorPlan,
-    ) -> Result<CudaOperator> {
-        let OperatorPlan {
-            sizes,
-            precision,
-            coil_group,
-            groups,
-            adjoint,
-            forward,
-        } = plan;
-        let adjoint = Side::from_plan(&device, adjoint, &features.sample)?;
-        let forward = match forward {
-            Some(plan) => Some(Side::from_plan(&device, plan, &features.voxel)?),
+        let adjoint = Side::from_plan(&device, adjoint?, sample)?;
+        let forward = match forward? {
+            Some(plan) => Some(Side::from_plan(&device, plan, voxel)?),
             None => None,
         };
         let sensitivities = upload_sensitivities(&device, features.sensitivities.as_deref())?;
@@ -308,6 +263,29 @@ impl CudaOperator {
                     super::checkpoint(stream, done as f64 / total as f64)?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Whether and why its kernels reduce the phase: adjoint, forward.
+    pub(super) fn reductions(&self) -> (Reduction, Option<Reduction>) {
+        (
+            self.adjoint.reduction(),
+            self.forward.as_ref().map(Side::reduction),
+        )
+    }
+
+    /// The reductions of the phase (adjoint, forward; `None`: as planned) on
+    /// the sides free to choose ([`Side::set_reduce`]).
+    pub(super) fn set_reductions(
+        &mut self,
+        (adjoint, forward): (Option<bool>, Option<bool>),
+    ) -> Result<()> {
+        if let Some(reduce) = adjoint {
+            self.adjoint.set_reduce(&self.core.device, reduce)?;
+        }
+        if let (Some(reduce), Some(side)) = (forward, self.forward.as_mut()) {
+            side.set_reduce(&self.core.device, reduce)?;
         }
         Ok(())
     }

@@ -68,6 +68,8 @@ const ONE_LEVEL_SPLIT: usize = 4096;
 /// Phase-sum geometry and device data of one direction.
 pub(super) struct Side {
     kernel: CudaFunction,
+    /// What `kernel` is compiled from.
+    source: KernelSource,
     /// Outer points per block and blocks in all.
     pub(super) blk: usize,
     blocks: usize,
@@ -117,9 +119,7 @@ impl Target {
 /// What the host computes for a side ([`SidePlan::new`]): its kernel's
 /// source and defines, its geometry and the contents of its device buffers.
 pub(super) struct SidePlan {
-    name: &'static str,
-    source: &'static str,
-    defines: Vec<(&'static str, i64)>,
+    source: KernelSource,
     blk: usize,
     blocks: usize,
     outer: usize,
@@ -131,8 +131,6 @@ pub(super) struct SidePlan {
     split_terms: usize,
     threads: usize,
     shape: String,
-    /// Whether the kernel reduces the phase before sin/cos, and why.
-    reduction: Reduction,
     dv: Vec<u8>,
     vref: Vec<f64>,
     inner_eff: Vec<u8>,
@@ -144,32 +142,26 @@ pub(super) struct SidePlan {
     per_block: usize,
 }
 
-impl SidePlan {
+/// What a side's kernel is compiled from: the source, its defines but
+/// REDUCE, and whether (and why) it reduces the phase.
+#[derive(Clone)]
+struct KernelSource {
+    name: &'static str,
+    source: &'static str,
+    defines: Vec<(&'static str, i64)>,
+    reduction: Reduction,
+}
+
+impl KernelSource {
     /// The compiled kernel (cached per process and device).
-    fn kernel(&self, device: &Device) -> Result<CudaFunction> {
+    fn compile(&self, device: &Device) -> Result<CudaFunction> {
         let mut defines = self.defines.clone();
         defines.push(("REDUCE", i64::from(self.reduction.reduce)));
         device.function(self.name, self.source, &defines, self.name)
     }
+}
 
-    /// Whether and why the kernel reduces the phase.
-    pub(super) fn reduction(&self) -> Reduction {
-        self.reduction
-    }
-
-    /// Reduces the phase or not, where the side is free to choose
-    /// ([`Reduction::free`]; [`shared_reduction`]).
-    pub(super) fn set_reduce(&mut self, reduce: bool) {
-        if self.reduction.free() {
-            self.reduction.reduce = reduce;
-        }
-    }
-
-    /// The kernel's shape as [`Side::describe`] reports it.
-    fn shape(&self) -> String {
-        format!("{} reduce {}", self.shape, u8::from(self.reduction.reduce))
-    }
-
+impl SidePlan {
     /// Outer blocks per launch whose partial sums fit in `bytes` (at least
     /// one; `HORECON_CUDA_CHUNK_BLOCKS` overrides).
     fn chunk_blocks(&self, bytes: usize) -> usize {
@@ -456,9 +448,12 @@ impl SidePlan {
             "partial sums (splits x coils x block)",
         )?;
         Ok(SidePlan {
-            name,
-            source,
-            defines,
+            source: KernelSource {
+                name,
+                source,
+                defines,
+                reduction,
+            },
             blk,
             blocks: lay.blocks,
             outer: o,
@@ -483,7 +478,6 @@ impl SidePlan {
                     format!("FFMA, R {r} two-level {two_level}")
                 }
             ),
-            reduction,
             dv,
             vref: lay.vref,
             inner_eff,
@@ -561,10 +555,11 @@ impl Side {
     /// Compiles and uploads one direction laid out by `plan` ([`SidePlan::new`];
     /// `inner` the inner features it was planned with).
     pub(super) fn from_plan(device: &Arc<Device>, plan: SidePlan, inner: &[f64]) -> Result<Side> {
-        let kernel = plan.kernel(device)?;
+        let kernel = plan.source.compile(device)?;
         let chunk_blocks = plan.chunk_blocks(chunk_budget(device)?);
         Ok(Side {
             kernel,
+            source: plan.source,
             blk: plan.blk,
             blocks: plan.blocks,
             outer: plan.outer,
@@ -595,7 +590,7 @@ impl Side {
                 chunk_blocks * plan.per_block,
                 "partial sums",
             )?,
-            shape: plan.shape(),
+            shape: plan.shape,
         })
     }
 
@@ -611,7 +606,7 @@ impl Side {
         plan: SidePlan,
         inner: Option<&[f64]>,
     ) -> Result<()> {
-        self.kernel = plan.kernel(device)?;
+        self.kernel = plan.source.compile(device)?;
         self.dv.refill(&plan.dv, "outer feature differences")?;
         self.vref.refill(&plan.vref, "block reference features")?;
         if let Some(inner) = inner {
@@ -647,7 +642,26 @@ impl Side {
         self.effective_terms = plan.effective_terms;
         self.split_terms = plan.split_terms;
         self.threads = plan.threads;
-        self.shape = plan.shape();
+        self.shape = plan.shape;
+        self.source = plan.source;
+        Ok(())
+    }
+
+    /// Whether and why the kernel reduces the phase.
+    pub(super) fn reduction(&self) -> Reduction {
+        self.source.reduction
+    }
+
+    /// Reduces the phase or not where the side is free to choose
+    /// ([`Reduction::free`]; [`shared_reduction`]): the kernel is compiled
+    /// anew, its data stay.
+    pub(super) fn set_reduce(&mut self, device: &Device, reduce: bool) -> Result<()> {
+        if self.source.reduction.free() && self.source.reduction.reduce != reduce {
+            let mut source = self.source.clone();
+            source.reduction.reduce = reduce;
+            self.kernel = source.compile(device)?;
+            self.source = source;
+        }
         Ok(())
     }
 
@@ -687,11 +701,12 @@ impl Side {
         let regs = self.kernel.num_regs().unwrap_or(-1);
         let local = self.kernel.local_size_bytes().unwrap_or(-1);
         format!(
-            "terms {}/{} (split {}) {} blk {} blocks {} splits {} chunk {} regs {regs} local {local}B",
+            "terms {}/{} (split {}) {} reduce {} blk {} blocks {} splits {} chunk {} regs {regs} local {local}B",
             self.effective_terms,
             self.full_terms,
             self.split_terms,
             self.shape,
+            u8::from(self.source.reduction.reduce),
             self.blk,
             self.blocks,
             self.splits,
