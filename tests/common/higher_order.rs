@@ -22,6 +22,10 @@ pub enum Kind {
     UserBasis,
     /// Strong off-resonance (±300 Hz over 30 ms) with linear terms only.
     StrongB0,
+    /// Solid harmonics (16 terms, three times [`Kind::Grid`]'s higher
+    /// orders) with a rough off-resonance map: 450 Hz smooth plus 90 Hz of
+    /// independent noise per voxel, as a measured map outside the object.
+    RoughB0,
 }
 
 /// Lattice positions c + A·i for the index vectors of `dims`, A oblique when
@@ -139,8 +143,17 @@ pub fn anisotropic_problem(
         .collect();
     let times: Vec<f64> = (0..m).map(|j| 0.03 * j as f64 / m as f64).collect();
     let (terms, user_basis, coefficients) = match kind {
-        Kind::Grid | Kind::Oblique | Kind::Masked => {
-            let terms = if matches!(kind, Kind::Grid) { 16 } else { 9 };
+        Kind::Grid | Kind::Oblique | Kind::Masked | Kind::RoughB0 => {
+            let terms = if matches!(kind, Kind::Oblique | Kind::Masked) {
+                9
+            } else {
+                16
+            };
+            let scale = if matches!(kind, Kind::RoughB0) {
+                3.0
+            } else {
+                1.0
+            };
             let mut c = vec![0.0; terms * m];
             for b in 0..terms {
                 let column = match ORDER[b] {
@@ -153,8 +166,8 @@ pub fn anisotropic_problem(
                             .map(|(k, e)| k + e)
                             .collect()
                     }
-                    2 => curve(rng, m, 300.0),
-                    _ => curve(rng, m, 3000.0),
+                    2 => curve(rng, m, 300.0 * scale),
+                    _ => curve(rng, m, 3000.0 * scale),
                 };
                 c[b * m..(b + 1) * m].copy_from_slice(&column);
             }
@@ -190,17 +203,19 @@ pub fn anisotropic_problem(
             (4, None, c)
         }
     };
-    let hz = match kind {
-        Kind::StrongB0 => 300.0,
-        Kind::UserBasis => 0.0,
-        _ => 60.0,
+    let (hz, noise_hz) = match kind {
+        Kind::StrongB0 => (300.0, 0.0),
+        Kind::RoughB0 => (450.0, 90.0),
+        Kind::UserBasis => (0.0, 0.0),
+        _ => (60.0, 0.0),
     };
     let off_resonance = (hz > 0.0).then(|| {
         let omega = points
             .iter()
             .map(|p| {
                 let r2 = (p[0] - 0.02).powi(2) + (p[1] + 0.01).powi(2) + p[2].powi(2);
-                TAU * hz * ((-r2 / (2.0 * 0.05f64.powi(2))).exp() - 0.3)
+                let noise = if noise_hz > 0.0 { rng.normal() } else { 0.0 };
+                TAU * hz * ((-r2 / (2.0 * 0.05f64.powi(2))).exp() - 0.3) + TAU * noise_hz * noise
             })
             .collect();
         (omega, times.clone())
