@@ -58,6 +58,28 @@ fn true_errors(rng: &mut Rng, p: &Problem, plan: &horecon::Plan, images: usize) 
     pooled.map(|e| e.relative())
 }
 
+/// [`true_errors`] of the active `plan` over `images` inputs, printed after
+/// `name` with its rank and certificate: each within `tolerance`, the
+/// certificate within 3× of E's and Eᴴ's.
+fn assert_meets_tolerance(
+    rng: &mut Rng,
+    p: &Problem,
+    plan: &horecon::Plan,
+    (tolerance, images): (f64, usize),
+    name: &str,
+) {
+    let info = plan.approximation_info().unwrap();
+    let errors = true_errors(rng, p, plan, images);
+    eprintln!(
+        "{name}: K {} estimated {:.2e}, E {:.2e}, EH {:.2e}, EHE {:.2e}",
+        info.rank, info.estimated_error, errors[0], errors[1], errors[2]
+    );
+    for (what, e) in ["E", "EH", "EHE"].iter().zip(errors) {
+        assert!(e <= tolerance, "{name}: {what} error {e:.3e}");
+    }
+    assert_honest(info.estimated_error, errors[0].max(errors[1]), name);
+}
+
 #[test]
 fn fast_operators_meet_the_tolerance_and_the_certificate_is_honest() {
     let mut rng = Rng::fresh("fast_operators_meet_the_tolerance");
@@ -75,29 +97,11 @@ fn fast_operators_meet_the_tolerance_and_the_certificate_is_honest() {
             let plan = fast_plan(&p, tolerance);
             let info = plan.approximation_info().unwrap();
             assert!(info.active, "{kind:?}: inactive: {}", info.reason);
-            let errors = true_errors(&mut rng, &p, &plan, 1);
-            eprintln!(
-                "{kind:?} {dims:?} N {} M {samples} L {coils} tol {tolerance:.0e}: K {} \
-                 estimated {:.2e}, E {:.2e}, EH {:.2e}, EHE {:.2e}",
-                p.voxels(),
-                info.rank,
-                info.estimated_error,
-                errors[0],
-                errors[1],
-                errors[2]
+            let name = format!(
+                "{kind:?} {dims:?} N {} M {samples} L {coils} tol {tolerance:.0e}",
+                p.voxels()
             );
-            for (what, e) in ["E", "EH", "EHE"].iter().zip(errors) {
-                assert!(
-                    e <= tolerance,
-                    "{kind:?} tol {tolerance}: {what} error {e:.3e}"
-                );
-            }
-            let truth = errors[0].max(errors[1]);
-            assert_honest(
-                info.estimated_error,
-                truth,
-                &format!("{kind:?} tol {tolerance}"),
-            );
+            assert_meets_tolerance(&mut rng, &p, &plan, (tolerance, 1), &name);
         }
     }
 }
@@ -129,15 +133,7 @@ fn random_plans_meet_the_tolerance() {
             );
             continue;
         }
-        let errors = true_errors(&mut rng, &p, &plan, 4);
-        eprintln!(
-            "{name}: K {} estimated {:.2e}, E {:.2e}, EH {:.2e}, EHE {:.2e}",
-            info.rank, info.estimated_error, errors[0], errors[1], errors[2]
-        );
-        for (what, e) in ["E", "EH", "EHE"].iter().zip(errors) {
-            assert!(e <= tolerance, "{name}: {what} error {e:.3e}");
-        }
-        assert_honest(info.estimated_error, errors[0].max(errors[1]), &name);
+        assert_meets_tolerance(&mut rng, &p, &plan, (tolerance, 4), &name);
         let (x, d, y, z) = applied(&mut rng, &p, &plan);
         let (a, b) = (inner(&y, &d), inner(&x, &z));
         let scale = (inner(&y, &y).re * inner(&d, &d).re).sqrt();
@@ -527,15 +523,7 @@ fn rough_off_resonance_over_higher_orders_meets_the_tolerance_or_stays_exact() {
                 assert!(dims[2] > 1 || tolerance < 1e-2, "{name}: inactive");
                 continue;
             }
-            let errors = true_errors(&mut rng, &p, &plan, 1);
-            eprintln!(
-                "{name}: K {} estimated {:.2e}, E {:.2e}, EH {:.2e}, EHE {:.2e}",
-                info.rank, info.estimated_error, errors[0], errors[1], errors[2]
-            );
-            for (what, e) in ["E", "EH", "EHE"].iter().zip(errors) {
-                assert!(e <= tolerance, "{name}: {what} error {e:.3e}");
-            }
-            assert_honest(info.estimated_error, errors[0].max(errors[1]), &name);
+            assert_meets_tolerance(&mut rng, &p, &plan, (tolerance, 1), &name);
         }
     }
 }
