@@ -166,36 +166,37 @@ impl Plan {
             voxels: SAMPLE_VOXELS,
         };
         let accepted = ACCEPTED_SHARE * self.approximation;
+        // Reasons fit the C API's 160 bytes (`horecon_approximation_info`).
         let above = |fast: &FastPath| {
             let measured = fast.info.estimated_error;
-            (measured > accepted || measured.is_nan()).then(|| {
-                format!(
-                    "the fast path's measured error {measured:.2e} (K = {}) is above {ACCEPTED_SHARE} \
-                     of the tolerance {:.1e}",
-                    fast.info.rank, self.approximation
-                )
-            })
+            measured > accepted || measured.is_nan()
         };
         let first = match self.fast_attempt(tolerance, target)? {
             Attempt::Active(fast) => fast,
             Attempt::Inactive(reason) => return Ok(inactive(reason)),
         };
-        let Some(excess) = above(&first) else {
+        if !above(&first) {
             return Ok(first);
-        };
+        }
         let measured = first.info.estimated_error;
         drop(first); // before the rebuild (device memory)
         if !measured.is_finite() {
-            return Ok(inactive(format!("{excess}: exact operators")));
+            return Ok(inactive(format!(
+                "measured error {measured:.2e}: exact operators"
+            )));
         }
         target.voxels = WIDER_SAMPLE * SAMPLE_VOXELS;
         target.aim *= 0.5 * accepted / measured;
         Ok(match self.fast_attempt(tolerance, target)? {
-            Attempt::Inactive(reason) => inactive(format!("{excess}; rebuilt: {reason}")),
-            Attempt::Active(fast) => match above(&fast) {
-                Some(again) => inactive(format!("{excess}; rebuilt: {again}: exact operators")),
-                None => fast,
-            },
+            Attempt::Inactive(reason) => inactive(format!(
+                "rebuilt after a measured error of {measured:.1e}: {reason}"
+            )),
+            Attempt::Active(fast) if above(&fast) => inactive(format!(
+                "measured error {measured:.1e}, rebuilt {:.1e} (K = {}): above {ACCEPTED_SHARE} of the \
+                 tolerance {:.0e}, exact operators",
+                fast.info.estimated_error, fast.info.rank, self.approximation
+            )),
+            Attempt::Active(fast) => fast,
         })
     }
 
