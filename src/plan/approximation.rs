@@ -86,13 +86,6 @@ pub(super) struct FastPath {
     pub info: ApproximationInfo,
 }
 
-/// One build of the fast path ([`Plan::fast_attempt`]).
-enum Attempt {
-    Active(FastPath),
-    /// Why the model has no separation.
-    Inactive(String),
-}
-
 fn inactive(reason: impl Into<String>) -> FastPath {
     FastPath {
         operator: None,
@@ -171,11 +164,8 @@ impl Plan {
             let measured = fast.info.estimated_error;
             measured > accepted || measured.is_nan()
         };
-        let first = match self.fast_attempt(tolerance, target)? {
-            Attempt::Active(fast) => fast,
-            Attempt::Inactive(reason) => return Ok(inactive(reason)),
-        };
-        if !above(&first) {
+        let first = self.fast_attempt(tolerance, target)?;
+        if !first.info.active || !above(&first) {
             return Ok(first);
         }
         let measured = first.info.estimated_error;
@@ -187,30 +177,33 @@ impl Plan {
         }
         target.voxels = WIDER_SAMPLE * SAMPLE_VOXELS;
         target.aim *= 0.5 * accepted / measured;
-        Ok(match self.fast_attempt(tolerance, target)? {
-            Attempt::Inactive(reason) => inactive(format!(
-                "rebuilt after a measured error of {measured:.1e}: {reason}"
-            )),
-            Attempt::Active(fast) if above(&fast) => inactive(format!(
+        let fast = self.fast_attempt(tolerance, target)?;
+        Ok(if !fast.info.active {
+            inactive(format!(
+                "rebuilt after a measured error of {measured:.1e}: {}",
+                fast.info.reason
+            ))
+        } else if above(&fast) {
+            inactive(format!(
                 "measured error {measured:.1e}, rebuilt {:.1e} (K = {}): above {ACCEPTED_SHARE} of the \
                  tolerance {:.0e}, exact operators",
                 fast.info.estimated_error, fast.info.rank, self.approximation
-            )),
-            Attempt::Active(fast) => fast,
+            ))
+        } else {
+            fast
         })
     }
 
     /// One build of the fast path for `tolerance` with the expansion's
-    /// `target`: its operator and certificate, or why the model has none.
-    fn fast_attempt(&self, tolerance: f64, target: Target) -> Result<Attempt> {
+    /// `target`: its operator and certificate, or (inactive) why the model
+    /// has none.
+    fn fast_attempt(&self, tolerance: f64, target: Target) -> Result<FastPath> {
         let started = std::time::Instant::now();
         let features = self.model.features()?;
         let featured = started.elapsed().as_secs_f64();
         let separation = match Separation::new(&self.model, &features, target) {
             Ok(s) => s,
-            Err(e) if e.status == Status::InvalidArgument => {
-                return Ok(Attempt::Inactive(e.message))
-            }
+            Err(e) if e.status == Status::InvalidArgument => return Ok(inactive(e.message)),
             Err(e) => return Err(e),
         };
         let separated = started.elapsed().as_secs_f64();
@@ -262,7 +255,7 @@ impl Plan {
                 operator.backend_name()
             );
         }
-        Ok(Attempt::Active(FastPath {
+        Ok(FastPath {
             operator: Some(operator),
             info: ApproximationInfo {
                 active: true,
@@ -270,7 +263,7 @@ impl Plan {
                 estimated_error,
                 reason: String::new(),
             },
-        }))
+        })
     }
 
     /// The fast operator of `separation` with the coils `sensitivities`

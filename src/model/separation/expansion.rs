@@ -885,8 +885,10 @@ impl Expansion {
                 .collect()
         };
         let check_t = Sample::pick(temporal, terms, &check_times);
+        // Every voxel (then the fit's own sample) or fresh ones drawn ∝ w_n.
+        let drawn_check;
         let check_v = if n <= drawn {
-            voxel_sample(spatial, terms, weights, (u_max, drawn), lattice_cover).0
+            &voxels
         } else {
             let total: f64 = weights.iter().sum();
             let w: Vec<f64> = if total > 0.0 {
@@ -894,9 +896,10 @@ impl Expansion {
             } else {
                 vec![1.0; n]
             };
-            Sample::pick(spatial, terms, &weighted(&w, CHECK_VOXELS, 0.137))
+            drawn_check = Sample::pick(spatial, terms, &weighted(&w, CHECK_VOXELS, 0.137));
+            &drawn_check
         };
-        let checked = check_errors(&f, &check_t, &check_v, terms);
+        let checked = check_errors(&f, &check_t, check_v, terms);
         let within = |k: usize| f.errors[k - 1].max(checked[k - 1]).sqrt();
         let Some(rank) = (1..=f.rank_limit()).find(|&k| within(k) <= target) else {
             // Drawn voxels that met the target while the check's fresh ones
