@@ -3,10 +3,11 @@
 //! small sub-model.
 //!
 //! Forward: an image x with iid complex normal values on a voxel subset V
-//! (zero elsewhere); with R a random subset of samples,
+//! (zero elsewhere); with R a random subset of samples (weights w below,
+//! all 1 where V and R are drawn alone),
 //!
-//! $$\hat\varepsilon_E^2 = \frac{\sum_{c}\sum_{j\in R} |(\tilde E x)_{j,c} - (E x)_{j,c}|^2}
-//!                              {|R| \sum_{v\in V} |x_v|^2 \sum_c |S_c(r_v)|^2}.$$
+//! $$\hat\varepsilon_E^2 = \frac{\sum_{c}\sum_{j\in R} w_j |(\tilde E x)_{j,c} - (E x)_{j,c}|^2}
+//!                              {\sum_{j\in R} w_j \sum_{v\in V} |x_v|^2 \sum_c |S_c(r_v)|^2}.$$
 //!
 //! The denominator is the mean of ‖(Ex)_R‖² over the phases of x, exact
 //! because every entry of E has modulus |S_c(r_v)|: unlike ‖(Ex)_R‖² itself
@@ -28,7 +29,16 @@
 //!
 //! V and Q also hold the voxels where each voxel feature is smallest and
 //! largest (the corners of the field of view for higher-order terms, where
-//! the expansion errs most). How the fast operator is applied is the
+//! the expansion errs most), R and T the samples where each sample feature
+//! is (the ends of the readout, the edges of k-space). Every sum above is
+//! then an unbiased sum over all voxels and samples (Horvitz–Thompson): a
+//! fixed point counts once, a drawn one as often as its run has points —
+//! the weight w of a voxel of V or a sample of T scales its probe's
+//! variance, that of a voxel of Q or a sample of R its compared squares,
+//! and the denominators carry the same weights. (Counted like drawn
+//! voxels, the 10–32 corners of a rough model weighed ~N/|Q| times their
+//! share: certificates 3–5× above the true error, and plans that met their
+//! tolerance left exact.) How the fast operator is applied is the
 //! [`Probe`]'s: on CUDA the plan's own operator once each way (all coils,
 //! [`Whole`]); on the CPU, where an application costs ∝ L·M and an
 //! operator's build little, the operator's rows R and T only
@@ -247,23 +257,53 @@ impl Probes {
     }
 
     /// `count` sorted indices of 0..total, one drawn uniformly in each of
-    /// `count` equal runs (all when total ≤ count).
-    fn stratified(&mut self, total: usize, count: usize) -> Vec<usize> {
+    /// `count` equal runs, with the runs' lengths (all, each 1, when
+    /// total ≤ count).
+    fn runs(&mut self, total: usize, count: usize) -> Vec<(usize, f64)> {
         if total <= count {
-            return (0..total).collect();
+            return (0..total).map(|i| (i, 1.0)).collect();
         }
         (0..count)
             .map(|i| {
                 let (lo, hi) = (i * total / count, (i + 1) * total / count);
-                lo + (self.0.next_u64() % (hi - lo) as u64) as usize
+                let drawn = lo + (self.0.next_u64() % (hi - lo) as u64) as usize;
+                (drawn, (hi - lo) as f64)
             })
             .collect()
     }
+
+    /// The indices `fixed` (sorted, without repeats) and `count` more drawn
+    /// stratified among the other total − |fixed|, sorted, with the weights
+    /// of an unbiased sum over all `total`: 1 for a fixed index, its run's
+    /// length for a drawn one (module documentation).
+    fn with_fixed(
+        &mut self,
+        total: usize,
+        count: usize,
+        fixed: &[usize],
+    ) -> (Vec<usize>, Vec<f64>) {
+        // The p-th index not in `fixed`, for ascending p (a merge walk).
+        let mut skipped = 0;
+        let mut others: Vec<(usize, f64)> = self
+            .runs(total - fixed.len(), count)
+            .into_iter()
+            .map(|(p, weight)| {
+                while skipped < fixed.len() && fixed[skipped] <= p + skipped {
+                    skipped += 1;
+                }
+                (p + skipped, weight)
+            })
+            .collect();
+        others.extend(fixed.iter().map(|&v| (v, 1.0)));
+        others.sort_unstable_by_key(|&(v, _)| v);
+        others.into_iter().unzip()
+    }
 }
 
-/// The voxels where each of the F voxel features (F×N) is smallest and largest.
-fn extremes(voxel: &[f64], n: usize) -> Vec<usize> {
-    voxel
+/// The points where each of the F features (F×n: voxels' or samples') is
+/// smallest and largest.
+fn extremes(features: &[f64], n: usize) -> Vec<usize> {
+    features
         .par_chunks_exact(n.max(1))
         .flat_map_iter(|column| {
             let (lo, hi) = extreme_indices(column);
@@ -306,6 +346,15 @@ impl Pooled {
         } else {
             self.difference.sqrt()
         }
+    }
+}
+
+/// a_i and b_i times √w_i: compared values that count w_i times.
+fn scale(a: &mut [Complex32], b: &mut [Complex32], weights: &[f64]) {
+    for ((a, b), w) in a.iter_mut().zip(b).zip(weights) {
+        let root = w.sqrt() as f32;
+        *a *= root;
+        *b *= root;
     }
 }
 
@@ -366,7 +415,8 @@ pub fn estimate(
         0x005E_ED0F_FA57 ^ ((n as u64) << 20) ^ m as u64,
     ));
     let zero = Complex32::new(0.0, 0.0);
-    let corners = extremes(&features.voxel, n);
+    let corners = sorted(extremes(&features.voxel, n));
+    let ends = sorted(extremes(&features.sample, m));
     let sub_model = |voxels: &[usize], samples: &[usize]| -> Result<(Features, Sizes)> {
         let model = Features {
             terms: features.terms,
@@ -389,27 +439,34 @@ pub fn estimate(
 
     // Forward: x on V, E x compared at the rows R (all coils).
     let sensitivities = features.sensitivities.as_deref();
-    let support = {
-        let mut v = rng.stratified(n, VOXEL_SUPPORT);
-        v.extend_from_slice(&corners);
-        sorted(v)
-    };
-    let rows = rng.stratified(m, PROBES);
+    let (support, weights) = rng.with_fixed(n, VOXEL_SUPPORT, &corners);
+    let (rows, row_weights) = rng.with_fixed(m, PROBES, &ends);
     let (model, sub) = sub_model(&support, &rows)?;
     let exact = exact_operator(&model, sub)?;
-    let all_coils = vec![rows.len() as f64; coils];
+    let all_coils = vec![row_weights.iter().sum::<f64>(); coils];
     let mut forward = Pooled::default();
     for _ in 0..probes {
-        let values: Vec<Complex32> = support.iter().map(|_| rng.normal()).collect();
+        // x_v ~ CN(0, w_v): E‖(Ẽ − E)_{R,V} x‖² = Σ_v w_v ‖(Ẽ − E)_{R,v}‖².
+        let values: Vec<Complex32> = weights
+            .iter()
+            .map(|w| rng.normal() * w.sqrt() as f32)
+            .collect();
         let mut image = try_vec(n, zero, "probe image (N)")?;
         for (&v, &x) in support.iter().zip(&values) {
             image[v] = x;
         }
-        let fast_rows = fast.forward_rows(&image, &rows)?;
+        let mut fast_rows = fast.forward_rows(&image, &rows)?;
         drop(image);
         let mut exact_rows = try_vec(rows.len() * coils, zero, "exact rows")?;
         exact.forward(&values, &mut exact_rows)?;
-        // E‖E_{R,V}x‖² = |R|·Σ_v |x_v|² Σ_c |S_c(v)|².
+        // Each compared row counts w_j times.
+        for (a, b) in fast_rows
+            .chunks_exact_mut(rows.len().max(1))
+            .zip(exact_rows.chunks_exact_mut(rows.len().max(1)))
+        {
+            scale(a, b, &row_weights);
+        }
+        // E‖E_{R,V}x‖² = Σ_{j∈R} w_j·Σ_v |x_v|² Σ_c |S_c(v)|².
         let magnitudes: Vec<f64> = values.iter().map(|x| x.norm_sqr() as f64).collect();
         forward.add(
             &fast_rows,
@@ -420,24 +477,25 @@ pub fn estimate(
     drop(exact);
 
     // Adjoint: d on the samples T (all coils), Eᴴ d compared at the voxels Q.
-    let support = rng.stratified(m, SAMPLE_SUPPORT);
-    let voxels = {
-        let mut q = rng.stratified(n, PROBES);
-        q.extend_from_slice(&corners);
-        sorted(q)
-    };
+    let (support, sample_weights) = rng.with_fixed(m, SAMPLE_SUPPORT, &ends);
+    let (voxels, weights) = rng.with_fixed(n, PROBES, &corners);
     let (model, sub) = sub_model(&voxels, &support)?;
     let exact = exact_operator(&model, sub)?;
-    let ones = vec![1.0; voxels.len()];
     let mut adjoint = Pooled::default();
     for _ in 0..probes {
-        let values: Vec<Complex32> = (0..support.len() * coils).map(|_| rng.normal()).collect();
+        // d_{j,c} ~ CN(0, w_j) (each sample counts w_j times).
+        let values: Vec<Complex32> = (0..coils)
+            .flat_map(|_| sample_weights.iter())
+            .map(|w| rng.normal() * w.sqrt() as f32)
+            .collect();
         let fast_image = fast.adjoint_of_rows(&support, &values)?;
-        let fast_voxels = gather(&fast_image, n, &voxels, "fast voxels")?;
+        let mut fast_voxels = gather(&fast_image, n, &voxels, "fast voxels")?;
         drop(fast_image);
         let mut exact_voxels = try_vec(voxels.len(), zero, "exact voxels")?;
         exact.adjoint(&values, &mut exact_voxels)?;
-        // E‖(Eᴴd)_Q‖² = Σ_{v∈Q} Σ_c |S_c(v)|² Σ_j |d_{j,c}|².
+        // Each compared voxel counts w_q times.
+        scale(&mut fast_voxels, &mut exact_voxels, &weights);
+        // E‖(Eᴴd)_Q‖² = Σ_{v∈Q} w_v Σ_c |S_c(v)|² Σ_j |d_{j,c}|².
         let data_energy: Vec<f64> = values
             .chunks_exact(support.len().max(1))
             .map(|column| column.iter().map(|d| d.norm_sqr() as f64).sum())
@@ -445,7 +503,7 @@ pub fn estimate(
         adjoint.add(
             &fast_voxels,
             &exact_voxels,
-            expected_energy(sensitivities, n, (&voxels, &ones), &data_energy),
+            expected_energy(sensitivities, n, (&voxels, &weights), &data_energy),
         );
     }
     Ok(forward.relative().max(adjoint.relative()))
@@ -458,12 +516,38 @@ mod tests {
     #[test]
     fn stratified_draws_cover_every_run_once() {
         let mut rng = Probes(SimRng::new(5));
-        let picked = rng.stratified(1000, 7);
+        let picked = rng.runs(1000, 7);
         assert_eq!(picked.len(), 7);
-        for (i, &v) in picked.iter().enumerate() {
-            assert!(v >= i * 1000 / 7 && v < (i + 1) * 1000 / 7, "{i}: {v}");
+        for (i, &(v, length)) in picked.iter().enumerate() {
+            let (lo, hi) = (i * 1000 / 7, (i + 1) * 1000 / 7);
+            assert!(v >= lo && v < hi, "{i}: {v}");
+            assert_eq!(length, (hi - lo) as f64);
         }
-        assert_eq!(rng.stratified(5, 7), vec![0, 1, 2, 3, 4]);
+        let all: Vec<usize> = rng.runs(5, 7).into_iter().map(|(v, _)| v).collect();
+        assert_eq!(all, vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn fixed_points_count_once_and_drawn_ones_for_their_runs() {
+        let mut rng = Probes(SimRng::new(9));
+        for (n, count, fixed) in [
+            (1000, 7, vec![0, 3, 999]),
+            (50, 10, vec![]),
+            (12, 10, vec![4, 5]),
+            (12, 20, vec![11]),
+        ] {
+            let (voxels, weights) = rng.with_fixed(n, count, &fixed);
+            assert!(voxels.windows(2).all(|w| w[0] < w[1]), "{voxels:?}");
+            assert!(fixed.iter().all(|v| voxels.contains(v)));
+            assert_eq!(voxels.len(), fixed.len() + count.min(n - fixed.len()));
+            // The weights sum to N: each voxel is represented once.
+            assert_eq!(weights.iter().sum::<f64>(), n as f64);
+            for (v, w) in voxels.iter().zip(&weights) {
+                if fixed.contains(v) {
+                    assert_eq!(*w, 1.0, "fixed voxel {v}");
+                }
+            }
+        }
     }
 
     #[test]

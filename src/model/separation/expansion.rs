@@ -300,14 +300,6 @@ fn coverage(g: &[f64], terms: usize, n: usize) -> Vec<usize> {
     out
 }
 
-/// exp(i Σ_p u_p g_p) for one time of `times` and one voxel of `voxels`.
-fn entry(times: &Sample, t: usize, voxels: &Sample, v: usize, terms: usize) -> Complex64 {
-    let phase: f64 = (0..terms)
-        .map(|p| times.feature(p, t) * voxels.feature(p, v))
-        .sum();
-    Complex64::from_polar(1.0, phase)
-}
-
 /// Z = D_t Ψ D_v on the sample (times × voxels), column-major, its columns
 /// in parallel, each column's phases (in cycles) summed over the terms and
 /// turned into phasors at once ([`unit_phasors`]). Its memory comes from
@@ -782,34 +774,56 @@ fn factors(times: &Sample, voxels: &Sample, terms: usize, target: f64) -> Result
 }
 
 /// Relative RMS error of the factors of each rank 1..=r on an independent
-/// check sample (equal weights over its times, voxels as drawn).
+/// check sample (equal weights over its times, voxels as drawn): per voxel
+/// (in parallel), the exact column's phasors at once ([`unit_phasors`]) and
+/// the partial sums Σ_{l<k} a_l b_l grown one rank at a time over all times.
 fn check_errors(f: &Factors, times: &Sample, voxels: &Sample, terms: usize) -> Vec<f64> {
-    let r = f.rank_limit();
-    let a: Vec<Vec<Complex64>> = (0..times.len())
-        .map(|t| {
-            let u: Vec<f64> = (0..terms).map(|p| times.feature(p, t)).collect();
-            let mut out = vec![Complex64::new(0.0, 0.0); r];
-            f.temporal(&u, r, &mut out);
-            out
-        })
-        .collect();
+    let (r, st) = (f.rank_limit(), times.len());
+    // a_l(t), rank-major (each rank's times contiguous), split into re and im.
+    let (mut a_re, mut a_im) = (vec![0.0; r * st], vec![0.0; r * st]);
+    let mut a = vec![Complex64::new(0.0, 0.0); r];
+    for t in 0..st {
+        let u: Vec<f64> = (0..terms).map(|p| times.feature(p, t)).collect();
+        f.temporal(&u, r, &mut a);
+        for (l, value) in a.iter().enumerate() {
+            a_re[l * st + t] = value.re;
+            a_im[l * st + t] = value.im;
+        }
+    }
     let sums: Vec<Vec<f64>> = (0..voxels.len())
         .into_par_iter()
-        .map(|v| {
-            let g: Vec<f64> = (0..terms).map(|p| voxels.feature(p, v)).collect();
-            let mut b = vec![Complex64::new(0.0, 0.0); r];
-            f.spatial(&g, r, &mut b);
-            let mut err = vec![0.0; r];
-            for (t, a_t) in a.iter().enumerate() {
-                let exact = entry(times, t, voxels, v, terms);
-                let mut approx = Complex64::new(0.0, 0.0);
-                for k in 0..r {
-                    approx += a_t[k] * b[k];
-                    err[k] += (exact - approx).norm_sqr() * times.weights[t] * voxels.weights[v];
+        .map_init(
+            || [(); 5].map(|_| vec![0.0; st]),
+            |[cycles, re, im, sum_re, sum_im], v| {
+                let g: Vec<f64> = (0..terms).map(|p| voxels.feature(p, v)).collect();
+                let mut b = vec![Complex64::new(0.0, 0.0); r];
+                f.spatial(&g, r, &mut b);
+                cycles.fill(0.0);
+                for (p, &g) in g.iter().enumerate() {
+                    let u = &times.features[p * st..(p + 1) * st];
+                    let g = g / TAU;
+                    cycles.iter_mut().zip(u).for_each(|(c, &u)| *c += u * g);
                 }
-            }
-            err
-        })
+                unit_phasors(cycles, re, im);
+                sum_re.fill(0.0);
+                sum_im.fill(0.0);
+                let w = voxels.weights[v];
+                (0..r)
+                    .map(|k| {
+                        let (ar, ai) = (&a_re[k * st..(k + 1) * st], &a_im[k * st..(k + 1) * st]);
+                        let (br, bi) = (b[k].re, b[k].im);
+                        let mut err = 0.0;
+                        for t in 0..st {
+                            sum_re[t] += ar[t] * br - ai[t] * bi;
+                            sum_im[t] += ar[t] * bi + ai[t] * br;
+                            let (dr, di) = (re[t] - sum_re[t], im[t] - sum_im[t]);
+                            err += (dr * dr + di * di) * times.weights[t];
+                        }
+                        err * w
+                    })
+                    .collect()
+            },
+        )
         .collect();
     (0..r)
         .map(|k| sums.iter().map(|e| e[k]).sum::<f64>())
