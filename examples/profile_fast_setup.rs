@@ -90,6 +90,8 @@ fn main() {
                 certificate::estimate(
                     probe,
                     (&features, sizes),
+                    &certificate::suspects(&separation, None, model.sensitivities.as_deref())
+                        .expect("suspects"),
                     certificate::probe_count(separation.rank, separation.lattice.grid_points()),
                     &options,
                     pool.clone(),

@@ -726,7 +726,8 @@ fn the_certificate_counts_its_fixed_voxels_once() {
             scale,
         };
         let estimate =
-            certificate::estimate(&probe, (&features, sizes), 4, &options, pool.clone()).unwrap();
+            certificate::estimate(&probe, (&features, sizes), &[], 4, &options, pool.clone())
+                .unwrap();
         eprintln!(
             "{kind:?} {dims:?}: {} fixed voxels of {n}, error {truth:.2e}, certificate {estimate:.2e} ({:.2}x)",
             fixed.len(),
@@ -735,6 +736,51 @@ fn the_certificate_counts_its_fixed_voxels_once() {
         assert!(
             estimate <= 2.0 * truth && estimate >= truth / 2.0,
             "{estimate:.2e} vs {truth:.2e}"
+        );
+    }
+}
+
+/// The certificate's suspects: a voxel whose factors b_l(n) are 20 % too
+/// large (‖A b(n)‖ off the unit circle by as much) is found among the
+/// expansion's honest errors of ~1e-4, and the suspects from the factors a
+/// CPU operator holds equal those evaluated from the skeleton (CUDA plans).
+#[test]
+fn suspects_are_the_voxels_whose_factors_leave_the_unit_circle() {
+    use horecon::backend::fast::certificate;
+    use horecon::model::separation::Separation;
+    let mut rng = Rng::fresh("suspects_are_the_voxels_whose_factors_leave_the_unit_circle");
+    for (kind, dims, coils) in [
+        (Kind::Grid, [41, 37, 1], 2),
+        (Kind::Oblique, [15, 13, 7], 1),
+    ] {
+        let samples = rng.int(500, 800);
+        let p = problem(&mut rng, kind, dims, coils, samples);
+        let plan = p.plan(Precision::Accurate);
+        let model = plan.model();
+        let features = model.features().unwrap();
+        let separation = Separation::new(model, &features, 4.5e-4).unwrap();
+        let (n, k) = (plan.sizes().voxels, separation.rank);
+        let sensitivities = model.sensitivities.as_deref();
+        let mut b = separation.spatial.values_f32("b").unwrap();
+        let sorted = |mut v: Vec<usize>| {
+            v.sort_unstable();
+            v
+        };
+        let held = sorted(certificate::suspects(&separation, Some(&b), sensitivities).unwrap());
+        let evaluated = sorted(certificate::suspects(&separation, None, sensitivities).unwrap());
+        assert_eq!(held, evaluated, "{kind:?}");
+        assert_eq!(held.len(), certificate::SUSPECTS);
+        let bad = rng.int(0, n);
+        (0..k).for_each(|l| b[l * n + bad] *= 1.2);
+        let found = certificate::suspects(&separation, Some(&b), None).unwrap();
+        eprintln!(
+            "{kind:?} {dims:?}: K {k}, voxel {bad} of {n} among {} suspects: {}",
+            found.len(),
+            found.contains(&bad)
+        );
+        assert!(
+            found.contains(&bad),
+            "{kind:?}: voxel {bad} not in {found:?}"
         );
     }
 }

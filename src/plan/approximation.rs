@@ -229,7 +229,7 @@ impl Plan {
         let estimated_error = match &cpu {
             Some(fast) => certificate::estimate_by_rows(
                 fast,
-                &separation.points,
+                &separation,
                 (features, sizes),
                 probes,
                 &self.options,
@@ -238,6 +238,7 @@ impl Plan {
             None => certificate::estimate(
                 &certificate::Whole(operator.as_ref(), sizes),
                 (&features, sizes),
+                &certificate::suspects(&separation, None, sensitivities)?,
                 probes,
                 &self.options,
                 self.pool.clone(),
