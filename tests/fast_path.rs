@@ -528,6 +528,16 @@ fn rough_off_resonance_over_higher_orders_meets_the_tolerance_or_stays_exact() {
     }
 }
 
+/// A pool of two threads (the CI machine's cores).
+fn two_threads() -> std::sync::Arc<rayon::ThreadPool> {
+    std::sync::Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap(),
+    )
+}
+
 /// The CPU certificate's probes ([`certificate::Rows`]: the fast operator's
 /// rows and columns built on the probed samples only) give the numbers of
 /// the whole operator applied in full ([`certificate::Whole`]), for all
@@ -536,14 +546,8 @@ fn rough_off_resonance_over_higher_orders_meets_the_tolerance_or_stays_exact() {
 fn the_certificates_rows_are_the_operators_rows() {
     use horecon::backend::fast::{certificate, nufft_tolerance, FastOperator};
     use horecon::model::separation::Separation;
-    use std::sync::Arc;
     let mut rng = Rng::fresh("the_certificates_rows_are_the_operators_rows");
-    let pool = Arc::new(
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .unwrap(),
-    );
+    let pool = two_threads();
     let cases: [(Kind, [usize; 3], usize); 3] = [
         (Kind::Grid, [19, 14, 1], 3),
         (Kind::Oblique, [9, 7, 6], 4),
@@ -664,18 +668,12 @@ impl horecon::backend::fast::certificate::Probe for ScaledColumns<'_> {
 /// voxel feature is extreme) counts for their share of the voxels: counted
 /// like drawn voxels they weighed N/|Q| times too much, and the certificate
 /// of such an error came out 4–5× above it (fuzzing: 3.0–5.2× on rough
-/// models; this plan: ~4.5×).
+/// models; this plan: 5.2×).
 #[test]
 fn the_certificate_counts_its_fixed_voxels_once() {
     use horecon::backend::fast::certificate;
-    use std::sync::Arc;
     let mut rng = Rng::fresh("the_certificate_counts_its_fixed_voxels_once");
-    let pool = Arc::new(
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .unwrap(),
-    );
+    let pool = two_threads();
     for (kind, dims, coils) in [
         (Kind::Grid, [83, 71, 1], 2),
         (Kind::Oblique, [31, 27, 9], 3),
