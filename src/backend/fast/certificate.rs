@@ -2,43 +2,46 @@
 //! predicted, with sparse random probes so that the exact reference is a
 //! small sub-model.
 //!
-//! Forward: an image x with iid complex normal values on a voxel subset V
-//! (zero elsewhere); with R a random subset of samples (weights w below,
-//! all 1 where V and R are drawn alone),
+//! Points: V (voxels where the forward probe is nonzero), R (samples
+//! compared), T (samples where the adjoint probe is nonzero) and Q (voxels
+//! compared) are each a set of fixed points plus points drawn stratified
+//! among the others (one in each of equal runs of the index, so the whole
+//! field of view and readout are covered). The fixed voxels are those where
+//! each voxel feature is smallest and largest (the corners of the field of
+//! view for higher-order terms, where the expansion errs most) and the
+//! [`suspects`]; the fixed samples those where each sample feature is (the
+//! ends of the readout, the edges of k-space). A fixed point has the weight
+//! w = 1, a drawn one the length of its run (all 1 where every point is
+//! taken), so that the sums below are unbiased sums over all voxels and
+//! samples (Horvitz–Thompson). (Counted like drawn voxels, the 10–32
+//! corners of a rough model weighed ~N/|Q| times their share: certificates
+//! 3–5× above the true error, and plans that met their tolerance left
+//! exact.)
+//!
+//! Forward: an image x on V (zero elsewhere) with independent complex normal
+//! values of variance ∝ w_v, compared at the rows R:
 //!
 //! $$\hat\varepsilon_E^2 = \frac{\sum_{c}\sum_{j\in R} w_j |(\tilde E x)_{j,c} - (E x)_{j,c}|^2}
 //!                              {\sum_{j\in R} w_j \sum_{v\in V} |x_v|^2 \sum_c |S_c(r_v)|^2}.$$
 //!
-//! The denominator is the mean of ‖(Ex)_R‖² over the phases of x, exact
-//! because every entry of E has modulus |S_c(r_v)|: unlike ‖(Ex)_R‖² itself
-//! it does not fluctuate where E_{R,V} has few large singular values (a
-//! phase that barely varies over the voxels makes E nearly rank one, and
-//! ‖(Ex)_R‖² of one probe then ranges over orders of magnitude).
-//! For iid probes E‖(Ẽ − E)x‖² / E‖Ex‖² = ‖(Ẽ − E)_{R,V}‖_F² / ‖E_{R,V}‖_F²,
-//! and for V and R drawn uniformly (stratified: one voxel or sample drawn
-//! in each of |V| or |R| equal runs of the index, so the whole field of view
-//! and readout are covered) both Frobenius norms are |V||R|/(NM) times their
-//! full values in expectation: ε̂_E is a consistent estimate of the relative
-//! RMS error of E on random images, ‖Ẽ − E‖_F/‖E‖_F. Adjoint: data d on a
-//! sample subset T (all coils), the image compared at a voxel subset Q, the
-//! same way (denominator Σ_{v∈Q} Σ_c |S_c(r_v)|² Σ_{j∈T} |d_{j,c}|²). Both
-//! sums, above and below, run over [`probe_count`] independent probes (up
-//! to [`MAX_PROBES`] on small plans, where E_{R,V} may have few large
-//! singular values and one probe's error few degrees of freedom). The
-//! certificate is max(ε̂_E, ε̂_Eᴴ).
+//! The denominator is the mean of the weighted ‖(Ex)_R‖² over the phases of
+//! x, exact because every entry of E has modulus |S_c(r_v)|: unlike
+//! ‖(Ex)_R‖² itself it does not fluctuate where E_{R,V} has few large
+//! singular values (a phase that barely varies over the voxels makes E
+//! nearly rank one, and ‖(Ex)_R‖² of one probe then ranges over orders of
+//! magnitude). Over the probes, numerator and denominator are the weighted
+//! sums Σ_{j∈R} Σ_{v∈V} w_j w_v |(Ẽ − E)_{j,v}|² and the same of |E_{j,v}|²,
+//! whose expectations over the draws are the full ‖Ẽ − E‖_F² and ‖E‖_F²:
+//! ε̂_E is a consistent estimate of the relative RMS error of E on random
+//! images, ‖Ẽ − E‖_F/‖E‖_F. Adjoint: data d on T (all coils, variance ∝
+//! w_j), the image compared at Q, the same way (denominator
+//! Σ_{v∈Q} w_v Σ_c |S_c(r_v)|² Σ_{j∈T} |d_{j,c}|²). Both sums, above and
+//! below, run over [`probe_count`] independent probes (up to [`MAX_PROBES`]
+//! on small plans, where E_{R,V} may have few large singular values and one
+//! probe's error few degrees of freedom). The certificate is
+//! max(ε̂_E, ε̂_Eᴴ).
 //!
-//! V and Q also hold the voxels where each voxel feature is smallest and
-//! largest (the corners of the field of view for higher-order terms, where
-//! the expansion errs most), R and T the samples where each sample feature
-//! is (the ends of the readout, the edges of k-space). Every sum above is
-//! then an unbiased sum over all voxels and samples (Horvitz–Thompson): a
-//! fixed point counts once, a drawn one as often as its run has points —
-//! the weight w of a voxel of V or a sample of T scales its probe's
-//! variance, that of a voxel of Q or a sample of R its compared squares,
-//! and the denominators carry the same weights. (Counted like drawn
-//! voxels, the 10–32 corners of a rough model weighed ~N/|Q| times their
-//! share: certificates 3–5× above the true error, and plans that met their
-//! tolerance left exact.) How the fast operator is applied is the
+//! How the fast operator is applied is the
 //! [`Probe`]'s: on CUDA the plan's own operator once each way (all coils,
 //! [`Whole`]); on the CPU, where an application costs ∝ L·M and an
 //! operator's build little, the operator's rows R and T only
@@ -228,15 +231,16 @@ fn spread(total: usize, count: usize) -> Vec<usize> {
 /// times is A·b(n) (A the T×K values a_l(t), b(n) the K values b_l(n)), so
 /// its RMS error there is at least |1 − ‖A b(n)‖/√T| = |1 − ‖R b(n)‖|,
 /// R the triangular factor of A/√T. Ranked by that bound squared times
-/// the voxel's weight Σ_c |S_c|², over the voxels [`SUSPECT_SCAN`] allows.
+/// the voxel's weight Σ_c |S_c|², over every voxel where `spatial` is
+/// given, else over the voxels [`SUSPECT_SCAN`] allows.
 /// A voxel whose combination of basis values the expansion's samples never
 /// saw gets factors of the wrong size: a rough model (16 harmonics of
 /// ~15 rad, a noisy 325 Hz map, 10,201 voxels) carried 93 % of its error on
 /// one such voxel, which the drawn voxels of the certificate missed (it
 /// measured 0.47 of the true error, 1.09 of the tolerance); this bound put
 /// that voxel first, 55× above the next. `spatial` = b_l(n) at every voxel
-/// (K×N, point fastest) where the caller has them, else they are
-/// evaluated at the scanned voxels.
+/// (K×N, point fastest) where the caller has them (then every voxel is
+/// scanned), else they are evaluated at the scanned voxels.
 pub fn suspects(
     separation: &Separation,
     spatial: Option<&[Complex32]>,
@@ -280,11 +284,12 @@ pub fn suspects(
         })
         .collect();
     // b_l at the scanned voxels (K×count, point fastest).
-    let scanned = spread(n, SUSPECT_SCAN);
+    let held = spatial.filter(|values| values.len() == k * n);
+    let scanned = spread(n, if held.is_some() { n } else { SUSPECT_SCAN });
     let evaluated;
-    let (b, stride): (&[Complex32], usize) = match spatial {
-        Some(values) if scanned.len() == n && values.len() == k * n => (values, n),
-        _ => {
+    let (b, stride): (&[Complex32], usize) = match held {
+        Some(values) => (values, n),
+        None => {
             let space = &separation.spatial;
             evaluated = space.skeleton.evaluate_all(
                 scanned.len(),
@@ -335,15 +340,13 @@ pub fn suspects(
             })
         })
         .collect();
+    // Non-finite scores (factors that overflowed) would crowd out the rest.
+    scores.retain(|(score, _)| score.is_finite());
     let keep = SUSPECTS.min(scores.len());
     if keep < scores.len() {
         scores.select_nth_unstable_by(keep - 1, |x, y| y.0.total_cmp(&x.0));
     }
-    Ok(scores[..keep]
-        .iter()
-        .filter(|(score, _)| score.is_finite())
-        .map(|&(_, v)| v)
-        .collect())
+    Ok(scores[..keep].iter().map(|&(_, v)| v).collect())
 }
 
 /// Random probes per direction for a fast operator of rank K on a lattice
@@ -432,6 +435,9 @@ impl Probes {
         count: usize,
         fixed: &[usize],
     ) -> (Vec<usize>, Vec<f64>) {
+        debug_assert!(
+            fixed.windows(2).all(|w| w[0] < w[1]) && fixed.last().is_none_or(|&v| v < total)
+        );
         // The p-th index not in `fixed`, for ascending p (a merge walk).
         let mut skipped = 0;
         let mut others: Vec<(usize, f64)> = self
@@ -602,7 +608,7 @@ pub fn estimate(
     let all_coils = vec![row_weights.iter().sum::<f64>(); coils];
     let mut forward = Pooled::default();
     for _ in 0..probes {
-        // x_v ~ CN(0, w_v): E‖(Ẽ − E)_{R,V} x‖² = Σ_v w_v ‖(Ẽ − E)_{R,v}‖².
+        // Var x_v ∝ w_v: E‖(Ẽ − E)_{R,V} x‖² ∝ Σ_v w_v ‖(Ẽ − E)_{R,v}‖².
         let values: Vec<Complex32> = weights
             .iter()
             .map(|w| rng.normal() * w.sqrt() as f32)
@@ -639,7 +645,7 @@ pub fn estimate(
     let exact = exact_operator(&model, sub)?;
     let mut adjoint = Pooled::default();
     for _ in 0..probes {
-        // d_{j,c} ~ CN(0, w_j) (each sample counts w_j times).
+        // Var d_{j,c} ∝ w_j (each sample counts w_j times).
         let values: Vec<Complex32> = (0..coils)
             .flat_map(|_| sample_weights.iter())
             .map(|w| rng.normal() * w.sqrt() as f32)
