@@ -66,7 +66,7 @@ use super::{gather, FastOperator};
 use crate::backend;
 use crate::backend::cpu::kernel::on_widest_isa;
 use crate::error::{try_vec, Result};
-use crate::model::separation::expansion::extreme_indices;
+use crate::model::separation::expansion::{even, extreme_indices};
 use crate::model::separation::Separation;
 use crate::model::{Features, Sizes};
 use crate::op::{EncodingOperator, Precision};
@@ -217,15 +217,6 @@ const SUSPECT_TIMES: usize = 256;
 /// Voxels per task of [`suspects`].
 const SUSPECT_BLOCK: usize = 1024;
 
-/// Indices `count` spread evenly over 0..total (all when total ≤ count).
-fn spread(total: usize, count: usize) -> Vec<usize> {
-    if total <= count {
-        (0..total).collect()
-    } else {
-        (0..count).map(|i| i * total / count).collect()
-    }
-}
-
 /// The [`SUSPECTS`] voxels where the expansion most likely errs most: at a
 /// voxel n the approximation of the unit phasors exp(iψ(t, n)) over T
 /// times is A·b(n) (A the T×K values a_l(t), b(n) the K values b_l(n)), so
@@ -256,16 +247,11 @@ pub fn suspects(
         return Ok(Vec::new());
     }
     // R of A/√T at evenly spread times (the offset phase leaves |A b| as it is).
-    let times = spread(m, SUSPECT_TIMES);
-    let gathered = |features: &[f64], count: usize, points: &[usize]| -> Vec<f64> {
-        (0..terms)
-            .flat_map(|p| points.iter().map(move |&i| features[p * count + i]))
-            .collect()
-    };
+    let times = even(m, SUSPECT_TIMES);
     let temporal = &separation.temporal;
     let a = temporal.skeleton.evaluate_all(
         times.len(),
-        &gathered(&temporal.features, m, &times),
+        &gather(&temporal.features, m, &times, "suspect times' features")?,
         None,
         |v| v,
         "suspect times' a_l(t)",
@@ -285,7 +271,7 @@ pub fn suspects(
         .collect();
     // b_l at the scanned voxels (K×count, point fastest).
     let held = spatial.filter(|values| values.len() == k * n);
-    let scanned = spread(n, if held.is_some() { n } else { SUSPECT_SCAN });
+    let scanned = even(n, if held.is_some() { n } else { SUSPECT_SCAN });
     let evaluated;
     let (b, stride): (&[Complex32], usize) = match held {
         Some(values) => (values, n),
@@ -293,7 +279,7 @@ pub fn suspects(
             let space = &separation.spatial;
             evaluated = space.skeleton.evaluate_all(
                 scanned.len(),
-                &gathered(&space.features, n, &scanned),
+                &gather(&space.features, n, &scanned, "suspect voxels' features")?,
                 None,
                 crate::backend::cpu::narrow::<f64>,
                 "suspect voxels' b_l(n)",

@@ -138,6 +138,20 @@ impl Sample {
         self.features[p * self.len() + i]
     }
 
+    /// exp(i Σ_p u_p(t) g_p) at every point t of this (time) sample for the
+    /// point `v` of `voxels` (P terms), into `re` and `im`; `cycles` is
+    /// scratch (each as long as this sample).
+    fn phasors(&self, voxels: &Sample, v: usize, [cycles, re, im]: [&mut [f64]; 3]) {
+        let st = self.len();
+        cycles.fill(0.0);
+        for p in 0..self.features.len() / st.max(1) {
+            let g = voxels.feature(p, v) / TAU;
+            let u = &self.features[p * st..(p + 1) * st];
+            cycles.iter_mut().zip(u).for_each(|(c, &u)| *c += u * g);
+        }
+        unit_phasors(cycles, re, im);
+    }
+
     /// The points `indices` of P×count `values`, equally weighted.
     fn pick(values: &[f64], terms: usize, indices: &[usize]) -> Sample {
         let count = values.len() / terms.max(1);
@@ -155,8 +169,9 @@ impl Sample {
     }
 }
 
-/// `count` indices evenly spread over 0..total (all when total ≤ count).
-fn even(total: usize, count: usize) -> Vec<usize> {
+/// `count` indices evenly spread over 0..total, the first and last
+/// included (all when total ≤ count).
+pub(crate) fn even(total: usize, count: usize) -> Vec<usize> {
     if total <= count {
         (0..total).collect()
     } else {
@@ -305,7 +320,7 @@ fn coverage(g: &[f64], terms: usize, n: usize) -> Vec<usize> {
 /// turned into phasors at once ([`unit_phasors`]). Its memory comes from
 /// [`try_vec`] (first touched in parallel, huge pages), not from a serial
 /// zeroing pass, which took twice as long as the phasors.
-fn weighted_matrix(times: &Sample, voxels: &Sample, terms: usize) -> Result<Vec<c64>> {
+fn weighted_matrix(times: &Sample, voxels: &Sample) -> Result<Vec<c64>> {
     let st = times.len();
     let root: Vec<f64> = times.weights.iter().map(|w| w.sqrt()).collect();
     let len = checked_len(st, voxels.len(), "sampled phase matrix")?;
@@ -313,13 +328,7 @@ fn weighted_matrix(times: &Sample, voxels: &Sample, terms: usize) -> Result<Vec<
     z.par_chunks_mut(st.max(1)).enumerate().for_each_init(
         || [vec![0.0; st], vec![0.0; st], vec![0.0; st]],
         |[cycles, re, im], (v, column)| {
-            cycles.fill(0.0);
-            for p in 0..terms {
-                let g = voxels.feature(p, v) / TAU;
-                let u = &times.features[p * st..(p + 1) * st];
-                cycles.iter_mut().zip(u).for_each(|(c, &u)| *c += u * g);
-            }
-            unit_phasors(cycles, re, im);
+            times.phasors(voxels, v, [cycles, re, im]);
             let w = voxels.weights[v].sqrt();
             for (t, x) in column.iter_mut().enumerate() {
                 let scale = root[t] * w;
@@ -697,7 +706,7 @@ impl Factors {
 
 fn factors(times: &Sample, voxels: &Sample, terms: usize, target: f64) -> Result<Factors> {
     let (st, sv) = (times.len(), voxels.len());
-    let columns = weighted_matrix(times, voxels, terms)?;
+    let columns = weighted_matrix(times, voxels)?;
     let z = MatRef::from_column_major_slice(&columns, st, sv);
     let stop = SKELETON_FRACTION * target;
     let voxel_pivots = sketched_pivots(&columns, st, 0x5EED_C015, stop);
@@ -798,13 +807,7 @@ fn check_errors(f: &Factors, times: &Sample, voxels: &Sample, terms: usize) -> V
                 let g: Vec<f64> = (0..terms).map(|p| voxels.feature(p, v)).collect();
                 let mut b = vec![Complex64::new(0.0, 0.0); r];
                 f.spatial(&g, r, &mut b);
-                cycles.fill(0.0);
-                for (p, &g) in g.iter().enumerate() {
-                    let u = &times.features[p * st..(p + 1) * st];
-                    let g = g / TAU;
-                    cycles.iter_mut().zip(u).for_each(|(c, &u)| *c += u * g);
-                }
-                unit_phasors(cycles, re, im);
+                times.phasors(voxels, v, [cycles, re, im]);
                 sum_re.fill(0.0);
                 sum_im.fill(0.0);
                 let w = voxels.weights[v];
