@@ -32,13 +32,16 @@
 #     host, device = Horecon.memory(p, "cg")             # bytes the call needs
 # Ctrl-C in a long call (an InterruptException in the callback) cancels it
 # (HORECON_ERR_CANCELLED in the library) and is rethrown.
+# Submodules: Horecon.Sim (simulation toolkit), Horecon.Calib (whitening,
+# ESPIRiT, Walsh, B0 map, delay; python/horecon/calib.py) and Horecon.Nufft
+# (the NUFFT engine; python/horecon/nufft.py).
 module Horecon
 
 export Plan, HoreconError, version, cuda_device_count, forward, adjoint, normal, cg, fhd, q, q_dims,
        gridding,
        set_positions!, set_grid_positions!, set_solid_harmonics!, set_basis!,
        set_trajectory!, set_off_resonance!, set_sensitivities!, set_toeplitz!, set_cartesian!,
-       backend, close!, cancel, memory, set_approximation!, approximation_info
+       backend, close!, cancel, memory, set_approximation!, approximation_info, phase_terms
 
 const LIB = get(ENV, "HORECON_LIB", joinpath(@__DIR__, "..", "target", "release", "libhorecon.so"))
 
@@ -214,15 +217,18 @@ mutable struct Plan
     end
 end
 
-"""Destroys the plan (idempotent)."""
-function close!(p::Plan)
-    if p.handle != C_NULL
-        h = p.handle
-        p.handle = C_NULL
-        ccall((:horecon_plan_destroy, LIB), Int32, (Ptr{Cvoid},), h)
+"""Clears `owner.handle` and hands the handle it held to `destroy` (once: idempotent)."""
+function release!(destroy, owner)
+    if owner.handle != C_NULL
+        h = owner.handle
+        owner.handle = C_NULL
+        destroy(h)
     end
     return nothing
 end
+
+"""Destroys the plan (idempotent)."""
+close!(p::Plan) = release!(h -> ccall((:horecon_plan_destroy, LIB), Int32, (Ptr{Cvoid},), h), p)
 
 nvoxels(p::Plan) = prod(p.dims)
 
@@ -767,5 +773,353 @@ psnr(x, ref) = metric(:psnr, x, ref)
 percent_error(x, ref) = metric(:percent_error, x, ref)
 
 end # module Sim
+
+"""B, the columns of the plan's phase-model coefficients (M x B), 0 when none is set."""
+function phase_terms(p::Plan)
+    terms = Ref{Int32}(0)
+    check(ccall((:horecon_plan_phase_terms, LIB), Int32, (Ptr{Cvoid}, Ref{Int32}), live(p), terms))
+    return Int(terms[])
+end
+
+"""
+The calibration chain for real scans (src/ffi/calib.rs; python/horecon/calib.py):
+noise whitening, ESPIRiT and Walsh coil maps, the B0 map from a multi-echo
+reference, the delay of the field-monitoring coefficients, simulated references.
+Reference scans are Cartesian k-space arrays [ix, iy, (iz,) coil (, echo)] on
+MODEL.md's grid: voxel i at center + (i - n÷2)·fov/n, sample p at
+k = 2π(p - n÷2)/fov. Maps and B0 maps come at the plan's positions:
+`set_sensitivities!(p, maps)`, `set_off_resonance!(p, omega, times)`.
+"""
+module Calib
+
+import ..Horecon: LIB, check, size_error, invalid, long_call, live, nvoxels, data_in, real_in,
+                  check_rows, phase_terms, Plan
+
+struct EspiritOptions
+    struct_size::UInt32
+    kernel::Int32
+    calibration::Int32
+    threshold::Float64
+    crop::Float64
+end
+
+struct B0Options
+    struct_size::UInt32
+    max_iterations::Int32
+    mask_threshold::Float64
+    smoothness::Float64
+end
+
+struct DelayOptions
+    struct_size::UInt32
+    iterations::Int32
+    range::Float64
+    step::Float64
+    tolerance::Float64
+    lambda::Float64
+    groups::UInt32
+end
+
+c32(a) = Vector{ComplexF32}(vec(a))
+vec3(name, a) = (v = Vector{Float64}(vec(collect(a))); length(v) == 3 ? v :
+                 length(v) == 1 ? fill(v[1], 3) : size_error("$(name) must have 3 entries (or 1), got $(length(v))"))
+"""The reference grid of an array whose first `axes` dimensions are the grid (1 to 3)."""
+function grid(name, a, axes)
+    1 <= axes <= 3 || size_error("$(name) has $(ndims(a)) dimensions, expected (nx[, ny[, nz]], ...)")
+    return Int64[i <= axes ? size(a, i) : 1 for i in 1:3]
+end
+"""A reference array [grid..., coil (, trailing...)] with the plan's coil count."""
+function coil_array(name, a, p::Plan, trailing = 0)
+    (ndims(a) >= 2 + trailing && size(a, ndims(a) - trailing) == p.ncoils) ||
+        size_error("$(name) has size $(size(a)), expected (nx[, ny[, nz]], $(p.ncoils) coils" *
+                   ", ..."^trailing * ")")
+    return grid(name, a, ndims(a) - 1 - trailing)
+end
+"""The last dimension of `a` as the coils (L): (points, L)."""
+function coil_rows(name, a, l)
+    (ndims(a) >= 1 && size(a, ndims(a)) == l) ||
+        size_error("$(name) has size $(size(a)), expected (..., $(l))")
+    return length(a) ÷ max(l, 1)
+end
+function square(name, a)
+    (ndims(a) == 2 && size(a, 1) == size(a, 2)) || size_error("$(name) has size $(size(a)), expected (L, L)")
+    return size(a, 1)
+end
+
+"""Coil noise covariance Psi (L x L) from noise-only samples (nsamples x L)."""
+function noise_covariance(noise::AbstractMatrix)
+    m, l = size(noise)
+    out = Matrix{ComplexF32}(undef, l, l)
+    check(ccall((:horecon_noise_covariance, LIB), Int32, (Ptr{ComplexF32}, Int64, Int64, Ptr{ComplexF32}),
+                c32(noise), m, l, out))
+    return out
+end
+
+"""Whitened copy of `values` (..., L): every coil vector x becomes C^-1 x with
+Psi = C C^H. Apply to the data (M x L) and the sensitivities (N x L) alike."""
+function whiten(covariance::AbstractMatrix, values)
+    l = square("covariance", covariance)
+    n = coil_rows("values", values, l)
+    out = c32(values)
+    check(ccall((:horecon_whiten, LIB), Int32, (Ptr{ComplexF32}, Int64, Int64, Ptr{ComplexF32}),
+                c32(covariance), l, n, out))
+    return reshape(out, size(values))
+end
+
+"""Coil images (same size) from Cartesian k-space [ix, iy, (iz,) coil]."""
+function cartesian_images(kspace, fov, center = (0.0, 0.0, 0.0))
+    dims = grid("kspace", kspace, ndims(kspace) - 1)
+    out = Vector{ComplexF32}(undef, length(kspace))
+    check(ccall((:horecon_cartesian_images, LIB), Int32,
+                (Ptr{Int64}, Ptr{Float64}, Ptr{Float64}, Int64, Ptr{ComplexF32}, Ptr{ComplexF32}),
+                dims, vec3("fov", fov), vec3("center", center), size(kspace, ndims(kspace)), c32(kspace), out))
+    return reshape(out, size(kspace))
+end
+
+"""
+    espirit(p, kspace, fov, center = 0; kernel = 6, calibration = 24, threshold = 0.02, crop = 0.8)
+        -> (maps N x L, eigenvalues N)
+
+ESPIRiT maps at the plan's positions from reference k-space [ix, iy, (iz,) coil]
+(L = the plan's coils): sum_c |S_c|^2 = 1, zero where the eigenvalue is below crop.
+"""
+function espirit(p::Plan, kspace, fov, center = (0.0, 0.0, 0.0); kernel::Integer = 6,
+                 calibration::Integer = 24, threshold::Real = 0.02, crop::Real = 0.8, progress = nothing)
+    dims = coil_array("kspace", kspace, p)
+    defaults = Ref{EspiritOptions}()
+    ccall((:horecon_default_espirit_options, LIB), Cvoid, (Ref{EspiritOptions},), defaults)
+    o = Ref(EspiritOptions(defaults[].struct_size, Int32(kernel), Int32(calibration), Float64(threshold),
+                           Float64(crop)))
+    maps = Matrix{ComplexF32}(undef, nvoxels(p), p.ncoils)
+    eig = Vector{Float32}(undef, nvoxels(p))
+    y, f, c = c32(kspace), vec3("fov", fov), vec3("center", center)
+    long_call("espirit", progress) do
+        ccall((:horecon_espirit, LIB), Int32,
+              (Ptr{Cvoid}, Ptr{Int64}, Ptr{Float64}, Ptr{Float64}, Ptr{ComplexF32}, Ref{EspiritOptions},
+               Ptr{ComplexF32}, Ptr{Float32}), live(p), dims, f, c, y, o, maps, eig)
+    end
+    return maps, eig
+end
+
+"""Walsh adaptive-combine maps (N x L) at the plan's positions from coil images
+[ix, iy, (iz,) coil] on the reference grid."""
+function walsh(p::Plan, images, fov, center = (0.0, 0.0, 0.0); window::Integer = 5, progress = nothing)
+    dims = coil_array("images", images, p)
+    maps = Matrix{ComplexF32}(undef, nvoxels(p), p.ncoils)
+    m, f, c = c32(images), vec3("fov", fov), vec3("center", center)
+    long_call("walsh", progress) do
+        ccall((:horecon_walsh, LIB), Int32,
+              (Ptr{Cvoid}, Ptr{Int64}, Ptr{Float64}, Ptr{Float64}, Ptr{ComplexF32}, Int32, Ptr{ComplexF32}),
+              live(p), dims, f, c, m, Int32(window), maps)
+    end
+    return maps
+end
+
+"""Off-resonance omega (N, rad/s) at the plan's positions from multi-echo
+k-space [ix, iy, (iz,) coil, echo] and the echo times (s)."""
+function b0_map(p::Plan, kspace, echo_times, fov, center = (0.0, 0.0, 0.0); mask_threshold::Real = 0.1,
+                smoothness::Real = 1.0, max_iterations::Integer = 2000, progress = nothing)
+    te = Vector{Float64}(vec(collect(echo_times)))
+    (ndims(kspace) >= 3 && size(kspace, ndims(kspace)) == length(te)) ||
+        size_error("kspace has size $(size(kspace)), expected (nx, ny[, nz], ncoils, $(length(te)) echoes)")
+    dims = grid("kspace", kspace, ndims(kspace) - 2)
+    defaults = Ref{B0Options}()
+    ccall((:horecon_default_b0_options, LIB), Cvoid, (Ref{B0Options},), defaults)
+    o = Ref(B0Options(defaults[].struct_size, Int32(max_iterations), Float64(mask_threshold), Float64(smoothness)))
+    omega = Vector{Float64}(undef, nvoxels(p))
+    y, f, c = c32(kspace), vec3("fov", fov), vec3("center", center)
+    long_call("b0_map", progress) do
+        ccall((:horecon_b0_map, LIB), Int32,
+              (Ptr{Cvoid}, Ptr{Int64}, Ptr{Float64}, Ptr{Float64}, Int64, Int32, Ptr{Float64}, Ptr{ComplexF32},
+               Ref{B0Options}, Ptr{Float64}),
+              live(p), dims, f, c, size(kspace, ndims(kspace) - 1), Int32(length(te)), te, y, o, omega)
+    end
+    return omega
+end
+
+"""
+    estimate_delay(p, data, times; coefficients = nothing, range = 20e-6, step = 4e-6,
+                   tolerance = 0.05e-6, iterations = 10, lambda = 0.0, groups = 0)
+        -> (delay, residual, curve K x 2 of (delay, residual) rows)
+
+The delay (s) between the coefficients (M x B, the shape of the plan's phase
+model; nothing = the plan's own) and the data (M x L), by short reconstructions
+over a coarse grid, then golden-section refinement.
+"""
+function estimate_delay(p::Plan, data, times; coefficients = nothing, range::Real = 20e-6, step::Real = 4e-6,
+                        tolerance::Real = 0.05e-6, iterations::Integer = 10, lambda::Real = 0.0,
+                        groups::Integer = 0, progress = nothing)
+    d = data_in(p, data)
+    t = real_in("times", times, p.nsamples)
+    k = nothing
+    if coefficients !== nothing
+        b = phase_terms(p)
+        b == 0 && size_error("coefficients are shaped like the plan's phase model, and this plan has none: " *
+                             "set_solid_harmonics!, set_trajectory! or set_basis! first")
+        check_rows("coefficients", coefficients, p.nsamples)
+        k = real_in("coefficients", coefficients, p.nsamples * b)
+    end
+    defaults = Ref{DelayOptions}()
+    ccall((:horecon_default_delay_options, LIB), Cvoid, (Ref{DelayOptions},), defaults)
+    o = Ref(DelayOptions(defaults[].struct_size, Int32(iterations), Float64(range), Float64(step),
+                         Float64(tolerance), Float64(lambda), UInt32(groups)))
+    capacity = 4096
+    xs, rs = Vector{Float64}(undef, capacity), Vector{Float64}(undef, capacity)
+    delay, residual, len = Ref(0.0), Ref(0.0), Ref{Int32}(0)
+    GC.@preserve k begin
+        long_call("estimate_delay", progress) do
+            ccall((:horecon_estimate_delay, LIB), Int32,
+                  (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{Float64}, Ptr{Float64}, Ref{DelayOptions}, Ref{Float64},
+                   Ref{Float64}, Int32, Ptr{Float64}, Ptr{Float64}, Ref{Int32}),
+                  live(p), d, k === nothing ? Ptr{Float64}(C_NULL) : pointer(k), t, o, delay, residual,
+                  Int32(capacity), xs, rs, len)
+        end
+    end
+    n = min(Int(len[]), capacity)
+    return delay[], residual[], hcat(xs[1:n], rs[1:n])
+end
+
+"""Simulated Cartesian reference k-space (dims..., L, nechoes) of an object
+`image` (npoints) at `positions` (npoints x 3) with `sensitivities`
+(npoints x L), off-resonance `omega` (npoints, rad/s) or nothing, at the echo
+times (s): the exact sum times `weight`, no noise."""
+function sim_reference(dims, fov, center, positions, image, sensitivities; omega = nothing,
+                       echo_times = [0.0], weight::Real = 1.0)
+    d = Int64[collect(dims)..., ones(Int64, 3 - length(dims))...]
+    length(d) == 3 || size_error("dims must have 1 to 3 entries")
+    (ndims(positions) == 2 && size(positions, 2) == 3) || size_error("positions must be npoints x 3")
+    n = size(positions, 1)
+    x = c32(image)
+    length(x) == n || size_error("image has $(length(x)) values, positions $(n) points")
+    size(sensitivities, 1) == n || size_error("sensitivities has size $(size(sensitivities)), expected ($(n), ncoils)")
+    l = length(sensitivities) ÷ max(n, 1)
+    w = omega === nothing ? nothing : real_in("omega", omega, n)
+    te = Vector{Float64}(vec(collect(echo_times)))
+    out = Vector{ComplexF32}(undef, prod(d) * l * length(te))
+    GC.@preserve w begin
+        check(ccall((:horecon_sim_reference, LIB), Int32,
+                    (Ptr{Int64}, Ptr{Float64}, Ptr{Float64}, Int64, Ptr{Float64}, Ptr{ComplexF32}, Int64,
+                     Ptr{ComplexF32}, Ptr{Float64}, Int32, Ptr{Float64}, Float64, Ptr{ComplexF32}),
+                    d, vec3("fov", fov), vec3("center", center), n, Vector{Float64}(vec(positions)), x, l,
+                    c32(sensitivities), w === nothing ? Ptr{Float64}(C_NULL) : pointer(w), Int32(length(te)), te,
+                    Float64(weight), out))
+    end
+    return reshape(out, (d..., l, length(te)))
+end
+
+"""A plausible coil noise covariance (L x L): standard deviations in [1, 1 + spread],
+correlation^|a - b|, random phases."""
+function sim_noise_covariance(ncoils::Integer; correlation::Real = 0.5, spread::Real = 1.0, seed::Integer = 1)
+    out = Matrix{ComplexF32}(undef, ncoils, ncoils)
+    check(ccall((:horecon_sim_noise_covariance, LIB), Int32, (Int64, Float64, Float64, UInt64, Ptr{ComplexF32}),
+                ncoils, correlation, spread, seed, out))
+    return out
+end
+
+"""`values` (..., L) plus complex Gaussian noise with covariance Psi (L x L)."""
+function sim_correlated_noise(covariance::AbstractMatrix, values; seed::Integer = 1)
+    l = square("covariance", covariance)
+    n = coil_rows("values", values, l)
+    out = c32(values)
+    check(ccall((:horecon_sim_correlated_noise, LIB), Int32, (Ptr{ComplexF32}, Int64, Int64, UInt64, Ptr{ComplexF32}),
+                c32(covariance), l, n, seed, out))
+    return reshape(out, size(values))
+end
+
+end # module Calib
+
+"""
+Non-uniform FFTs (horecon_nufft_*), FINUFFT's conventions: type 1
+f(k) = sum_j c_j exp(sign·i k·x_j) on the modes k = -n÷2 … (n-1)÷2 per axis,
+type 2 its adjoint with the opposite sign; points in radians (M x ndims).
+
+    plan = Horecon.Nufft.Plan(1, (64, 64), x; tolerance = 1e-6, ntransforms = 4)
+    f = Horecon.Nufft.execute(plan, c)     # c: M x 4 -> f: 64 x 64 x 4
+"""
+module Nufft
+
+import ..Horecon: LIB, check, size_error, invalid, HoreconError, BACKENDS, Options, release!
+
+mutable struct Plan
+    handle::Ptr{Cvoid}
+    type::Int
+    modes::Tuple
+    npoints::Int
+    ntransforms::Int
+    double::Bool
+    function Plan(type::Integer, modes, points::AbstractVecOrMat; sign::Integer = type == 1 ? 1 : -1,
+                  tolerance::Real = 1e-6, ntransforms::Integer = 1, double::Bool = true, backend = "cpu",
+                  threads::Integer = 0, device::Integer = 0)
+        type in (1, 2) || invalid("type must be 1 or 2, got $(type)")
+        m = Tuple(Int.(collect(modes)))
+        1 <= length(m) <= 3 || invalid("modes must have 1 to 3 entries, got $(modes)")
+        haskey(BACKENDS, backend) || invalid("backend must be auto, cpu or cuda, got $(backend)")
+        x = points isa AbstractVector ? reshape(points, :, 1) : points
+        size(x, 2) == length(m) || size_error("points has size $(size(points)), expected (M, $(length(m)))")
+        defaults = Ref{Options}()
+        ccall((:horecon_default_options, LIB), Cvoid, (Ref{Options},), defaults)
+        o = defaults[]
+        opts = Ref(Options(o.struct_size, BACKENDS[backend], Int32(device), o.num_devices, Int32(threads),
+                           Int32(double ? 2 : 0), o.verbosity))
+        out = Ref{Ptr{Cvoid}}(C_NULL)
+        check(ccall((:horecon_nufft_create, LIB), Int32,
+                    (Ref{Ptr{Cvoid}}, Int32, Int32, Ptr{Int64}, Int64, Ptr{Float64}, Int32, Float64, Int32,
+                     Ref{Options}),
+                    out, Int32(type), Int32(length(m)), Int64[m...], size(x, 1), Vector{Float64}(vec(x)),
+                    Int32(sign), Float64(tolerance), Int32(ntransforms), opts))
+        p = new(out[], Int(type), m, size(x, 1), Int(ntransforms), double)
+        finalizer(close!, p)
+        return p
+    end
+end
+
+"""Destroys the plan (idempotent)."""
+close!(p::Plan) = release!(h -> ccall((:horecon_nufft_destroy, LIB), Cvoid, (Ptr{Cvoid},), h), p)
+
+"""Runs the transforms: type 1 takes c (M or M x T) and returns f (modes... [, T]);
+type 2 takes f and returns c. ComplexF64 in and out for `double` plans, else ComplexF32."""
+function execute(p::Plan, data)
+    p.handle == C_NULL && throw(HoreconError(Int32(1), "HORECON_ERR_NULL_POINTER", "the NUFFT plan is closed"))
+    T = p.double ? ComplexF64 : ComplexF32
+    grid = prod(p.modes) * p.ntransforms
+    nonuniform = p.npoints * p.ntransforms
+    expected = p.type == 1 ? nonuniform : grid
+    length(data) == expected ||
+        size_error("data has $(length(data)) values, expected $(expected) " *
+                   (p.type == 1 ? "(M x ntransforms)" : "(modes... x ntransforms)"))
+    input = Vector{T}(vec(data))
+    output = Vector{T}(undef, p.type == 1 ? grid : nonuniform)
+    c, f = p.type == 1 ? (input, output) : (output, input)
+    status = if p.double
+        ccall((:horecon_nufft_execute_c64, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF64}, Ptr{ComplexF64}), p.handle, c, f)
+    else
+        ccall((:horecon_nufft_execute, LIB), Int32, (Ptr{Cvoid}, Ptr{ComplexF32}, Ptr{ComplexF32}), p.handle, c, f)
+    end
+    check(status)
+    trans = p.ntransforms == 1 ? () : (p.ntransforms,)
+    return p.type == 1 ? reshape(output, (p.modes..., trans...)) : reshape(output, (p.npoints, trans...))
+end
+
+"""One plan of `type` for the points x (M x ndims, or M) run once on `data`."""
+function once(type, x, data, modes, per_transform; kwargs...)
+    points = x isa AbstractVector ? reshape(x, :, 1) : x
+    t = max(length(data) ÷ max(per_transform(points), 1), 1)
+    p = Plan(type, modes, points; ntransforms = t, kwargs...)
+    try
+        return execute(p, data)
+    finally
+        close!(p)
+    end
+end
+
+"""f = type 1 of the points x (M x ndims) and strengths c (M [x T]) on `modes`."""
+nufft1(x, c, modes; tolerance::Real = 1e-6, sign::Integer = 1, kwargs...) =
+    once(1, x, c, modes, points -> size(points, 1); tolerance = tolerance, sign = sign, kwargs...)
+
+"""c = type 2 of the points x (M x ndims) and the grid f (modes... [x T])."""
+nufft2(x, f, modes; tolerance::Real = 1e-6, sign::Integer = -1, kwargs...) =
+    once(2, x, f, modes, _ -> prod(modes); tolerance = tolerance, sign = sign, kwargs...)
+
+end # module Nufft
 
 end # module Horecon

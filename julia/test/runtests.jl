@@ -252,6 +252,129 @@ end
         Horecon.close!(c)
     end
 
+    @testset "NUFFT engine against float64 direct sums" begin
+        for dims in ((11,), (6, 5), (4, 5, 3))
+            M, T = 37, 2
+            x = (rand(RNG, M, length(dims)) .- 0.5) .* 2pi
+            modes = [collect(-(n ÷ 2):((n - 1) ÷ 2)) for n in dims]
+            ks = vec(collect(Iterators.product(modes...)))          # first axis fastest
+            A = [exp(im * sum(x[j, a] * k[a] for a in 1:length(dims))) for j in 1:M, k in ks]
+            c = randn(RNG, ComplexF64, M, T)
+            f = Horecon.Nufft.nufft1(x, c, dims; tolerance = 1e-9)
+            @test size(f) == (dims..., T)
+            @test relerr(reshape(f, :, T), transpose(A) * c) < 1e-8
+            g = randn(RNG, ComplexF64, dims..., T)
+            d = Horecon.Nufft.nufft2(x, g, dims; tolerance = 1e-9)
+            @test size(d) == (M, T)
+            @test relerr(d, conj(A) * reshape(g, :, T)) < 1e-8
+            # Single precision plans take and give ComplexF32.
+            p = Horecon.Nufft.Plan(1, dims, x; tolerance = 1e-4, ntransforms = T, double = false)
+            f32 = Horecon.Nufft.execute(p, c)
+            @test eltype(f32) == ComplexF32 && relerr(reshape(f32, :, T), transpose(A) * c) < 1e-4
+            @test_throws Horecon.HoreconError Horecon.Nufft.execute(p, c[1:end-1, :])
+            Horecon.Nufft.close!(p)
+            Horecon.Nufft.close!(p)
+            @test_throws Horecon.HoreconError Horecon.Nufft.execute(p, c)
+        end
+        @test_throws Horecon.HoreconError Horecon.Nufft.Plan(3, (4,), zeros(3, 1))
+        @test_throws Horecon.HoreconError Horecon.Nufft.Plan(1, (4, 4), zeros(3, 1))
+        @test_throws Horecon.HoreconError Horecon.Nufft.Plan(1, (4,), [0.1, NaN, 0.2])
+        @test_throws Horecon.HoreconError Horecon.Nufft.Plan(1, (4,), [0.1, 0.2]; tolerance = 0.0)
+    end
+
+    @testset "calibration: whitening, ESPIRiT, Walsh, B0 map, delay" begin
+        n, coils, fov, center = 24, 4, 0.22, (0.0, 0.0, 0.02)
+        fov3 = (fov, fov, fov / n)
+        @test Horecon.phase_terms(Horecon.Plan((2, 2), 1, 1; backend = "cpu")) == 0
+        # Whitening: the whitened noise's covariance is the identity.
+        psi = Horecon.Calib.sim_noise_covariance(coils; correlation = 0.5, spread = 1.0, seed = 3)
+        @test psi ≈ psi' && all(real.(diag(psi)) .>= 1)
+        noise = Horecon.Calib.sim_correlated_noise(psi, zeros(ComplexF32, 20000, coils); seed = 4)
+        est = Horecon.Calib.noise_covariance(noise)
+        @test est ≈ transpose(noise) * conj(noise) ./ 20000 rtol = 1e-4
+        @test maximum(abs.(est .- psi)) < 0.1 * maximum(abs.(psi))
+        white = Horecon.Calib.whiten(est, noise)
+        @test size(white) == size(noise)
+        @test maximum(abs.(Horecon.Calib.noise_covariance(white) .- Matrix(I, coils, coils))) < 1e-3
+        @test_throws Horecon.HoreconError Horecon.Calib.whiten(ones(ComplexF32, 2, 2), ones(ComplexF32, 4, 2))
+        @test_throws Horecon.HoreconError Horecon.Calib.whiten(psi, ones(ComplexF32, 4, coils + 1))
+        # A reference scan of a phantom with smooth coils and B0, simulated on a 2x finer grid.
+        fine = Horecon.Sim.refined_grid((n, n, 1), fov3, center, 2)
+        rho = ComplexF32.(Horecon.Sim.shepp_logan(2, (0.2, 0.2, 0.0), center, fine))
+        S = Horecon.Sim.coil_sensitivities(fine, coils, 0.15, center)
+        omega = Horecon.Sim.off_resonance(fine, fov3, center, 60.0)
+        echo_times = [2.0e-3, 4.5e-3, 7.0e-3]
+        reference = Horecon.Calib.sim_reference((n, n, 1), fov3, center, fine, rho, S; omega = omega,
+                                                echo_times = echo_times, weight = 0.25)
+        @test size(reference) == (n, n, 1, coils, 3)
+        kspace = reshape(reference[:, :, :, :, 1], n, n, coils)
+        # Cartesian images invert the reference's exact sums on its own grid.
+        images = Horecon.Calib.cartesian_images(kspace, fov3, center)
+        @test size(images) == (n, n, coils)
+        grid_positions = Horecon.Sim.refined_grid((n, n, 1), fov3, center, 1)
+        onegrid = Horecon.Calib.sim_reference((n, n, 1), fov3, center, grid_positions,
+                                              ones(ComplexF32, n * n), S[1:n*n, :])
+        back = Horecon.Calib.cartesian_images(reshape(onegrid, n, n, coils), fov3, center)
+        @test relerr(back, S[1:n*n, :]) < 1e-4
+        p = Horecon.Plan((n, n), coils, 10; backend = "cpu")
+        Horecon.set_grid_positions!(p, fov3, center)
+        truth = Horecon.Sim.coil_sensitivities(grid_positions, coils, 0.15, center)
+        inside = vec(abs.(Horecon.Sim.block_average(rho, (n, n, 1), 2)) .> 0.05)
+        function map_error(maps)
+            tn = truth ./ sqrt.(sum(abs2.(truth); dims = 2))
+            phase = sum(conj.(maps) .* tn; dims = 2)
+            phase = phase ./ max.(abs.(phase), 1e-30)
+            return norm(((maps .* phase) .- tn)[inside, :]) / norm(tn[inside, :])
+        end
+        maps, eig = Horecon.Calib.espirit(p, kspace, fov3, center)
+        @test size(maps) == (n * n, coils) && length(eig) == n * n
+        @test all(s -> s == 0 || abs(s - 1) < 1e-3, vec(sum(abs2.(maps); dims = 2)))
+        @test map_error(maps) < 0.05
+        walsh = Horecon.Calib.walsh(p, images, fov3, center; window = 5)
+        @test size(walsh) == (n * n, coils)
+        @test map_error(walsh) < 0.1
+        @test_throws Horecon.HoreconError Horecon.Calib.espirit(p, kspace, fov3, center; calibration = 4)
+        @test_throws Horecon.HoreconError Horecon.Calib.espirit(p, zeros(ComplexF32, n, n, coils), fov3, center)
+        @test_throws Horecon.HoreconError Horecon.Calib.espirit(p, kspace[:, :, 1:2], fov3, center)
+        w = Horecon.Calib.b0_map(p, reshape(reference, n, n, coils, 3), echo_times, fov3, center)
+        truth_omega = Horecon.Sim.off_resonance(grid_positions, fov3, center, 60.0)
+        @test length(w) == n * n
+        @test sqrt(sum(abs2, (w .- truth_omega)[inside]) / count(inside)) / 2pi < 2.0   # Hz
+        @test_throws Horecon.HoreconError Horecon.Calib.b0_map(p, reshape(reference, n, n, coils, 3)[:, :, :, 1:1],
+                                                               [2e-3], fov3, center)
+        Horecon.close!(p)
+        # The delay between monitored coefficients and the data.
+        k, times = Horecon.Sim.spiral(n, fov, 1.0, 4e-6, 2e-3)
+        M = size(k, 1)
+        delay = 6.3e-6
+        q = Horecon.Plan((n, n), coils, M; backend = "cpu")
+        Horecon.set_grid_positions!(q, fov3, center)
+        Horecon.set_sensitivities!(q, truth)
+        Horecon.set_trajectory!(q, k)
+        @test Horecon.phase_terms(q) == 2
+        data = Horecon.forward(q, Horecon.Sim.block_average(rho, (n, n, 1), 2))
+        # numpy.interp: linear, held at the ends.
+        function interp(c, t)
+            map(t) do s
+                i = clamp(searchsortedlast(times, s), 1, M - 1)
+                u = clamp((s - times[i]) / (times[i + 1] - times[i]), 0.0, 1.0)
+                c[i] + u * (c[i + 1] - c[i])
+            end
+        end
+        monitored = hcat(interp(k[:, 1], times .- delay), interp(k[:, 2], times .- delay))
+        Horecon.set_trajectory!(q, monitored)
+        estimate, residual, curve = Horecon.Calib.estimate_delay(q, data, times; iterations = 6, step = 3e-6,
+                                                                  range = 12e-6)
+        @test abs(estimate - delay) < 0.5e-6
+        @test residual >= 0 && size(curve, 2) == 2 && size(curve, 1) > 3 && issorted(curve[:, 1])
+        estimate2, _, _ = Horecon.Calib.estimate_delay(q, data, times; coefficients = monitored, iterations = 6,
+                                                       step = 3e-6, range = 12e-6)
+        @test estimate2 == estimate
+        @test_throws Horecon.HoreconError Horecon.Calib.estimate_delay(q, data, times; coefficients = monitored[:, 1:1])
+        @test_throws Horecon.HoreconError Horecon.Calib.estimate_delay(q, data, times[1:end-1])
+        Horecon.close!(q)
+    end
+
     @testset "simulation toolkit" begin
         k, times = Horecon.Sim.spiral(32, 0.22, 2.0, 4e-6)
         @test size(k, 2) == 2 && size(k, 1) == length(times) > 0
