@@ -92,7 +92,11 @@ fn main() {
                     (&features, sizes),
                     &certificate::suspects(&separation, None, model.sensitivities.as_deref())
                         .expect("suspects"),
-                    certificate::probe_count(separation.rank, separation.lattice.grid_points()),
+                    certificate::probe_count(
+                        separation.rank,
+                        separation.lattice.grid_points(),
+                        sizes,
+                    ),
                     &options,
                     pool.clone(),
                 )

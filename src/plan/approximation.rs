@@ -42,23 +42,20 @@ const EXPANSION_SHARE: f64 = 0.45;
 /// by 2.4e-3 at a tolerance of 1e-3), and the certificate, within 3× of the
 /// true error, may fall short of it by up to that factor.
 const ACCEPTED_SHARE: f64 = 0.6;
-/// Outputs per probe, min(N, M·L), below which a single image's (or data
-/// set's) error strays several times from the RMS that the tolerance bounds
-/// (fuzzing: up to 5× on N = 24 … 1,335 or M·L = 7 … 184, where E has few
-/// large singular values). Such plans are built for [`FEW_OUTPUTS_MARGIN`]
-/// of the tolerance, expansion and NUFFT alike (a term or two more, a wider
-/// kernel: cheap there); where 64 terms cannot reach that aim the expansion
-/// is the one for [`EXPANSION_SHARE`] of the tolerance itself.
-const FEW_OUTPUTS: usize = 4096;
+/// The share of the tolerance that plans with few outputs
+/// ([`certificate::few_outputs`]) are built for, expansion and NUFFT alike
+/// (a term or two more, a wider kernel: cheap there): a single image's (or
+/// data set's) error strays several times from the RMS that the tolerance
+/// bounds there (fuzzing: up to 5× on N = 24 … 1,335 or M·L = 7 … 184,
+/// where E has few large singular values). Where 64 terms cannot reach that
+/// aim the expansion is the one for [`EXPANSION_SHARE`] of the tolerance
+/// itself.
 const FEW_OUTPUTS_MARGIN: f64 = 1.0 / 3.0;
 
 /// The tolerance the fast path of a plan of `sizes` is built for
-/// ([`FEW_OUTPUTS`]).
+/// ([`FEW_OUTPUTS_MARGIN`]).
 fn working_tolerance(tolerance: f64, sizes: crate::model::Sizes) -> f64 {
-    let outputs = sizes
-        .voxels
-        .min(sizes.samples.saturating_mul(sizes.coils.max(1)));
-    if outputs < FEW_OUTPUTS {
+    if certificate::few_outputs(sizes) {
         FEW_OUTPUTS_MARGIN * tolerance
     } else {
         tolerance
@@ -225,7 +222,8 @@ impl Plan {
             None => self.separated_operator(&separation, tolerance, sensitivities, sizes)?,
         };
         let built = started.elapsed().as_secs_f64();
-        let probes = certificate::probe_count(separation.rank, separation.lattice.grid_points());
+        let probes =
+            certificate::probe_count(separation.rank, separation.lattice.grid_points(), sizes);
         let estimated_error = match &cpu {
             Some(fast) => certificate::estimate_by_rows(
                 fast,
