@@ -21,6 +21,17 @@ pub mod toeplitz;
 use crate::error::{try_copy, try_vec, Error, Result};
 use num_complex::Complex32;
 
+/// Σ_c |S_c(r_v)|², the coils' energy at voxel v, of coil maps
+/// `sensitivities` (N×L, voxel fastest, N = `voxels`).
+pub fn coil_energy(sensitivities: &[Complex32], voxels: usize, v: usize) -> f64 {
+    sensitivities
+        .iter()
+        .skip(v)
+        .step_by(voxels.max(1))
+        .map(|s| s.norm_sqr() as f64)
+        .sum()
+}
+
 /// Problem sizes: N voxels on an nx×ny×nz grid, M samples per coil, L coils.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sizes {

@@ -68,7 +68,7 @@ use crate::backend::cpu::kernel::on_widest_isa;
 use crate::error::{try_vec, Result};
 use crate::model::separation::expansion::{even, extreme_indices};
 use crate::model::separation::Separation;
-use crate::model::{Features, Sizes};
+use crate::model::{coil_energy, Features, Sizes};
 use crate::op::{EncodingOperator, Precision};
 use crate::plan::{BackendKind, Options};
 use crate::sim::noise::SimRng;
@@ -107,10 +107,7 @@ fn probed_coil(sensitivities: Option<&[Complex32]>, sizes: Sizes) -> Result<Opti
     let n = sizes.voxels;
     let mut combined = try_vec(n, Complex32::new(0.0, 0.0), "probe sensitivities (N)")?;
     combined.par_iter_mut().enumerate().for_each(|(v, out)| {
-        let energy: f64 = (0..sizes.coils)
-            .map(|c| s[c * n + v].norm_sqr() as f64)
-            .sum();
-        *out = Complex32::new(energy.sqrt() as f32, 0.0);
+        *out = Complex32::new(coil_energy(s, n, v).sqrt() as f32, 0.0);
     });
     let [nx, ny, nz] = sizes.dims;
     let sub = Sizes::new(nx as i64, ny as i64, nz as i64, 1, sizes.samples as i64)?;
@@ -287,7 +284,6 @@ pub fn suspects(
             (&evaluated, scanned.len())
         }
     };
-    let coils = sensitivities.map_or(0, |s| s.len() / n);
     // ‖R b(n)‖² in blocks of voxels: per row of R, Σ_l R_{row,l} b_l over
     // the block at once (vectorised over the voxels).
     let mut scores: Vec<(f64, usize)> = scanned
@@ -319,9 +315,7 @@ pub fn suspects(
                 },
             );
             voxels.iter().zip(norm).map(move |(&v, norm)| {
-                let weight = sensitivities.map_or(1.0, |s| {
-                    (0..coils).map(|c| s[c * n + v].norm_sqr() as f64).sum()
-                });
+                let weight = sensitivities.map_or(1.0, |s| coil_energy(s, n, v));
                 (weight * (1.0 - norm.sqrt()).powi(2), v)
             })
         })

@@ -113,11 +113,10 @@ impl Separation {
         let split = split::Split::new(features, &lattice, n)?;
         let mut weights = try_vec(n, 1.0f64, "voxel weights (N)")?;
         if let Some(s) = &features.sensitivities {
-            weights.par_iter_mut().enumerate().for_each(|(v, w)| {
-                *w = (0..sizes.coils)
-                    .map(|c| s[c * n + v].norm_sqr() as f64)
-                    .sum();
-            });
+            weights
+                .par_iter_mut()
+                .enumerate()
+                .for_each(|(v, w)| *w = crate::model::coil_energy(s, n, v));
         }
         let e = expansion::Expansion::new(
             split.residual_terms,
