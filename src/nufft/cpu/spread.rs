@@ -14,11 +14,12 @@
 //! Per point and task the kernel weights are evaluated once (Horner, all
 //! cells of an axis in one vector, [`PointWeights`]) and reused for every
 //! transform of the task's groups; per transform a row of the tile takes
-//! one vector FMA, v ← (c ⊗ w_x)·(w_y w_z) + v.
+//! one vector FMA, v ← (c ⊗ w_x)·(w_y w_z) + v ([`super::tile_sum::tile_add`]).
 
 use super::horner::HornerKernel;
 use super::sort::{Placed, SortedPoints, Subproblem};
 use super::tile::{add_run, task_buffers, transform_group, PointWeights, TileBuffers, TileShape};
+use super::tile_sum::{tile_add, Rows};
 use crate::backend::cpu::real::Real;
 use crate::error::Result;
 use num_complex::Complex;
@@ -39,7 +40,7 @@ pub struct SpreadJob<'a, T> {
 /// Spreads the points of `sub` for transforms first.. into `tiles` (one
 /// tile per transform, zeroed by the caller).
 #[inline(always)]
-fn spread_points<T: Real, const L: usize, const FMA: bool, const _WIDE: usize>(
+fn spread_points<T: Real, const L: usize, const FMA: bool, const WIDE: usize>(
     job: &SpreadJob<'_, T>,
     sub: &Subproblem,
     first: usize,
@@ -56,7 +57,12 @@ fn spread_points<T: Real, const L: usize, const FMA: bool, const _WIDE: usize>(
     {
         let (kx, ky, kz) = weights.of::<L, FMA>(i, p, job.kernel, shape);
         let [lx, ly, lz] = p.local.map(|v| v as usize);
-        let base = row * (ly + ey * lz) + 2 * lx;
+        let rows = Rows {
+            base: row * (ly + ey * lz) + 2 * lx,
+            stride: row,
+            extent_y: ey,
+            count: [rows_y, rows_z],
+        };
         for (t, tile) in tiles.chunks_exact_mut(tile_len).enumerate() {
             let c = job.strengths[s * batch + first + t];
             let mut ckx = [T::default(); L];
@@ -64,17 +70,7 @@ fn spread_points<T: Real, const L: usize, const FMA: bool, const _WIDE: usize>(
                 ckx[2 * k] = c.re * kx[2 * k];
                 ckx[2 * k + 1] = c.im * kx[2 * k + 1];
             }
-            for rz in 0..rows_z {
-                let wz = kz[2 * rz];
-                for ry in 0..rows_y {
-                    let weight = wz * ky[2 * ry];
-                    let offset = base + row * (ry + ey * rz);
-                    let cells = &mut tile[offset..offset + L];
-                    for (v, &a) in cells.iter_mut().zip(&ckx) {
-                        *v = a.madd::<FMA>(weight, *v);
-                    }
-                }
-            }
+            tile_add::<T, L, FMA, WIDE>(tile, &rows, &ckx, &ky, &kz);
         }
     }
 }
