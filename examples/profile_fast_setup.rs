@@ -85,7 +85,7 @@ fn main() {
         if !all {
             continue;
         }
-        let certify = |probe: &dyn certificate::Probe| {
+        let certify = |probe: &(dyn certificate::Probe + Sync)| {
             timed(|| {
                 certificate::estimate(
                     probe,

@@ -126,6 +126,12 @@ pub trait Probe {
     /// Ẽᴴd (N values) for d nonzero only at the samples `samples` (sorted),
     /// where it is `values` (|samples|×L, coil-major).
     fn adjoint_of_rows(&self, samples: &[usize], values: &[Complex32]) -> Result<Vec<Complex32>>;
+    /// Whether the two directions may run at once (the CPU's rows: on the
+    /// plan's threads, each direction alone leaves them idle between its
+    /// small FFTs; a device operator is applied one call at a time).
+    fn concurrent(&self) -> bool {
+        false
+    }
 }
 
 /// A whole operator of sizes `.1` (any backend): applied in full, the rows
@@ -191,6 +197,10 @@ impl Probe for Rows<'_> {
         )?;
         part.forward(image, &mut out)?;
         Ok(out)
+    }
+
+    fn concurrent(&self) -> bool {
+        true
     }
 
     fn adjoint_of_rows(&self, samples: &[usize], values: &[Complex32]) -> Result<Vec<Complex32>> {
@@ -544,7 +554,7 @@ fn expected_energy(
 /// `sizes`) against the exact operator (CPU, double precision), the voxels
 /// `suspects` ([`suspects`]) compared with the corners.
 pub fn estimate(
-    fast: &dyn Probe,
+    fast: &(dyn Probe + Sync),
     (features, sizes): (&Features, Sizes),
     suspects: &[usize],
     probes: usize,
@@ -601,76 +611,98 @@ pub fn estimate(
         Ok((model, sizes))
     };
 
-    // Forward: x on V, E x compared at the rows R (all coils).
+    // Every draw first, in the order the probes have always taken them (the
+    // same plan, the same certificate), so that the directions may run at once.
     let sensitivities = features.sensitivities.as_deref();
     let (support, weights) = rng.with_fixed(n, VOXEL_SUPPORT, &corners);
     let (rows, row_weights) = rng.with_fixed(m, PROBES, &ends);
-    let (model, sub) = sub_model(&support, &rows)?;
-    let exact = exact_operator(&model, sub)?;
-    let all_coils = vec![row_weights.iter().sum::<f64>(); coils];
-    let mut forward = Pooled::default();
-    for _ in 0..probes {
-        // Var x_v ∝ w_v: E‖(Ẽ − E)_{R,V} x‖² ∝ Σ_v w_v ‖(Ẽ − E)_{R,v}‖².
-        let values: Vec<Complex32> = weights
-            .iter()
-            .map(|w| rng.normal() * w.sqrt() as f32)
-            .collect();
-        let mut image = try_vec(n, zero, "probe image (N)")?;
-        for (&v, &x) in support.iter().zip(&values) {
-            image[v] = x;
+    // Var x_v ∝ w_v: E‖(Ẽ − E)_{R,V} x‖² ∝ Σ_v w_v ‖(Ẽ − E)_{R,v}‖².
+    let images: Vec<Vec<Complex32>> = (0..probes)
+        .map(|_| {
+            weights
+                .iter()
+                .map(|w| rng.normal() * w.sqrt() as f32)
+                .collect()
+        })
+        .collect();
+    let (samples, sample_weights) = rng.with_fixed(m, SAMPLE_SUPPORT, &ends);
+    let (voxels, voxel_weights) = rng.with_fixed(n, PROBES, &corners);
+    // Var d_{j,c} ∝ w_j (each sample counts w_j times).
+    let data: Vec<Vec<Complex32>> = (0..probes)
+        .map(|_| {
+            (0..coils)
+                .flat_map(|_| sample_weights.iter())
+                .map(|w| rng.normal() * w.sqrt() as f32)
+                .collect()
+        })
+        .collect();
+
+    // Forward: x on V, E x compared at the rows R (all coils).
+    let forward = || -> Result<f64> {
+        let (model, sub) = sub_model(&support, &rows)?;
+        let exact = exact_operator(&model, sub)?;
+        let all_coils = vec![row_weights.iter().sum::<f64>(); coils];
+        let mut forward = Pooled::default();
+        for values in &images {
+            let mut image = try_vec(n, zero, "probe image (N)")?;
+            for (&v, &x) in support.iter().zip(values) {
+                image[v] = x;
+            }
+            let mut fast_rows = fast.forward_rows(&image, &rows)?;
+            drop(image);
+            let mut exact_rows = try_vec(rows.len() * coils, zero, "exact rows")?;
+            exact.forward(values, &mut exact_rows)?;
+            // Each compared row counts w_j times.
+            for (a, b) in fast_rows
+                .chunks_exact_mut(rows.len().max(1))
+                .zip(exact_rows.chunks_exact_mut(rows.len().max(1)))
+            {
+                scale(a, b, &row_weights);
+            }
+            // E‖E_{R,V}x‖² = Σ_{j∈R} w_j·Σ_v |x_v|² Σ_c |S_c(v)|².
+            let magnitudes: Vec<f64> = values.iter().map(|x| x.norm_sqr() as f64).collect();
+            forward.add(
+                &fast_rows,
+                &exact_rows,
+                expected_energy(sensitivities, n, (&support, &magnitudes), &all_coils),
+            );
         }
-        let mut fast_rows = fast.forward_rows(&image, &rows)?;
-        drop(image);
-        let mut exact_rows = try_vec(rows.len() * coils, zero, "exact rows")?;
-        exact.forward(&values, &mut exact_rows)?;
-        // Each compared row counts w_j times.
-        for (a, b) in fast_rows
-            .chunks_exact_mut(rows.len().max(1))
-            .zip(exact_rows.chunks_exact_mut(rows.len().max(1)))
-        {
-            scale(a, b, &row_weights);
-        }
-        // E‖E_{R,V}x‖² = Σ_{j∈R} w_j·Σ_v |x_v|² Σ_c |S_c(v)|².
-        let magnitudes: Vec<f64> = values.iter().map(|x| x.norm_sqr() as f64).collect();
-        forward.add(
-            &fast_rows,
-            &exact_rows,
-            expected_energy(sensitivities, n, (&support, &magnitudes), &all_coils),
-        );
-    }
-    drop(exact);
+        Ok(forward.relative())
+    };
 
     // Adjoint: d on the samples T (all coils), Eᴴ d compared at the voxels Q.
-    let (support, sample_weights) = rng.with_fixed(m, SAMPLE_SUPPORT, &ends);
-    let (voxels, weights) = rng.with_fixed(n, PROBES, &corners);
-    let (model, sub) = sub_model(&voxels, &support)?;
-    let exact = exact_operator(&model, sub)?;
-    let mut adjoint = Pooled::default();
-    for _ in 0..probes {
-        // Var d_{j,c} ∝ w_j (each sample counts w_j times).
-        let values: Vec<Complex32> = (0..coils)
-            .flat_map(|_| sample_weights.iter())
-            .map(|w| rng.normal() * w.sqrt() as f32)
-            .collect();
-        let fast_image = fast.adjoint_of_rows(&support, &values)?;
-        let mut fast_voxels = gather(&fast_image, n, &voxels, "fast voxels")?;
-        drop(fast_image);
-        let mut exact_voxels = try_vec(voxels.len(), zero, "exact voxels")?;
-        exact.adjoint(&values, &mut exact_voxels)?;
-        // Each compared voxel counts w_q times.
-        scale(&mut fast_voxels, &mut exact_voxels, &weights);
-        // E‖(Eᴴd)_Q‖² = Σ_{v∈Q} w_v Σ_c |S_c(v)|² Σ_j |d_{j,c}|².
-        let data_energy: Vec<f64> = values
-            .chunks_exact(support.len().max(1))
-            .map(|column| column.iter().map(|d| d.norm_sqr() as f64).sum())
-            .collect();
-        adjoint.add(
-            &fast_voxels,
-            &exact_voxels,
-            expected_energy(sensitivities, n, (&voxels, &weights), &data_energy),
-        );
-    }
-    Ok(forward.relative().max(adjoint.relative()))
+    let adjoint = || -> Result<f64> {
+        let (model, sub) = sub_model(&voxels, &samples)?;
+        let exact = exact_operator(&model, sub)?;
+        let mut adjoint = Pooled::default();
+        for values in &data {
+            let fast_image = fast.adjoint_of_rows(&samples, values)?;
+            let mut fast_voxels = gather(&fast_image, n, &voxels, "fast voxels")?;
+            drop(fast_image);
+            let mut exact_voxels = try_vec(voxels.len(), zero, "exact voxels")?;
+            exact.adjoint(values, &mut exact_voxels)?;
+            // Each compared voxel counts w_q times.
+            scale(&mut fast_voxels, &mut exact_voxels, &voxel_weights);
+            // E‖(Eᴴd)_Q‖² = Σ_{v∈Q} w_v Σ_c |S_c(v)|² Σ_j |d_{j,c}|².
+            let data_energy: Vec<f64> = values
+                .chunks_exact(samples.len().max(1))
+                .map(|column| column.iter().map(|d| d.norm_sqr() as f64).sum())
+                .collect();
+            adjoint.add(
+                &fast_voxels,
+                &exact_voxels,
+                expected_energy(sensitivities, n, (&voxels, &voxel_weights), &data_energy),
+            );
+        }
+        Ok(adjoint.relative())
+    };
+
+    let (forward, adjoint) = if fast.concurrent() {
+        pool.install(|| rayon::join(forward, adjoint))
+    } else {
+        (forward(), adjoint())
+    };
+    Ok(forward?.max(adjoint?))
 }
 
 #[cfg(test)]
