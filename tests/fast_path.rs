@@ -637,13 +637,8 @@ impl horecon::backend::fast::certificate::Probe for ScaledColumns<'_> {
 
     fn forward_rows(&self, image: &[Complex32], rows: &[usize]) -> horecon::Result<Vec<Complex32>> {
         let scaled: Vec<Complex32> = image.iter().zip(&self.scale).map(|(x, s)| x * s).collect();
-        let (m, l) = (self.sizes.samples, self.sizes.coils);
-        let mut data = vec![Complex32::default(); m * l];
-        self.exact.forward(&scaled, &mut data)?;
-        Ok((0..l)
-            .flat_map(|c| rows.iter().map(move |&j| (c, j)))
-            .map(|(c, j)| data[c * m + j])
-            .collect())
+        horecon::backend::fast::certificate::Whole(self.exact, self.sizes)
+            .forward_rows(&scaled, rows)
     }
 
     fn adjoint_of_rows(
@@ -651,15 +646,8 @@ impl horecon::backend::fast::certificate::Probe for ScaledColumns<'_> {
         samples: &[usize],
         values: &[Complex32],
     ) -> horecon::Result<Vec<Complex32>> {
-        let (m, l) = (self.sizes.samples, self.sizes.coils);
-        let mut data = vec![Complex32::default(); m * l];
-        for c in 0..l {
-            for (i, &j) in samples.iter().enumerate() {
-                data[c * m + j] = values[c * samples.len() + i];
-            }
-        }
-        let mut image = vec![Complex32::default(); self.sizes.voxels];
-        self.exact.adjoint(&data, &mut image)?;
+        let whole = horecon::backend::fast::certificate::Whole(self.exact, self.sizes);
+        let image = whole.adjoint_of_rows(samples, values)?;
         Ok(image.iter().zip(&self.scale).map(|(x, s)| x * s).collect())
     }
 }
