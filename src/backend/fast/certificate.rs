@@ -199,10 +199,6 @@ impl Probe for Rows<'_> {
         Ok(out)
     }
 
-    fn concurrent(&self) -> bool {
-        true
-    }
-
     fn adjoint_of_rows(&self, samples: &[usize], values: &[Complex32]) -> Result<Vec<Complex32>> {
         let part = self
             .operator
@@ -211,6 +207,10 @@ impl Probe for Rows<'_> {
         let mut image = try_vec(self.operator.sizes.voxels, zero, "probe image (N)")?;
         part.adjoint(values, &mut image)?;
         Ok(image)
+    }
+
+    fn concurrent(&self) -> bool {
+        true
     }
 }
 
