@@ -181,6 +181,9 @@ struct NufftChoice {
     tolerance: (f64, bool),
     upsampling: Upsampling,
     backend: (BackendKind, usize),
+    /// Transforms one at a time ([`NufftSpec::one_at_a_time`]): the rows
+    /// of [`FastOperator::rows`], applied once.
+    once: bool,
 }
 
 impl NufftChoice {
@@ -207,8 +210,11 @@ impl NufftChoice {
             _ => (BUFFER_BYTES / per_coil.max(1)).clamp(1, sizes.coils.max(1)),
         };
         let make = |coils: usize| -> Result<Arc<Executors>> {
-            let [forward, adjoint] =
-                pair_specs(self.modes, self.tolerance, self.upsampling, k * coils)?;
+            let specs = pair_specs(self.modes, self.tolerance, self.upsampling, k * coils)?;
+            let [forward, adjoint] = specs.map(|spec| NufftSpec {
+                one_at_a_time: self.once,
+                ..spec
+            });
             let build = |spec: &NufftSpec| {
                 executor::build(backend, device, spec, points, sizes.samples, pool.clone())
             };
@@ -262,6 +268,7 @@ impl FastOperator {
             tolerance: (tolerance, double),
             upsampling: choose_upsampling(&modes, sizes.samples, tolerance, double),
             backend,
+            once: false,
         };
         let (k, grid_points) = (separation.rank, lattice.grid_points());
         let (chunks, backend_name) =
@@ -328,9 +335,12 @@ impl FastOperator {
             samples: samples.len(),
             ..self.sizes
         };
-        let (chunks, _) =
-            self.nufft
-                .executors(k, sizes, self.grid_points, &sub_points, &self.pool)?;
+        // Applied once (the certificate's probes): no batch of fresh grids.
+        let nufft = NufftChoice {
+            once: true,
+            ..self.nufft
+        };
+        let (chunks, _) = nufft.executors(k, sizes, self.grid_points, &sub_points, &self.pool)?;
         Ok(FastOperator {
             sizes,
             temporal,
@@ -340,6 +350,7 @@ impl FastOperator {
             spatial: self.spatial.clone(),
             name: format!("{} (rows)", self.name),
             pool: self.pool.clone(),
+            nufft,
             ..*self
         })
     }

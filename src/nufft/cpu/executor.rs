@@ -7,7 +7,7 @@
 //!   → interpolated → results scattered back to the caller's order.
 //!
 //! Transforms run in batches of as many as fit [`BATCH_BYTES`] of fine
-//! grids; inside a batch, spreading and interpolation share each point's
+//! grids (or one at a time, [`NufftSpec::one_at_a_time`]); inside a batch, spreading and interpolation share each point's
 //! kernel weights among the transforms whose tiles fit
 //! [`super::tile::TILE_BUDGET`]. Every buffer is allocated before
 //! the first output is written, so a failing call leaves the outputs as
@@ -35,6 +35,21 @@ use std::sync::{Arc, Mutex};
 /// about what the last-level cache holds, so that a batch's grids stay there
 /// from spreading through the FFT (3D 64³ modes at σ = 2: 16 MB per grid).
 pub const BATCH_BYTES: usize = 32 << 20;
+
+/// Transforms per batch of a plan of `spec`: as many as [`BATCH_BYTES`] of
+/// fine grids hold, or one ([`NufftSpec::one_at_a_time`]).
+pub fn transforms_per_batch(spec: &NufftSpec) -> usize {
+    if spec.one_at_a_time {
+        return 1;
+    }
+    let real = if super::float64_arithmetic(spec) {
+        8
+    } else {
+        4
+    };
+    let bytes = spec.fine_total().saturating_mul(2 * real);
+    (BATCH_BYTES / bytes.max(1)).clamp(1, spec.transforms.max(1))
+}
 
 /// The fine grids, the values in sorted point order and the tiles of one execution.
 type Buffers<T> = (Vec<Complex<T>>, Vec<Complex<T>>, TileBuffers<T>);
@@ -136,10 +151,9 @@ impl<T: FftNum + Real> CpuNufft<T> {
         }
     }
 
-    /// Transforms per batch.
+    /// Transforms per batch ([`transforms_per_batch`]).
     fn batch(&self) -> usize {
-        let bytes = self.spec.fine_total() * std::mem::size_of::<Complex<T>>();
-        (BATCH_BYTES / bytes.max(1)).clamp(1, self.spec.transforms)
+        transforms_per_batch(&self.spec)
     }
 
     /// Buffers of one execution: fine grids, sorted point values, tiles.
@@ -416,7 +430,8 @@ mod tests {
     /// Streamed execution ([`NufftExecutor::execute_each`]) gives what whole
     /// arrays give, bit for bit, with several batches (3D 96×96×24 modes at
     /// σ = 2: 14 MB fine grids, two per batch in float32 and one in float64),
-    /// and hands the outputs over once each, in order.
+    /// and hands the outputs over once each, in order; so does the plan run
+    /// one transform at a time ([`NufftSpec::one_at_a_time`]).
     #[test]
     fn streamed_equals_whole_arrays() {
         let pool = crate::plan::thread_pool(2).unwrap();
@@ -468,7 +483,20 @@ mod tests {
                     .expect("the CPU executor streams")
                     .unwrap();
                 assert_eq!(order, (0..transforms).collect::<Vec<_>>(), "{kind:?}");
-                assert_eq!(streamed, whole, "{kind:?} double {double}");
+                assert!(streamed == whole, "{kind:?} double {double}: streamed");
+                let single = NufftSpec {
+                    one_at_a_time: true,
+                    ..spec.clone()
+                };
+                assert_eq!(transforms_per_batch(&single), 1);
+                assert_eq!(transforms_per_batch(&spec), if double { 1 } else { 2 });
+                let ex = crate::nufft::cpu::build(&single, &points, m, pool.clone()).unwrap();
+                let mut alone = vec![Complex32::new(0.0, 0.0); transforms * outputs];
+                match kind {
+                    NufftType::Two => ex.execute(&mut alone, &mut given).unwrap(),
+                    NufftType::One => ex.execute(&mut given, &mut alone).unwrap(),
+                }
+                assert!(alone == whole, "{kind:?} double {double}: one at a time");
             }
         }
     }

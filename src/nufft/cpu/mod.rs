@@ -58,8 +58,7 @@ pub fn memory_bytes(spec: &NufftSpec, npoints: usize, threads: usize) -> u64 {
     // Per point: its bin, two placements (3 reals, 3 cell indices), order and rank.
     let plan = m.saturating_mul(4 + 2 * (3 * real + 12) + 16) + fine.saturating_mul(4 + 8);
     let grid = fine.saturating_mul(complex);
-    let batch =
-        (executor::BATCH_BYTES as u64 / grid.max(1)).clamp(1, spec.transforms.max(1) as u64);
+    let batch = executor::transforms_per_batch(spec) as u64;
     // A thread's tiles (tile::TileBuffers): a tile spans the widest bin of
     // each spread axis (sort::AxisBins) plus the kernel's reach (x: the row
     // padded to the vector width), and transforms are grouped as far as
