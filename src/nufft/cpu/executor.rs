@@ -7,11 +7,11 @@
 //!   → interpolated → results scattered back to the caller's order.
 //!
 //! Transforms run in batches of as many as fit [`BATCH_BYTES`] of fine
-//! grids (or one at a time, [`NufftSpec::one_at_a_time`]); inside a batch, spreading and interpolation share each point's
-//! kernel weights among the transforms whose tiles fit
-//! [`super::tile::TILE_BUDGET`]. Every buffer is allocated before
-//! the first output is written, so a failing call leaves the outputs as
-//! they were. Streamed calls ([`NufftExecutor::execute_each`]) take each
+//! grids (or one at a time, [`NufftSpec::one_at_a_time`]); inside a batch,
+//! spreading and interpolation share each point's kernel weights among the
+//! transforms whose tiles fit [`super::tile::TILE_BUDGET`]. Every buffer
+//! is allocated before the first output is written, so a failing call
+//! leaves the outputs as they were. Streamed calls ([`NufftExecutor::execute_each`]) take each
 //! transform's input as a batch needs it and hand its output over as soon
 //! as it is done: no array of every transform's input or output exists.
 
