@@ -11,9 +11,10 @@
 //! spreading and interpolation share each point's kernel weights among the
 //! transforms whose tiles fit [`super::tile::TILE_BUDGET`]. Every buffer
 //! is allocated before the first output is written, so a failing call
-//! leaves the outputs as they were. Streamed calls ([`NufftExecutor::execute_each`]) take each
-//! transform's input as a batch needs it and hand its output over as soon
-//! as it is done: no array of every transform's input or output exists.
+//! leaves the outputs as they were. Streamed calls
+//! ([`NufftExecutor::execute_each`]) take each transform's input as a batch
+//! needs it and hand its output over as soon as it is done: no array of
+//! every transform's input or output exists.
 
 use super::fft::{FineFft, Pruning};
 use super::horner::HornerKernel;
