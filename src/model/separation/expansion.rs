@@ -28,8 +28,10 @@
 //! 5. K is the smallest rank whose error is within the target both on the
 //!    sample and on a second, independent sample of times and voxels.
 
+use crate::backend::cpu::kernel::on_widest_isa;
 use crate::backend::cpu::trig::unit_phasors;
 use crate::error::{checked_len, try_vec, Error, Result, Status};
+use crate::reduce::{lanes, LANES};
 use faer::{c64, Mat, MatRef};
 use num_complex::Complex64;
 use rayon::prelude::*;
@@ -144,11 +146,16 @@ impl Sample {
     fn phasors(&self, voxels: &Sample, v: usize, [cycles, re, im]: [&mut [f64]; 3]) {
         let st = self.len();
         cycles.fill(0.0);
-        for p in 0..self.features.len() / st.max(1) {
-            let g = voxels.feature(p, v) / TAU;
-            let u = &self.features[p * st..(p + 1) * st];
-            cycles.iter_mut().zip(u).for_each(|(c, &u)| *c += u * g);
-        }
+        on_widest_isa(
+            #[inline(always)]
+            || {
+                for p in 0..self.features.len() / st.max(1) {
+                    let g = voxels.feature(p, v) / TAU;
+                    let u = &self.features[p * st..(p + 1) * st];
+                    cycles.iter_mut().zip(u).for_each(|(c, &u)| *c += u * g);
+                }
+            },
+        );
         unit_phasors(cycles, re, im);
     }
 
@@ -330,10 +337,15 @@ fn weighted_matrix(times: &Sample, voxels: &Sample) -> Result<Vec<c64>> {
         |[cycles, re, im], (v, column)| {
             times.phasors(voxels, v, [cycles, re, im]);
             let w = voxels.weights[v].sqrt();
-            for (t, x) in column.iter_mut().enumerate() {
-                let scale = root[t] * w;
-                *x = c64::new(re[t] * scale, im[t] * scale);
-            }
+            on_widest_isa(
+                #[inline(always)]
+                || {
+                    let values = column.iter_mut().zip(&root).zip(re.iter().zip(&*im));
+                    for ((x, &root), (&re, &im)) in values {
+                        *x = c64::new(re * root * w, im * root * w);
+                    }
+                },
+            );
         },
     );
     Ok(z)
@@ -376,9 +388,14 @@ fn sketched_pivots(a: &[c64], rows: usize, seed: u64, stop: f64) -> Vec<usize> {
             .par_chunks_exact(rows.max(1))
             .map(|column| {
                 let mut out = vec![Complex64::new(0.0, 0.0); s];
-                for ((&h, z), &x) in bucket.iter().zip(&zeta).zip(column) {
-                    out[h] += z * to_c64(x);
-                }
+                on_widest_isa(
+                    #[inline(always)]
+                    || {
+                        for ((&h, z), &x) in bucket.iter().zip(&zeta).zip(column) {
+                            out[h] += z * to_c64(x);
+                        }
+                    },
+                );
                 out
             })
             .collect();
@@ -411,7 +428,7 @@ fn pivots(mut columns: Vec<Vec<Complex64>>, stop: f64) -> Vec<usize> {
     while chosen.len() < MAX_RANK.min(columns.len()) {
         let norms: Vec<f64> = columns
             .par_iter()
-            .map(|c| c.iter().map(|x| x.norm_sqr()).sum::<f64>())
+            .map(|c| on_widest_isa(|| lanes(c.len(), |i| c[i].norm_sqr())))
             .collect();
         let remaining: f64 = norms.iter().sum();
         if remaining <= stop * stop * total {
@@ -428,8 +445,17 @@ fn pivots(mut columns: Vec<Vec<Complex64>>, stop: f64) -> Vec<usize> {
         let scale = 1.0 / largest.sqrt();
         let q: Vec<Complex64> = columns[p].iter().map(|x| x * scale).collect();
         columns.par_iter_mut().for_each(|c| {
-            let dot: Complex64 = q.iter().zip(c.iter()).map(|(a, b)| a.conj() * b).sum();
-            c.iter_mut().zip(&q).for_each(|(x, a)| *x -= a * dot);
+            on_widest_isa(
+                #[inline(always)]
+                || {
+                    let c = &mut c[..q.len()];
+                    let dot = Complex64::new(
+                        lanes(q.len(), |i| q[i].re * c[i].re + q[i].im * c[i].im),
+                        lanes(q.len(), |i| q[i].re * c[i].im - q[i].im * c[i].re),
+                    );
+                    c.iter_mut().zip(&q).for_each(|(x, a)| *x -= a * dot);
+                },
+            )
         });
         chosen.push(p);
     }
@@ -544,48 +570,55 @@ impl Skeleton {
         blocks.into_par_iter().enumerate().for_each_init(
             || (buffers(), sums()),
             |([cycles, re, im, re2, im2], sums), (b, mut pieces)| {
-                let start = b * EVALUATE_BLOCK;
-                let len = pieces[0].len();
-                let (cycles, re, im) = (&mut cycles[..len], &mut re[..len], &mut im[..len]);
-                let (sum_re, sum_im) = sums.split_at_mut(rank * EVALUATE_BLOCK);
-                sum_re.fill(0.0);
-                sum_im.fill(0.0);
-                for s in 0..skeleton {
-                    cycles.fill(0.0);
-                    for p in 0..terms {
-                        let f = self.features[p * skeleton + s] / TAU;
-                        let x = &features[p * count + start..p * count + start + len];
-                        cycles.iter_mut().zip(x).for_each(|(c, &x)| *c += x * f);
-                    }
-                    unit_phasors(cycles, re, im);
-                    for (l, c) in self.rows[s * rank..(s + 1) * rank].iter().enumerate() {
-                        let sr = &mut sum_re[l * EVALUATE_BLOCK..l * EVALUATE_BLOCK + len];
-                        let si = &mut sum_im[l * EVALUATE_BLOCK..l * EVALUATE_BLOCK + len];
-                        for (((sr, si), &r), &i) in sr.iter_mut().zip(si).zip(&*re).zip(&*im) {
-                            *sr += c.re * r - c.im * i;
-                            *si += c.re * i + c.im * r;
+                on_widest_isa(
+                    #[inline(always)]
+                    || {
+                        let start = b * EVALUATE_BLOCK;
+                        let len = pieces[0].len();
+                        let (cycles, re, im) = (&mut cycles[..len], &mut re[..len], &mut im[..len]);
+                        let (sum_re, sum_im) = sums.split_at_mut(rank * EVALUATE_BLOCK);
+                        sum_re.fill(0.0);
+                        sum_im.fill(0.0);
+                        for s in 0..skeleton {
+                            cycles.fill(0.0);
+                            for p in 0..terms {
+                                let f = self.features[p * skeleton + s] / TAU;
+                                let x = &features[p * count + start..p * count + start + len];
+                                cycles.iter_mut().zip(x).for_each(|(c, &x)| *c += x * f);
+                            }
+                            unit_phasors(cycles, re, im);
+                            for (l, c) in self.rows[s * rank..(s + 1) * rank].iter().enumerate() {
+                                let sr = &mut sum_re[l * EVALUATE_BLOCK..l * EVALUATE_BLOCK + len];
+                                let si = &mut sum_im[l * EVALUATE_BLOCK..l * EVALUATE_BLOCK + len];
+                                for (((sr, si), &r), &i) in
+                                    sr.iter_mut().zip(si).zip(&*re).zip(&*im)
+                                {
+                                    *sr += c.re * r - c.im * i;
+                                    *si += c.re * i + c.im * r;
+                                }
+                            }
                         }
-                    }
-                }
-                let phase = match offset {
-                    Some(k0) => {
-                        let (re2, im2) = (&mut re2[..len], &mut im2[..len]);
-                        unit_phasors(&k0[start..start + len], re2, im2);
-                        Some((re2, im2))
-                    }
-                    None => None,
-                };
-                for (l, piece) in pieces.iter_mut().enumerate() {
-                    let sr = &sum_re[l * EVALUATE_BLOCK..];
-                    let si = &sum_im[l * EVALUATE_BLOCK..];
-                    for (i, o) in piece.iter_mut().enumerate() {
-                        let v = Complex64::new(sr[i], si[i]);
-                        *o = convert(match &phase {
-                            Some((c, s)) => v * Complex64::new(c[i], s[i]),
-                            None => v,
-                        });
-                    }
-                }
+                        let phase = match offset {
+                            Some(k0) => {
+                                let (re2, im2) = (&mut re2[..len], &mut im2[..len]);
+                                unit_phasors(&k0[start..start + len], re2, im2);
+                                Some((re2, im2))
+                            }
+                            None => None,
+                        };
+                        for (l, piece) in pieces.iter_mut().enumerate() {
+                            let sr = &sum_re[l * EVALUATE_BLOCK..];
+                            let si = &sum_im[l * EVALUATE_BLOCK..];
+                            for (i, o) in piece.iter_mut().enumerate() {
+                                let v = Complex64::new(sr[i], si[i]);
+                                *o = convert(match &phase {
+                                    Some((c, s)) => v * Complex64::new(c[i], s[i]),
+                                    None => v,
+                                });
+                            }
+                        }
+                    },
+                )
             },
         );
         Ok(out)
@@ -811,26 +844,74 @@ fn check_errors(f: &Factors, times: &Sample, voxels: &Sample, terms: usize) -> V
                 sum_re.fill(0.0);
                 sum_im.fill(0.0);
                 let w = voxels.weights[v];
-                (0..r)
-                    .map(|k| {
-                        let (ar, ai) = (&a_re[k * st..(k + 1) * st], &a_im[k * st..(k + 1) * st]);
-                        let (br, bi) = (b[k].re, b[k].im);
-                        let mut err = 0.0;
-                        for t in 0..st {
-                            sum_re[t] += ar[t] * br - ai[t] * bi;
-                            sum_im[t] += ar[t] * bi + ai[t] * br;
-                            let (dr, di) = (re[t] - sum_re[t], im[t] - sum_im[t]);
-                            err += (dr * dr + di * di) * times.weights[t];
+                let (re, im) = (&re[..st], &im[..st]);
+                let (sum_re, sum_im) = (&mut sum_re[..st], &mut sum_im[..st]);
+                on_widest_isa(
+                    #[inline(always)]
+                    || {
+                        let mut errors = vec![0.0; r];
+                        for (k, error) in errors.iter_mut().enumerate() {
+                            let a = (&a_re[k * st..(k + 1) * st], &a_im[k * st..(k + 1) * st]);
+                            let sums = (&mut *sum_re, &mut *sum_im);
+                            *error = rank_step(a, b[k], (re, im), sums, &times.weights) * w;
                         }
-                        err * w
-                    })
-                    .collect()
+                        errors
+                    },
+                )
             },
         )
         .collect();
     (0..r)
         .map(|k| sums.iter().map(|e| e[k]).sum::<f64>())
         .collect()
+}
+
+/// One rank of [`check_errors`] at one voxel: s_t += a_t·b over the times,
+/// and Σ_t w_t |z_t − s_t|² (the error with this rank) in [`LANES`] partial
+/// sums, as [`lanes`] adds them.
+#[inline(always)]
+fn rank_step(
+    (a_re, a_im): (&[f64], &[f64]),
+    b: Complex64,
+    (z_re, z_im): (&[f64], &[f64]),
+    (s_re, s_im): (&mut [f64], &mut [f64]),
+    weights: &[f64],
+) -> f64 {
+    let step = |ar: f64, ai: f64, zr: f64, zi: f64, sr: &mut f64, si: &mut f64, w: f64| {
+        *sr += ar * b.re - ai * b.im;
+        *si += ar * b.im + ai * b.re;
+        let (dr, di) = (zr - *sr, zi - *si);
+        (dr * dr + di * di) * w
+    };
+    let mut partial = [0.0f64; LANES];
+    let chunks = a_re
+        .chunks_exact(LANES)
+        .zip(a_im.chunks_exact(LANES))
+        .zip(z_re.chunks_exact(LANES).zip(z_im.chunks_exact(LANES)))
+        .zip(
+            s_re.chunks_exact_mut(LANES)
+                .zip(s_im.chunks_exact_mut(LANES)),
+        )
+        .zip(weights.chunks_exact(LANES));
+    for ((((ar, ai), (zr, zi)), (sr, si)), w) in chunks {
+        for i in 0..LANES {
+            partial[i] += step(ar[i], ai[i], zr[i], zi[i], &mut sr[i], &mut si[i], w[i]);
+        }
+    }
+    let full = weights.len() - weights.len() % LANES;
+    let mut tail = 0.0;
+    for t in full..weights.len() {
+        tail += step(
+            a_re[t],
+            a_im[t],
+            z_re[t],
+            z_im[t],
+            &mut s_re[t],
+            &mut s_im[t],
+            weights[t],
+        );
+    }
+    partial.iter().sum::<f64>() + tail
 }
 
 /// Points per block of [`Skeleton::evaluate_all`].
