@@ -515,25 +515,6 @@ impl Skeleton {
         self.rows.iter().map(|c| c.norm()).sum::<f64>().is_finite()
     }
 
-    /// f(x)_l for l < k into `out`.
-    fn evaluate(&self, x: &[f64], k: usize, out: &mut [Complex64]) {
-        let count = self.points();
-        out[..k]
-            .iter_mut()
-            .for_each(|o| *o = Complex64::new(0.0, 0.0));
-        for (s, row) in self.rows.chunks_exact(self.rank).enumerate() {
-            let phase: f64 = x
-                .iter()
-                .enumerate()
-                .map(|(p, v)| v * self.features[p * count + s])
-                .sum();
-            let e = Complex64::from_polar(1.0, phase);
-            for (o, c) in out[..k].iter_mut().zip(row) {
-                *o += c * e;
-            }
-        }
-    }
-
     /// f_l(x_i)·exp(2πi·offset_i) at the `count` points of P×count
     /// `features` (point fastest), returned K×count (point fastest);
     /// `offset` (cycles) `None` = 0. In blocks of [`EVALUATE_BLOCK`] points
@@ -640,43 +621,28 @@ impl Factors {
         self.voxels.rank
     }
 
-    /// a_l(t) for l < k at a time with features `u` (P).
-    fn temporal(&self, u: &[f64], k: usize, out: &mut [Complex64]) {
-        self.voxels.evaluate(u, k, out)
-    }
-
-    /// b_l(n) for l < k at a voxel with features `g` (P).
-    fn spatial(&self, g: &[f64], k: usize, out: &mut [Complex64]) {
-        self.times.evaluate(g, k, out)
-    }
     /// The rank-k factors rebalanced so that the b_l are orthonormal on the
     /// voxel sample (weights included): with the QR factor R of the sampled
     /// b's, b' = R⁻ᵀ b and a' = R a leave Σ_l a_l b_l unchanged, while the
     /// terms no longer cancel each other (the operator runs in float32).
-    fn balanced(self, k: usize, voxels: &Sample) -> Factors {
-        let terms = voxels.features.len() / voxels.len().max(1);
-        let mut g = vec![0.0; terms];
-        let mut b = vec![Complex64::new(0.0, 0.0); k];
-        let mut sampled = Mat::<c64>::zeros(voxels.len(), k);
-        for v in 0..voxels.len() {
-            for (p, x) in g.iter_mut().enumerate() {
-                *x = voxels.feature(p, v);
-            }
-            self.spatial(&g, k, &mut b);
-            let w = voxels.weights[v].sqrt();
-            for (l, value) in b.iter().enumerate() {
-                sampled[(v, l)] = c64::new(value.re * w, value.im * w);
-            }
+    fn balanced(self, k: usize, voxels: &Sample) -> Result<Factors> {
+        let count = voxels.len();
+        if count < k {
+            return Ok(self.truncated(k));
         }
-        if voxels.len() < k {
-            return self.truncated(k);
-        }
+        let b = self
+            .times
+            .evaluate_all(count, &voxels.features, None, |v| v, "sampled b_l")?;
+        let sampled = Mat::<c64>::from_fn(count, k, |v, l| {
+            let (value, w) = (b[l * count + v], voxels.weights[v].sqrt());
+            c64::new(value.re * w, value.im * w)
+        });
         let r = sampled.qr().thin_R().to_owned();
         if (0..k).any(|l| {
             let d = r[(l, l)].norm();
             d.is_nan() || d <= 1e-300 || d.is_infinite()
         }) {
-            return self.truncated(k);
+            return Ok(self.truncated(k));
         }
         let r = |i: usize, j: usize| to_c64(r[(i, j)]);
         let old = self.rank_limit();
@@ -703,7 +669,7 @@ impl Factors {
                 z
             })
             .collect();
-        Factors {
+        Ok(Factors {
             voxels: Skeleton {
                 features: self.voxels.features,
                 rows: a_rows,
@@ -715,7 +681,7 @@ impl Factors {
                 rank: k,
             },
             errors: self.errors,
-        }
+        })
     }
 
     /// The first k terms only.
@@ -819,27 +785,22 @@ fn factors(times: &Sample, voxels: &Sample, terms: usize, target: f64) -> Result
 /// check sample (equal weights over its times, voxels as drawn): per voxel
 /// (in parallel), the exact column's phasors at once ([`unit_phasors`]) and
 /// the partial sums Σ_{l<k} a_l b_l grown one rank at a time over all times.
-fn check_errors(f: &Factors, times: &Sample, voxels: &Sample, terms: usize) -> Vec<f64> {
-    let (r, st) = (f.rank_limit(), times.len());
-    // a_l(t), rank-major (each rank's times contiguous), split into re and im.
-    let (mut a_re, mut a_im) = (vec![0.0; r * st], vec![0.0; r * st]);
-    let mut a = vec![Complex64::new(0.0, 0.0); r];
-    for t in 0..st {
-        let u: Vec<f64> = (0..terms).map(|p| times.feature(p, t)).collect();
-        f.temporal(&u, r, &mut a);
-        for (l, value) in a.iter().enumerate() {
-            a_re[l * st + t] = value.re;
-            a_im[l * st + t] = value.im;
-        }
-    }
-    let sums: Vec<Vec<f64>> = (0..voxels.len())
+fn check_errors(f: &Factors, times: &Sample, voxels: &Sample) -> Result<Vec<f64>> {
+    let (r, st, sv) = (f.rank_limit(), times.len(), voxels.len());
+    // a_l(t), rank-major (each rank's times contiguous), split into re and im;
+    // b_l(n) rank-major.
+    let a = f
+        .voxels
+        .evaluate_all(st, &times.features, None, |v| v, "check a_l(t)")?;
+    let (a_re, a_im): (Vec<f64>, Vec<f64>) = a.iter().map(|z| (z.re, z.im)).unzip();
+    let b = f
+        .times
+        .evaluate_all(sv, &voxels.features, None, |v| v, "check b_l(n)")?;
+    let sums: Vec<Vec<f64>> = (0..sv)
         .into_par_iter()
         .map_init(
             || [(); 5].map(|_| vec![0.0; st]),
             |[cycles, re, im, sum_re, sum_im], v| {
-                let g: Vec<f64> = (0..terms).map(|p| voxels.feature(p, v)).collect();
-                let mut b = vec![Complex64::new(0.0, 0.0); r];
-                f.spatial(&g, r, &mut b);
                 times.phasors(voxels, v, [cycles, re, im]);
                 sum_re.fill(0.0);
                 sum_im.fill(0.0);
@@ -853,7 +814,8 @@ fn check_errors(f: &Factors, times: &Sample, voxels: &Sample, terms: usize) -> V
                         for (k, error) in errors.iter_mut().enumerate() {
                             let a = (&a_re[k * st..(k + 1) * st], &a_im[k * st..(k + 1) * st]);
                             let sums = (&mut *sum_re, &mut *sum_im);
-                            *error = rank_step(a, b[k], (re, im), sums, &times.weights) * w;
+                            *error =
+                                rank_step(a, b[k * sv + v], (re, im), sums, &times.weights) * w;
                         }
                         errors
                     },
@@ -861,9 +823,9 @@ fn check_errors(f: &Factors, times: &Sample, voxels: &Sample, terms: usize) -> V
             },
         )
         .collect();
-    (0..r)
+    Ok((0..r)
         .map(|k| sums.iter().map(|e| e[k]).sum::<f64>())
-        .collect()
+        .collect())
 }
 
 /// One rank of [`check_errors`] at one voxel: s_t += a_t·b over the times,
@@ -997,7 +959,7 @@ impl Expansion {
             drawn_check = Sample::pick(spatial, terms, &weighted(&w, CHECK_VOXELS, 0.137));
             &drawn_check
         };
-        let checked = check_errors(&f, &check_t, check_v, terms);
+        let checked = check_errors(&f, &check_t, check_v)?;
         let within = |k: usize| f.errors[k - 1].max(checked[k - 1]).sqrt();
         let Some(rank) = (1..=f.rank_limit()).find(|&k| within(k) <= target) else {
             // Drawn voxels that met the target while the check's fresh ones
@@ -1023,7 +985,7 @@ impl Expansion {
             )));
         };
         let sampled_error = within(rank);
-        let f = f.balanced(rank, &voxels);
+        let f = f.balanced(rank, &voxels)?;
         if !(f.voxels.is_finite() && f.times.is_finite()) {
             return Err(Error::invalid(
                 "the separable expansion is numerically unstable for this phase (non-finite factors)",
