@@ -813,9 +813,9 @@ fn check_errors(f: &Factors, times: &Sample, voxels: &Sample) -> Result<Vec<f64>
                         let mut errors = vec![0.0; r];
                         for (k, error) in errors.iter_mut().enumerate() {
                             let a = (&a_re[k * st..(k + 1) * st], &a_im[k * st..(k + 1) * st]);
-                            let sums = (&mut *sum_re, &mut *sum_im);
+                            let running = (&mut *sum_re, &mut *sum_im);
                             *error =
-                                rank_step(a, b[k * sv + v], (re, im), sums, &times.weights) * w;
+                                rank_step(a, b[k * sv + v], (re, im), running, &times.weights) * w;
                         }
                         errors
                     },
