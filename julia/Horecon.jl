@@ -73,6 +73,9 @@ function check(status::Int32)
 end
 
 size_error(msg) = throw(HoreconError(Int32(3), "HORECON_ERR_SIZE_MISMATCH", msg))
+"""A field of view, centre or other 3-vector from `a`: 3 entries, or 1 for all three axes."""
+vec3(name, a) = (v = Vector{Float64}(vec(collect(a))); length(v) == 3 ? v :
+                 length(v) == 1 ? fill(v[1], 3) : size_error("$(name) must have 3 entries (or 1), got $(length(v))"))
 invalid(msg) = throw(HoreconError(Int32(2), "HORECON_ERR_INVALID_ARGUMENT", msg))
 
 # ------------------------------------------------ progress and cancellation
@@ -577,7 +580,7 @@ end
 """The simulation toolkit (horecon_sim_*), mirroring python/horecon/sim.py."""
 module Sim
 
-import ..Horecon: LIB, check, size_error, invalid, long_call, TRAMPOLINE
+import ..Horecon: LIB, check, size_error, invalid, long_call, TRAMPOLINE, vec3
 
 # A toolkit call with `progress` (as a plan's long calls): the callback of
 # horecon_sim_* calls is per thread, set around the call.
@@ -595,7 +598,6 @@ end
 
 points(name, P) = (size(P, 2) == 3 && size(P, 1) > 0) ? size(P, 1) : size_error("$(name) must be N x 3")
 f64(a) = Vector{Float64}(vec(a))
-vec3(a) = (v = f64(collect(a)); length(v) == 3 ? v : size_error("expected 3 elements"))
 
 """Phantom values (N) at positions P (N x 3); ndims 2 (z ignored) or 3."""
 function shepp_logan(ndims::Integer, fov, center, P; progress = nothing)
@@ -604,7 +606,7 @@ function shepp_logan(ndims::Integer, fov, center, P; progress = nothing)
     sim_call("shepp_logan", progress) do
         ccall((:horecon_sim_shepp_logan, LIB), Int32,
               (Int32, Ptr{Float64}, Ptr{Float64}, Int64, Ptr{Float64}, Ptr{Float64}),
-              ndims, vec3(fov), vec3(center), n, f64(P), out)
+              ndims, vec3("fov", fov), vec3("center", center), n, f64(P), out)
     end
     return out
 end
@@ -616,7 +618,7 @@ function shepp_logan_kspace(ndims::Integer, fov, center, k::AbstractMatrix; prog
     sim_call("shepp_logan_kspace", progress) do
         ccall((:horecon_sim_shepp_logan_kspace, LIB), Int32,
               (Int32, Ptr{Float64}, Ptr{Float64}, Int64, Int32, Ptr{Float64}, Ptr{Float64}, Ptr{Float64}),
-              ndims, vec3(fov), vec3(center), m, d, f64(k), re, im)
+              ndims, vec3("fov", fov), vec3("center", center), m, d, f64(k), re, im)
     end
     return complex.(re, im)
 end
@@ -628,7 +630,7 @@ function shepp_logan_band_limited(fov, center, P, grid_fov, kmax::Real; progress
     sim_call("shepp_logan_band_limited", progress) do
         ccall((:horecon_sim_shepp_logan_band_limited, LIB), Int32,
               (Ptr{Float64}, Ptr{Float64}, Int64, Ptr{Float64}, Ptr{Float64}, Float64, Ptr{ComplexF32}),
-              vec3(fov), vec3(center), n, f64(P), f64(collect(grid_fov)), kmax, out)
+              vec3("fov", fov), vec3("center", center), n, f64(P), f64(collect(grid_fov)), kmax, out)
     end
     return out
 end
@@ -690,7 +692,7 @@ function coil_sensitivities(P, ncoils::Integer, radius::Real, center = (0.0, 0.0
     out = Matrix{ComplexF32}(undef, n, ncoils)
     check(ccall((:horecon_sim_coil_sensitivities, LIB), Int32,
                 (Int64, Ptr{Float64}, Int32, Float64, Ptr{Float64}, Ptr{ComplexF32}),
-                n, f64(P), ncoils, radius, vec3(center), out))
+                n, f64(P), ncoils, radius, vec3("center", center), out))
     return out
 end
 
@@ -700,7 +702,7 @@ function off_resonance(P, fov, center, max_hz::Real)
     out = Vector{Float64}(undef, n)
     check(ccall((:horecon_sim_off_resonance, LIB), Int32,
                 (Int64, Ptr{Float64}, Ptr{Float64}, Ptr{Float64}, Float64, Ptr{Float64}),
-                n, f64(P), vec3(fov), vec3(center), max_hz, out))
+                n, f64(P), vec3("fov", fov), vec3("center", center), max_hz, out))
     return out
 end
 
@@ -729,11 +731,11 @@ function refined_grid(dims, fov, center, factor::Integer)
     n = Ref{Int64}(0)
     check(ccall((:horecon_sim_refined_grid, LIB), Int32,
                 (Int64, Int64, Int64, Ptr{Float64}, Ptr{Float64}, Int32, Ref{Int64}, Ptr{Float64}),
-                d[1], d[2], d[3], vec3(fov), vec3(center), factor, n, C_NULL))
+                d[1], d[2], d[3], vec3("fov", fov), vec3("center", center), factor, n, C_NULL))
     out = Matrix{Float64}(undef, n[], 3)
     check(ccall((:horecon_sim_refined_grid, LIB), Int32,
                 (Int64, Int64, Int64, Ptr{Float64}, Ptr{Float64}, Int32, Ref{Int64}, Ptr{Float64}),
-                d[1], d[2], d[3], vec3(fov), vec3(center), factor, n, out))
+                d[1], d[2], d[3], vec3("fov", fov), vec3("center", center), factor, n, out))
     return out
 end
 
@@ -792,7 +794,7 @@ k = 2π(p - n÷2)/fov. Maps and B0 maps come at the plan's positions:
 """
 module Calib
 
-import ..Horecon: LIB, check, size_error, invalid, long_call, live, nvoxels, data_in, real_in,
+import ..Horecon: LIB, check, size_error, invalid, long_call, live, nvoxels, data_in, real_in, vec3,
                   check_rows, phase_terms, Plan
 
 struct EspiritOptions
@@ -821,8 +823,6 @@ struct DelayOptions
 end
 
 c32(a) = Vector{ComplexF32}(vec(a))
-vec3(name, a) = (v = Vector{Float64}(vec(collect(a))); length(v) == 3 ? v :
-                 length(v) == 1 ? fill(v[1], 3) : size_error("$(name) must have 3 entries (or 1), got $(length(v))"))
 """The reference grid of an array whose first `axes` dimensions are the grid (1 to 3)."""
 function grid(name, a, axes)
     1 <= axes <= 3 || size_error("$(name) has $(ndims(a)) dimensions, expected (nx[, ny[, nz]], ...)")

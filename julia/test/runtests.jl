@@ -300,6 +300,16 @@ end
         @test_throws Horecon.HoreconError Horecon.Calib.whiten(psi, ones(ComplexF32, 4, coils + 1))
         # A reference scan of a phantom with smooth coils and B0, simulated on a 2x finer grid.
         fine = Horecon.Sim.refined_grid((n, n, 1), fov3, center, 2)
+        # One number is every axis's; two are a size error that names the argument.
+        @test Horecon.Sim.refined_grid((n, n, 1), fov, center, 1) ==
+              Horecon.Sim.refined_grid((n, n, 1), (fov, fov, fov), center, 1)
+        bad = try
+            Horecon.Sim.refined_grid((n, n, 1), (fov, fov), center, 1)
+            nothing
+        catch e
+            e
+        end
+        @test bad isa Horecon.HoreconError && bad.status == 3 && occursin("fov", bad.message)
         rho = ComplexF32.(Horecon.Sim.shepp_logan(2, (0.2, 0.2, 0.0), center, fine))
         S = Horecon.Sim.coil_sensitivities(fine, coils, 0.15, center)
         omega = Horecon.Sim.off_resonance(fine, fov3, center, 60.0)
