@@ -43,12 +43,9 @@ pub fn transforms_per_batch(spec: &NufftSpec) -> usize {
     if spec.one_at_a_time {
         return 1;
     }
-    let real = if super::float64_arithmetic(spec) {
-        8
-    } else {
-        4
-    };
-    let bytes = spec.fine_total().saturating_mul(2 * real);
+    let bytes = spec
+        .fine_total()
+        .saturating_mul(2 * super::real_bytes(spec));
     (BATCH_BYTES / bytes.max(1)).clamp(1, spec.transforms.max(1))
 }
 

@@ -32,6 +32,15 @@ pub fn float64_arithmetic(spec: &NufftSpec) -> bool {
     spec.double || spec.tolerance < FLOAT32_ARITHMETIC_TOLERANCE
 }
 
+/// Bytes of one real number in a plan of `spec` ([`float64_arithmetic`]).
+pub fn real_bytes(spec: &NufftSpec) -> usize {
+    if float64_arithmetic(spec) {
+        8
+    } else {
+        4
+    }
+}
+
 /// The CPU executor for `spec` and its points (`points[a·npoints + j]`,
 /// finite, checked by the caller), running on `pool`.
 pub fn build(
@@ -52,7 +61,7 @@ pub fn build(
 /// (a batch of fine grids and sorted values, per-thread tiles) on `threads`
 /// threads, or the fine grid that creation checks, whichever is larger.
 pub fn memory_bytes(spec: &NufftSpec, npoints: usize, threads: usize) -> u64 {
-    let real = if float64_arithmetic(spec) { 8u64 } else { 4 };
+    let real = real_bytes(spec) as u64;
     let complex = 2 * real;
     let (m, fine) = (npoints as u64, spec.fine_total() as u64);
     // Per point: its bin, two placements (3 reals, 3 cell indices), order and rank.
