@@ -10,7 +10,8 @@
 //! HORECON_PROFILE_ALL=0 to stop after the operator (no certificate, no plan
 //! set-up: for the largest cases on small machines). The certificate step
 //! here probes all coils twice: through the full operator, as CUDA plans
-//! do, and through its probed rows, as CPU plans do (the same estimate).
+//! do, and through its entries at the probed points, as CPU plans do (the
+//! same estimate but for float32 rounding).
 
 #[path = "common/cases.rs"]
 mod cases;
@@ -104,7 +105,7 @@ fn main() {
             })
         };
         let (estimate, t_certificate) = certify(&certificate::Whole(&operator, sizes));
-        let (rows_estimate, t_rows) = certify(&certificate::Rows {
+        let (entries_estimate, t_entries) = certify(&certificate::Entries {
             operator: &operator,
             points: &separation.points,
             sensitivities: None,
@@ -115,7 +116,8 @@ fn main() {
         let (info, t_plan) = timed(|| fresh.approximation_info().expect("set-up"));
         println!(
             "  certificate through the whole operator {t_certificate:.3} s (estimate {estimate:.2e}), \
-             through its rows {t_rows:.3} s (estimate {rows_estimate:.2e}); plan set-up {t_plan:.3} s \
+             through its entries {t_entries:.3} s (estimate {entries_estimate:.2e}); plan set-up \
+             {t_plan:.3} s \
              (K = {}, estimate {:.2e})",
             info.rank, info.estimated_error,
         );

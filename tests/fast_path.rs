@@ -442,7 +442,7 @@ fn the_certificate_is_honest_where_e_is_nearly_rank_one() {
     }
 }
 
-/// Plans larger than the certificate's probe support (16,384 voxels, 4,096
+/// Plans larger than the certificate's probe support (4,096 voxels, 4,096
 /// samples: sparse probes, stratified, on 2 of 3 coils on the CPU): the
 /// estimate stays within 3× of the error of E and Eᴴ on dense random probes
 /// (float64 direct sums at 200 rows, all coils, and 200 voxels).
@@ -538,15 +538,16 @@ fn two_threads() -> std::sync::Arc<rayon::ThreadPool> {
     )
 }
 
-/// The CPU certificate's probes ([`certificate::Rows`]: the fast operator's
-/// rows and columns built on the probed samples only) give the numbers of
-/// the whole operator applied in full ([`certificate::Whole`]), for all
-/// coils and for a subset, on random rows of random 2D and 3D problems.
+/// The CPU certificate's probes ([`certificate::Entries`]: the fast
+/// operator's entries at the probed samples and voxels only) give the
+/// numbers of the whole operator applied in full ([`certificate::Whole`]),
+/// for all coils and for a subset, on random rows and voxels of random 2D
+/// and 3D problems (grid, oblique, masked).
 #[test]
-fn the_certificates_rows_are_the_operators_rows() {
+fn the_certificates_entries_are_the_operators() {
     use horecon::backend::fast::{certificate, nufft_tolerance, FastOperator};
     use horecon::model::separation::Separation;
-    let mut rng = Rng::fresh("the_certificates_rows_are_the_operators_rows");
+    let mut rng = Rng::fresh("the_certificates_entries_are_the_operators");
     let pool = two_threads();
     let cases: [(Kind, [usize; 3], usize); 3] = [
         (Kind::Grid, [19, 14, 1], 3),
@@ -598,25 +599,27 @@ fn the_certificates_rows_are_the_operators_rows() {
                 }
             };
             let whole = certificate::Whole(whole, whole_sizes);
-            let rows = certificate::Rows {
+            let entries = certificate::Entries {
                 operator: &fast,
                 points: &separation.points,
                 sensitivities: subset,
             };
-            let mut picked: Vec<usize> = (0..m).filter(|_| rng.int(0, 2) == 0).collect();
-            picked.dedup();
-            let x = rng.complex(n);
-            let values = rng.complex(picked.len() * probed);
+            let pick = |rng: &mut Rng, total: usize| -> Vec<usize> {
+                (0..total).filter(|_| rng.int(0, 2) == 0).collect()
+            };
+            let (rows, support, voxels) = (pick(&mut rng, m), pick(&mut rng, n), pick(&mut rng, n));
+            let x = rng.complex(support.len());
+            let values = rng.complex(rows.len() * probed);
             use certificate::Probe;
-            let a = rows.forward_rows(&x, &picked).unwrap();
-            let b = whole.forward_rows(&x, &picked).unwrap();
-            let c = rows.adjoint_of_rows(&picked, &values).unwrap();
-            let d = whole.adjoint_of_rows(&picked, &values).unwrap();
+            let a = entries.forward_rows(&support, &x, &rows).unwrap();
+            let b = whole.forward_rows(&support, &x, &rows).unwrap();
+            let c = entries.adjoint_at(&rows, &values, &voxels).unwrap();
+            let d = whole.adjoint_at(&rows, &values, &voxels).unwrap();
             let (ef, ea) = (rel_error(&a, &to_c64(&b)), rel_error(&c, &to_c64(&d)));
             eprintln!(
-                "{kind:?} {dims:?} coils {probed}/{coils}: rows vs whole {ef:.1e} / {ea:.1e}"
+                "{kind:?} {dims:?} coils {probed}/{coils}: entries vs whole {ef:.1e} / {ea:.1e}"
             );
-            // Float32 sums in another order (the adjoint spreads fewer points).
+            // Float32 FFTs and sums in another order.
             assert!(ef <= 1e-5 && ea <= 1e-5, "{kind:?}: {ef:.2e} / {ea:.2e}");
         }
     }
@@ -635,20 +638,34 @@ impl horecon::backend::fast::certificate::Probe for ScaledColumns<'_> {
         self.sizes.coils
     }
 
-    fn forward_rows(&self, image: &[Complex32], rows: &[usize]) -> horecon::Result<Vec<Complex32>> {
-        let scaled: Vec<Complex32> = image.iter().zip(&self.scale).map(|(x, s)| x * s).collect();
+    fn forward_rows(
+        &self,
+        support: &[usize],
+        values: &[Complex32],
+        rows: &[usize],
+    ) -> horecon::Result<Vec<Complex32>> {
+        let scaled: Vec<Complex32> = support
+            .iter()
+            .zip(values)
+            .map(|(&v, x)| x * self.scale[v])
+            .collect();
         horecon::backend::fast::certificate::Whole(self.exact, self.sizes)
-            .forward_rows(&scaled, rows)
+            .forward_rows(support, &scaled, rows)
     }
 
-    fn adjoint_of_rows(
+    fn adjoint_at(
         &self,
         samples: &[usize],
         values: &[Complex32],
+        voxels: &[usize],
     ) -> horecon::Result<Vec<Complex32>> {
         let whole = horecon::backend::fast::certificate::Whole(self.exact, self.sizes);
-        let image = whole.adjoint_of_rows(samples, values)?;
-        Ok(image.iter().zip(&self.scale).map(|(x, s)| x * s).collect())
+        let image = whole.adjoint_at(samples, values, voxels)?;
+        Ok(image
+            .iter()
+            .zip(voxels)
+            .map(|(x, &v)| x * self.scale[v])
+            .collect())
     }
 }
 

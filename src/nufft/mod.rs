@@ -114,13 +114,6 @@ pub struct NufftSpec {
     pub kernel: KernelParams,
     /// n_f per axis (1 on singleton axes).
     pub fine: [usize; 3],
-    /// Run the transforms one at a time on the CPU (else in batches that
-    /// share each point's kernel weights). A batch of fine grids is memory
-    /// that the first execution is given by the system page by page; a
-    /// plan executed once (the CPU certificate's probes: 14 transforms,
-    /// 19 MB of grids each on ho3d-77k) saves that and loses little, its
-    /// few points' kernel weights being evaluated per transform.
-    pub one_at_a_time: bool,
 }
 
 impl NufftSpec {
@@ -156,7 +149,6 @@ impl NufftSpec {
             double,
             kernel,
             fine,
-            one_at_a_time: false,
         })
     }
 

@@ -225,7 +225,7 @@ impl Plan {
         let probes =
             certificate::probe_count(separation.rank, separation.lattice.grid_points(), sizes);
         let estimated_error = match &cpu {
-            Some(fast) => certificate::estimate_by_rows(
+            Some(fast) => certificate::estimate_by_entries(
                 fast,
                 &separation,
                 (features, sizes),

@@ -181,12 +181,16 @@ struct NufftChoice {
     tolerance: (f64, bool),
     upsampling: Upsampling,
     backend: (BackendKind, usize),
-    /// Transforms one at a time ([`NufftSpec::one_at_a_time`]): the rows
-    /// of [`FastOperator::rows`], applied once.
-    once: bool,
 }
 
 impl NufftChoice {
+    /// The spec of one forward transform (type 2, sign +1): its matrix is
+    /// E's NUFFT factor, and the adjoint's is its conjugate transpose.
+    fn forward_spec(&self) -> Result<NufftSpec> {
+        let [forward, _] = pair_specs(self.modes, self.tolerance, self.upsampling, 1)?;
+        Ok(forward)
+    }
+
     /// The executor pairs for K·L transforms on `points` (ndims×M), in coil
     /// chunks whose buffers stay within [`BUFFER_BYTES`], and the backend's
     /// name.
@@ -210,11 +214,8 @@ impl NufftChoice {
             _ => (BUFFER_BYTES / per_coil.max(1)).clamp(1, sizes.coils.max(1)),
         };
         let make = |coils: usize| -> Result<Arc<Executors>> {
-            let specs = pair_specs(self.modes, self.tolerance, self.upsampling, k * coils)?;
-            let [forward, adjoint] = specs.map(|spec| NufftSpec {
-                one_at_a_time: self.once,
-                ..spec
-            });
+            let [forward, adjoint] =
+                pair_specs(self.modes, self.tolerance, self.upsampling, k * coils)?;
             let build = |spec: &NufftSpec| {
                 executor::build(backend, device, spec, points, sizes.samples, pool.clone())
             };
@@ -238,8 +239,8 @@ pub struct FastOperator {
     index: Option<Arc<Vec<usize>>>,
     /// ã_l(t_j), K×M.
     temporal: Vec<Complex32>,
-    /// b_l(r_n), K×N (shared with the operator's [`FastOperator::rows`]).
-    spatial: Arc<Vec<Complex32>>,
+    /// b_l(r_n), K×N.
+    spatial: Vec<Complex32>,
     sensitivities: Option<Vec<Complex32>>,
     /// Full chunks, and the last, smaller one if L is not a multiple.
     chunks: Vec<Arc<Executors>>,
@@ -268,13 +269,12 @@ impl FastOperator {
             tolerance: (tolerance, double),
             upsampling: choose_upsampling(&modes, sizes.samples, tolerance, double),
             backend,
-            once: false,
         };
         let (k, grid_points) = (separation.rank, lattice.grid_points());
         let (chunks, backend_name) =
             nufft.executors(k, sizes, grid_points, &separation.points, &pool)?;
         let temporal = separation.temporal.values_f32(TEMPORAL)?;
-        let spatial = Arc::new(separation.spatial.values_f32(SPATIAL)?);
+        let spatial = separation.spatial.values_f32(SPATIAL)?;
         let kernel = KernelParams::new(tolerance, nufft.upsampling, double)?;
         let name = format!(
             "{backend_name} (fast path, K = {k}, NUFFT tolerance {tolerance:.1e} sigma {} w {})",
@@ -295,63 +295,6 @@ impl FastOperator {
             nufft,
             pool,
             name,
-        })
-    }
-
-    /// The rows `samples` (indices into the M samples, any order) of this
-    /// operator, for the coils `sensitivities` (N×C; `None` = this
-    /// operator's): Ẽ_{samples,·} with the same kernel and factors, its
-    /// NUFFTs on those samples' `points` only (`points` = the separation's,
-    /// ndims×M). A type-2 output at a point depends on that point alone and
-    /// a type-1 input at a point spreads from it alone, so these are exactly
-    /// the rows of Ẽ (of Ẽᴴ's columns) at a fraction of the cost — the CPU
-    /// certificate's probes.
-    pub fn rows(
-        &self,
-        points: &[f64],
-        samples: &[usize],
-        sensitivities: Option<&[Complex32]>,
-    ) -> Result<FastOperator> {
-        let (m, n, k) = (self.sizes.samples, self.sizes.voxels, self.rank);
-        let ndims = self.nufft.modes.ndims;
-        if points.len() != ndims * m || samples.iter().any(|&j| j >= m) {
-            return Err(Error::internal(format!(
-                "rows of a fast operator with {m} samples: {} points, samples up to {:?}",
-                points.len(),
-                samples.iter().max()
-            )));
-        }
-        let sub_points = gather(points, m, samples, "probe points")?;
-        let temporal = gather(&self.temporal, m, samples, "probe a_l(t)")?;
-        let (coils, sensitivities) = match sensitivities {
-            Some(s) => (s.len() / n.max(1), Some(s)),
-            None => (self.sizes.coils, self.sensitivities.as_deref()),
-        };
-        let sensitivities = sensitivities
-            .map(|s| crate::error::try_copy(s, "sensitivities"))
-            .transpose()?;
-        let sizes = Sizes {
-            coils,
-            samples: samples.len(),
-            ..self.sizes
-        };
-        // Applied once (the certificate's probes): no batch of fresh grids.
-        let nufft = NufftChoice {
-            once: true,
-            ..self.nufft
-        };
-        let (chunks, _) = nufft.executors(k, sizes, self.grid_points, &sub_points, &self.pool)?;
-        Ok(FastOperator {
-            sizes,
-            temporal,
-            sensitivities,
-            chunks,
-            index: self.index.clone(),
-            spatial: self.spatial.clone(),
-            name: format!("{} (rows)", self.name),
-            pool: self.pool.clone(),
-            nufft,
-            ..*self
         })
     }
 

@@ -7,7 +7,7 @@
 //!   → interpolated → results scattered back to the caller's order.
 //!
 //! Transforms run in batches of as many as fit [`BATCH_BYTES`] of fine
-//! grids (or one at a time, [`NufftSpec::one_at_a_time`]); inside a batch,
+//! grids; inside a batch,
 //! spreading and interpolation share each point's kernel weights among the
 //! transforms whose tiles fit [`super::tile::TILE_BUDGET`]. Every buffer
 //! is allocated before the first output is written, so a failing call
@@ -38,11 +38,8 @@ use std::sync::{Arc, Mutex};
 pub const BATCH_BYTES: usize = 32 << 20;
 
 /// Transforms per batch of a plan of `spec`: as many as [`BATCH_BYTES`] of
-/// fine grids hold, or one ([`NufftSpec::one_at_a_time`]).
+/// fine grids hold.
 pub fn transforms_per_batch(spec: &NufftSpec) -> usize {
-    if spec.one_at_a_time {
-        return 1;
-    }
     let bytes = spec
         .fine_total()
         .saturating_mul(2 * super::real_bytes(spec));
@@ -428,8 +425,7 @@ mod tests {
     /// Streamed execution ([`NufftExecutor::execute_each`]) gives what whole
     /// arrays give, bit for bit, with several batches (3D 96×96×24 modes at
     /// σ = 2: 14 MB fine grids, two per batch in float32 and one in float64),
-    /// and hands the outputs over once each, in order; so does the plan run
-    /// one transform at a time ([`NufftSpec::one_at_a_time`]).
+    /// and hands the outputs over once each, in order.
     #[test]
     fn streamed_equals_whole_arrays() {
         let pool = crate::plan::thread_pool(2).unwrap();
@@ -482,19 +478,7 @@ mod tests {
                     .unwrap();
                 assert_eq!(order, (0..transforms).collect::<Vec<_>>(), "{kind:?}");
                 assert!(streamed == whole, "{kind:?} double {double}: streamed");
-                let single = NufftSpec {
-                    one_at_a_time: true,
-                    ..spec.clone()
-                };
-                assert_eq!(transforms_per_batch(&single), 1);
                 assert_eq!(transforms_per_batch(&spec), if double { 1 } else { 2 });
-                let ex = crate::nufft::cpu::build(&single, &points, m, pool.clone()).unwrap();
-                let mut alone = vec![Complex32::new(0.0, 0.0); transforms * outputs];
-                match kind {
-                    NufftType::Two => ex.execute(&mut alone, &mut given).unwrap(),
-                    NufftType::One => ex.execute(&mut given, &mut alone).unwrap(),
-                }
-                assert!(alone == whole, "{kind:?} double {double}: one at a time");
             }
         }
     }

@@ -119,6 +119,20 @@ impl<T: Real> HornerKernel<T> {
     }
 }
 
+impl HornerKernel<f64> {
+    /// The w kernel weights at z ∈ [−1, 1), one per cell (the values
+    /// [`HornerKernel::evaluate`] pairs, by the same polynomials).
+    pub fn weights(&self, z: f64) -> Vec<f64> {
+        (0..self.width)
+            .map(|i| {
+                let mut rows = self.table.chunks_exact(self.lanes).rev();
+                let top = rows.next().map_or(0.0, |row| row[2 * i]);
+                rows.fold(top, |acc, row| acc * z + row[2 * i])
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,6 +151,11 @@ mod tests {
                 for step in 0..=400 {
                     let z = -1.0 + 2.0 * step as f64 / 401.0;
                     let values = horner.evaluate::<32, false>(z);
+                    let weights = horner.weights(z);
+                    assert!(
+                        (0..w).all(|i| weights[i] == values[2 * i]),
+                        "weights at {z}"
+                    );
                     for i in 0..w {
                         let exact = kernel.phi((2.0 * i as f64 - w as f64 + 1.0 + z) / w as f64);
                         assert_eq!(values[2 * i], values[2 * i + 1]);

@@ -11,6 +11,7 @@ pub mod executor;
 pub mod fft;
 pub mod horner;
 pub mod interpolate;
+pub mod matrix;
 pub mod sort;
 pub mod spread;
 pub mod tile;
