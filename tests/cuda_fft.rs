@@ -304,7 +304,7 @@ fn cuda_fft_chunked_coils_equal_unchunked() {
         ("Cartesian EHE", &whole.3, &chunked.3),
     ] {
         let e = rel_error(b, &to_c64(a));
-        eprintln!("{what}: chunked (2 coils per batch) vs whole {e:.2e}");
+        eprintln!("{what}: chunked (2 coils or kernel pairs per batch) vs whole {e:.2e}");
         // Only the order of the coil sums differs (float64), then the float32 output rounding.
         assert!(e <= 1e-6, "{what}: {e:e}");
     }

@@ -80,7 +80,7 @@ impl CudaCartesian {
                 .map(|&c| Complex64::from_polar(1.0, std::f64::consts::TAU * (c - c.round()))),
         )?;
         let per_coil = n * complex_bytes(precision);
-        let batch = coil_batch(&device, coils, per_coil)?;
+        let batch = coil_batch(&device, coils, (per_coil, dims.iter().product()))?;
         let sensitivities = upload_sensitivities(&device, sensitivities)?;
         let work = Work::new(&device, sizes)?;
         Ok(CudaCartesian {

@@ -58,6 +58,14 @@ fn cufft_error(what: &str, e: cufft::CufftError) -> Error {
     Error::new(Status::Backend, format!("{what}: cuFFT error {e}"))
 }
 
+/// The most grids of `points` points that one cuFFT plan transforms (its
+/// 32-bit interface: 2^31 − 1 points per batch), at least 1. Batches sized
+/// from free memory alone broke it on a 141 GB H200: the fast path's 240
+/// fine grids of 252×252×180 (ho3d-1mm) fit the memory, not the plan.
+pub fn max_batch(points: usize) -> usize {
+    (i32::MAX as usize / points.max(1)).max(1)
+}
+
 /// A cuFFT plan for `batch` grids of `dims` (in place).
 pub struct FftPlan {
     handle: sys::cufftHandle,
@@ -252,12 +260,17 @@ pub fn complex_bytes(precision: Precision) -> usize {
 
 /// Coils per FFT batch: all of them when `per_coil` bytes each (grids plus
 /// cuFFT's work area, about as large again) fit in a third of the free
-/// memory, else as many as do (at least 1). `HORECON_CUDA_FFT_BATCH` caps it
-/// (tests force the chunked path with it).
-pub fn coil_batch(device: &Device, coils: usize, per_coil: usize) -> Result<usize> {
+/// memory, else as many as do (at least 1), and at most [`max_batch`] grids
+/// of `points` points. `HORECON_CUDA_FFT_BATCH` caps it (tests force the
+/// chunked path with it).
+pub fn coil_batch(
+    device: &Device,
+    coils: usize,
+    (per_coil, points): (usize, usize),
+) -> Result<usize> {
     let (free, _) = device.memory()?;
     let fit = (free / 3) / (2 * per_coil).max(1);
-    let mut batch = fit.clamp(1, coils.max(1));
+    let mut batch = fit.clamp(1, coils.max(1)).min(max_batch(points));
     if let Some(cap) = super::memory::knob("HORECON_CUDA_FFT_BATCH") {
         batch = batch.min(cap);
     }

@@ -130,7 +130,7 @@ impl CudaToeplitz {
         let segments = spec.segments();
         let grids_per_coil = segments + usize::from(segments > 1);
         let per_coil = grids_per_coil * spec.kernel_points() * complex_bytes(precision);
-        let batch = coil_batch(&device, sizes.coils, per_coil)?;
+        let batch = coil_batch(&device, sizes.coils, (per_coil, spec.kernel_points()))?;
         Ok(CudaToeplitz {
             ops: FftOps::new(&device, precision)?,
             exact,
@@ -264,10 +264,16 @@ impl CudaToeplitz {
             )?,
             "Toeplitz kernel spectra (pairs x kernel grid)",
         )?;
+        // The pairs' spectra in batches that one cuFFT plan takes (capped
+        // like the coils' batches: tests force several with the knob).
+        let mut batch = pairs.min(super::fft::max_batch(points));
+        if let Some(cap) = super::memory::knob("HORECON_CUDA_FFT_BATCH") {
+            batch = batch.min(cap).max(1);
+        }
         let plan = FftPlan::new(
             &device,
             spec.kernel_dims,
-            pairs,
+            batch,
             self.precision == Precision::Double,
         )?;
         let move_kernels = super::nufft::kernels::toeplitz_from_modes(
@@ -296,7 +302,24 @@ impl CudaToeplitz {
                 .i32(pairs as i32)
                 .ptr(spectra.ptr),
         )?;
-        plan.exec(spectra.ptr, Direction::Forward, s)?;
+        let full = pairs - pairs % batch;
+        for first in (0..full).step_by(batch) {
+            let at = spectra.ptr + (first * points * bytes) as u64;
+            plan.exec(at, Direction::Forward, s)?;
+        }
+        if full < pairs {
+            let last = FftPlan::new(
+                &device,
+                spec.kernel_dims,
+                pairs - full,
+                self.precision == Precision::Double,
+            )?;
+            last.exec(
+                spectra.ptr + (full * points * bytes) as u64,
+                Direction::Forward,
+                s,
+            )?;
+        }
         // `data` and `modes` are freed on return.
         // SAFETY: synchronising the NUFFT's own stream.
         unsafe { result::stream::synchronize(s.0) }

@@ -269,8 +269,9 @@ impl CudaNufft {
 
         let per_transform = layout.fine_total() * layout.complex_bytes;
         let (free, _) = device.memory()?;
-        let mut chunk =
-            ((free / 3) / (2 * per_transform).max(1)).clamp(1, spec.transforms.min(65535));
+        let mut chunk = ((free / 3) / (2 * per_transform).max(1))
+            .clamp(1, spec.transforms.min(65535))
+            .min(super::fft::max_batch(layout.fine_total()));
         if let Some(cap) = knob("HORECON_CUDA_NUFFT_CHUNK") {
             chunk = chunk.min(cap);
         }
