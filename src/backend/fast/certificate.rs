@@ -242,6 +242,13 @@ impl Entries<'_> {
             .map_or(Complex32::new(1.0, 0.0), |s| s[c * n + v])
     }
 
+    /// N, M, K, the coils probed and the products' width K × coils.
+    fn shape(&self) -> [usize; 5] {
+        let (sizes, coils) = (self.operator.sizes, self.coils());
+        let k = self.operator.rank;
+        [sizes.voxels, sizes.samples, k, coils, k * coils]
+    }
+
     /// G at the samples `at`.
     fn matrix(&self, at: &[usize]) -> Result<NufftMatrix<f32>> {
         let op = self.operator;
@@ -330,9 +337,7 @@ impl Probe for Entries<'_> {
         values: &[Complex32],
         rows: &[usize],
     ) -> Result<Vec<Complex32>> {
-        let op = self.operator;
-        let (n, m, k, coils) = (op.sizes.voxels, op.sizes.samples, op.rank, self.coils());
-        let width = k * coils;
+        let (op, [n, m, k, coils, width]) = (self.operator, self.shape());
         let zero = Complex32::new(0.0, 0.0);
         let g = self.matrix(rows)?;
         // Z_{v,(c,l)} = b_l(r_v) S_c(r_v) x_v.
@@ -368,9 +373,7 @@ impl Probe for Entries<'_> {
         values: &[Complex32],
         voxels: &[usize],
     ) -> Result<Vec<Complex32>> {
-        let op = self.operator;
-        let (n, m, k, coils) = (op.sizes.voxels, op.sizes.samples, op.rank, self.coils());
-        let width = k * coils;
+        let (op, [n, m, k, coils, width]) = (self.operator, self.shape());
         let zero = Complex32::new(0.0, 0.0);
         let g = self.matrix(samples)?;
         // D_{j,(c,l)} = ã̄_l(t_j) d_{j,c}.

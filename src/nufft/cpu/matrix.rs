@@ -209,13 +209,21 @@ mod tests {
                 (d / s).sqrt()
             };
             let mut column = vec![Complex64::new(0.0, 0.0); m];
+            // The matrix of a plan of `kind` and the plan's c (M) and f (modes),
+            // its input drawn and its output computed.
+            let run = |kind| {
+                let spec = plan(kind, sign);
+                let g = NufftMatrix::<f64>::new(&spec, &points, m).unwrap();
+                let (mut c, mut f) = match kind {
+                    NufftType::Two => (vec![Complex64::new(0.0, 0.0); m], input(total, 7)),
+                    NufftType::One => (input(m, 9), vec![Complex64::new(0.0, 0.0); total]),
+                };
+                let ex = crate::nufft::cpu::build(&spec, &points, m, pool.clone()).unwrap();
+                ex.execute_c64(&mut c, &mut f).unwrap();
+                (g, c, f)
+            };
             // Type 2: c = G f.
-            let spec = plan(NufftType::Two, sign);
-            let g = NufftMatrix::<f64>::new(&spec, &points, m).unwrap();
-            let mut f = input(total, 7);
-            let mut c = vec![Complex64::new(0.0, 0.0); m];
-            let ex = crate::nufft::cpu::build(&spec, &points, m, pool.clone()).unwrap();
-            ex.execute_c64(&mut c, &mut f).unwrap();
+            let (g, c, f) = run(NufftType::Two);
             let mut direct = vec![Complex64::new(0.0, 0.0); m];
             for (k, fk) in f.iter().enumerate() {
                 g.column(k, false, &mut column);
@@ -225,12 +233,7 @@ mod tests {
             }
             let e2 = relative(&direct, &c);
             // Type 1: f = Gᵀ c (the same sign).
-            let spec = plan(NufftType::One, sign);
-            let g = NufftMatrix::<f64>::new(&spec, &points, m).unwrap();
-            let mut c = input(m, 9);
-            let mut f = vec![Complex64::new(0.0, 0.0); total];
-            let ex = crate::nufft::cpu::build(&spec, &points, m, pool.clone()).unwrap();
-            ex.execute_c64(&mut c, &mut f).unwrap();
+            let (g, c, f) = run(NufftType::One);
             let direct: Vec<Complex64> = (0..total)
                 .map(|k| {
                     g.column(k, false, &mut column);
