@@ -679,7 +679,7 @@ fn the_certificate_counts_its_fixed_voxels_once() {
     use horecon::backend::fast::certificate;
     let mut rng = Rng::fresh("the_certificate_counts_its_fixed_voxels_once");
     let pool = two_threads();
-    // The last case draws V (N > 16,384) and T (M > 4,096) too, so the
+    // Every case draws V (N > 4,096) and the last T (M > 4,096) too, so the
     // probes' variances carry weights other than 1.
     for (kind, dims, coils, samples) in [
         (Kind::Grid, [83, 71, 1], 2, rng.int(600, 900)),
