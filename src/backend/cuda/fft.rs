@@ -260,9 +260,8 @@ pub fn complex_bytes(precision: Precision) -> usize {
 
 /// Coils per FFT batch: all of them when `per_coil` bytes each (grids plus
 /// cuFFT's work area, about as large again) fit in a third of the free
-/// memory, else as many as do (at least 1), and at most [`max_batch`] grids
-/// of `points` points. `HORECON_CUDA_FFT_BATCH` caps it (tests force the
-/// chunked path with it).
+/// memory, else as many as do (at least 1), within [`fft_batch`] of grids
+/// of `points` points.
 pub fn coil_batch(
     device: &Device,
     coils: usize,
@@ -270,11 +269,15 @@ pub fn coil_batch(
 ) -> Result<usize> {
     let (free, _) = device.memory()?;
     let fit = (free / 3) / (2 * per_coil).max(1);
-    let mut batch = fit.clamp(1, coils.max(1)).min(max_batch(points));
-    if let Some(cap) = super::memory::knob("HORECON_CUDA_FFT_BATCH") {
-        batch = batch.min(cap);
-    }
-    Ok(batch)
+    Ok(fft_batch(fit.clamp(1, coils.max(1)), points))
+}
+
+/// Grids of `points` points per cuFFT batch of `wanted` grids: at most
+/// [`max_batch`], capped by `HORECON_CUDA_FFT_BATCH` (tests force chunked
+/// paths with it), at least 1.
+pub fn fft_batch(wanted: usize, points: usize) -> usize {
+    let batch = wanted.min(max_batch(points)).max(1);
+    super::memory::knob("HORECON_CUDA_FFT_BATCH").map_or(batch, |cap| batch.min(cap))
 }
 
 /// `len` host complex values as device double2 pairs (fallible: issue 11).

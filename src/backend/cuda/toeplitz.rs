@@ -264,12 +264,8 @@ impl CudaToeplitz {
             )?,
             "Toeplitz kernel spectra (pairs x kernel grid)",
         )?;
-        // The pairs' spectra in batches that one cuFFT plan takes (capped
-        // like the coils' batches: tests force several with the knob).
-        let mut batch = pairs.min(super::fft::max_batch(points));
-        if let Some(cap) = super::memory::knob("HORECON_CUDA_FFT_BATCH") {
-            batch = batch.min(cap).max(1);
-        }
+        // The pairs' spectra in batches that one cuFFT plan takes.
+        let batch = super::fft::fft_batch(pairs, points);
         let plan = FftPlan::new(
             &device,
             spec.kernel_dims,

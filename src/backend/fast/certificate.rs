@@ -268,16 +268,15 @@ impl Entries<'_> {
         )
     }
 
-    /// Σ over blocks of `voxels` of lhs(block) · rhs(block) into `out`
-    /// (|points|×width, row-major), lhs(block) the block's columns of G at
-    /// `g`'s points (conjugated when `conjugate`) and rhs(block) the
-    /// block's rows of `rhs` (|voxels|×width, row-major); `transposed`: out
-    /// (|voxels|×width) = the blocks of Gᵀ (or Gᴴ) times `rhs`
-    /// (|points|×width) instead.
+    /// Σ over blocks of `voxels` of G(block) · rhs(block) into `out`
+    /// (|points|×width, row-major), G(block) the block's columns of G at
+    /// `g`'s points and rhs(block) the block's rows of `rhs` (|voxels|×width,
+    /// row-major); for the `adjoint`, out (|voxels|×width) = the blocks of Gᴴ
+    /// times `rhs` (|points|×width) instead.
     fn products(
         &self,
         g: &NufftMatrix<f32>,
-        (voxels, conjugate, transposed): (&[usize], bool, bool),
+        (voxels, adjoint): (&[usize], bool),
         (rhs, width): (&[Complex32], usize),
         out: &mut [Complex32],
     ) -> Result<()> {
@@ -293,10 +292,10 @@ impl Entries<'_> {
             columns
                 .par_chunks_mut(p.max(1))
                 .zip(chunk)
-                .for_each(|(column, &v)| g.column(self.operator.grid_index(v), conjugate, column));
+                .for_each(|(column, &v)| g.column(self.operator.grid_index(v), adjoint, column));
             let columns = MatRef::from_column_major_slice(columns, p, chunk.len());
             let rows = b * per_block..b * per_block + chunk.len();
-            if transposed {
+            if adjoint {
                 let part = &mut out[rows.start * width..rows.end * width];
                 let dst = MatMut::from_row_major_slice_mut(part, chunk.len(), width);
                 let rhs = MatRef::from_row_major_slice(rhs, p, width);
@@ -351,7 +350,7 @@ impl Probe for Entries<'_> {
                 }
             });
         let mut y = try_vec(rows.len() * width, zero, "probe products (R x L·K)")?;
-        self.products(&g, (support, false, false), (&z, width), &mut y)?;
+        self.products(&g, (support, false), (&z, width), &mut y)?;
         let mut out = try_vec(rows.len() * coils, zero, "fast rows")?;
         for (c, column) in out.chunks_exact_mut(rows.len().max(1)).enumerate() {
             for (r, (o, &j)) in column.iter_mut().zip(rows).enumerate() {
@@ -388,7 +387,7 @@ impl Probe for Entries<'_> {
                 }
             });
         let mut x = try_vec(voxels.len() * width, zero, "probe products (Q x L·K)")?;
-        self.products(&g, (voxels, true, true), (&d, width), &mut x)?;
+        self.products(&g, (voxels, true), (&d, width), &mut x)?;
         Ok(voxels
             .iter()
             .zip(x.chunks_exact(width.max(1)))
