@@ -9,7 +9,9 @@
 //!   HORECON_BENCH_BACKEND=cpu|cuda|auto (default auto: CUDA when usable)
 //!   HORECON_BENCH_TOLERANCE=1e-3          the approximation tolerance
 //!   HORECON_BENCH_EXACT=full|estimate|none (default estimate: the exact E and
-//!       Eᴴ timed on 1/16 of the samples and scaled by 16; exact EᴴE = E + Eᴴ)
+//!       Eᴴ timed on 1/S of the samples and scaled by S; exact EᴴE = E + Eᴴ)
+//!   HORECON_BENCH_EXACT_SUBSET=16          S (the exact cost is ∝ M: a large S
+//!       keeps the estimate of ho3d-1mm on a CPU to seconds)
 //!   HORECON_BENCH_CG=N                     also N CG iterations, fast and
 //!       (when HORECON_BENCH_EXACT=full) exact, set-up included (the fast
 //!       one also on the prepared plan)
@@ -195,7 +197,8 @@ fn main() {
             }
             "none" => (f64::NAN, f64::NAN),
             _ => {
-                let rows = (m / 16).max(1);
+                let subset: usize = env("HORECON_BENCH_EXACT_SUBSET", 16);
+                let rows = (m / subset.max(1)).max(1);
                 let (f, a) = exact_subset_times(&case, options, rows, &image);
                 let scale = m as f64 / rows as f64;
                 (f * scale, a * scale)

@@ -63,7 +63,7 @@ fn main() {
         let (operator, t_operator) = timed(|| {
             FastOperator::new(
                 &separation,
-                model.sensitivities.as_deref(),
+                model.sensitivities.clone(),
                 sizes,
                 nufft_tolerance(tolerance, options.precision),
                 (BackendKind::Cpu, 0),

@@ -563,7 +563,7 @@ fn the_certificates_entries_are_the_operators() {
         let separation = Separation::new(model, &features, 4.5e-4).unwrap();
         let fast = FastOperator::new(
             &separation,
-            model.sensitivities.as_deref(),
+            model.sensitivities.clone(),
             sizes,
             nufft_tolerance(1e-3, Precision::Accurate),
             (horecon::BackendKind::Cpu, 0),
@@ -588,7 +588,7 @@ fn the_certificates_entries_are_the_operators() {
                 Some(s) => {
                     whole_op = FastOperator::new(
                         &separation,
-                        Some(s),
+                        Some(s.to_vec().into()),
                         whole_sizes,
                         nufft_tolerance(1e-3, Precision::Accurate),
                         (horecon::BackendKind::Cpu, 0),

@@ -212,14 +212,13 @@ impl Plan {
             BackendKind::Cpu => Some(Arc::new(self.cpu_operator(
                 &separation,
                 tolerance,
-                sensitivities,
                 sizes,
             )?)),
             _ => None,
         };
         let operator: Arc<dyn EncodingOperator> = match &cpu {
             Some(fast) => fast.clone(),
-            None => self.separated_operator(&separation, tolerance, sensitivities, sizes)?,
+            None => self.separated_operator(&separation, tolerance, sizes)?,
         };
         let built = started.elapsed().as_secs_f64();
         let probes =
@@ -265,37 +264,32 @@ impl Plan {
         })
     }
 
-    /// The fast operator of `separation` with the coils `sensitivities`
-    /// (`sizes`) on the plan's backend (device-resident on CUDA when
-    /// possible), with NUFFTs for `tolerance`.
+    /// The fast operator of `separation` with the plan's coils (`sizes`) on
+    /// the plan's backend (device-resident on CUDA when possible), with
+    /// NUFFTs for `tolerance`.
     fn separated_operator(
         &self,
         separation: &Separation,
         tolerance: f64,
-        sensitivities: Option<&[num_complex::Complex32]>,
         sizes: crate::model::Sizes,
     ) -> Result<Arc<dyn EncodingOperator>> {
         let nufft = nufft_tolerance(tolerance, self.options.precision);
         if self.backend == BackendKind::Cuda && device_resident() {
+            let sensitivities = self.model.sensitivities.as_deref();
             match cuda::build_fast(separation, sensitivities, sizes, nufft, &self.options) {
                 Err(e) if e.status == Status::BackendUnavailable => {}
                 built => return Ok(Arc::from(built?)),
             }
         }
-        Ok(Arc::new(self.cpu_operator(
-            separation,
-            tolerance,
-            sensitivities,
-            sizes,
-        )?))
+        Ok(Arc::new(self.cpu_operator(separation, tolerance, sizes)?))
     }
 
-    /// The fast operator with host arrays (NUFFTs on the plan's backend).
+    /// The fast operator with host arrays (NUFFTs on the plan's backend),
+    /// sharing the plan's sensitivities.
     fn cpu_operator(
         &self,
         separation: &Separation,
         tolerance: f64,
-        sensitivities: Option<&[num_complex::Complex32]>,
         sizes: crate::model::Sizes,
     ) -> Result<FastOperator> {
         let device = usize::try_from(self.options.device).map_err(|_| {
@@ -303,7 +297,7 @@ impl Plan {
         })?;
         FastOperator::new(
             separation,
-            sensitivities,
+            self.model.sensitivities.clone(),
             sizes,
             nufft_tolerance(tolerance, self.options.precision),
             (self.backend, device),

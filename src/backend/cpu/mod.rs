@@ -93,7 +93,9 @@ impl<Mo: Mode> CpuOperator<Mo> {
                     Complex::new(Mo::Acc::default(), Mo::Acc::default()),
                     "sensitivities",
                 )?;
-                out.iter_mut().zip(s).for_each(|(o, v)| *o = widen(*v));
+                out.iter_mut()
+                    .zip(s.iter())
+                    .for_each(|(o, v)| *o = widen(*v));
                 Some(out)
             }
         };

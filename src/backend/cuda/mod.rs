@@ -201,7 +201,7 @@ pub fn build_toeplitz(
     coil_split::build(options, sizes, sensitivities, what, |device, part, sens| {
         let coils = Features {
             sensitivities: sens
-                .map(|s| crate::error::try_copy(s, "a part's sensitivities"))
+                .map(|s| crate::error::try_copy(s, "a part's sensitivities").map(Into::into))
                 .transpose()?,
             voxel: crate::error::try_copy(&features.voxel, "a part's voxel features")?,
             sample: crate::error::try_copy(&features.sample, "a part's sample features")?,

@@ -589,7 +589,7 @@ pub fn estimate_by_entries(
         None => (features, sizes),
         Some(subset) => (
             Features {
-                sensitivities: Some(subset.sensitivities),
+                sensitivities: Some(subset.sensitivities.into()),
                 ..features
             },
             subset.sizes,
@@ -799,7 +799,7 @@ pub fn estimate(
             voxel: gather(&features.voxel, n, voxels, "probe voxel features")?,
             sample: gather(&features.sample, m, samples, "probe sample features")?,
             sensitivities: match &features.sensitivities {
-                Some(s) => Some(gather(s, n, voxels, "probe sensitivities")?),
+                Some(s) => Some(gather(s, n, voxels, "probe sensitivities")?.into()),
                 None => None,
             },
         };

@@ -19,7 +19,7 @@ pub mod executor;
 use crate::backend::cpu::{complex_zeros, CpuNormal};
 use crate::error::{try_vec, Error, Result};
 use crate::model::separation::Separation;
-use crate::model::Sizes;
+use crate::model::{Shared, Sizes};
 use crate::nufft::plan::choose_upsampling;
 use crate::nufft::{
     EachInput, EachOutput, KernelParams, Modes, NufftExecutor, NufftSpec, NufftType, Upsampling,
@@ -241,7 +241,7 @@ pub struct FastOperator {
     temporal: Vec<Complex32>,
     /// b_l(r_n), K×N.
     spatial: Vec<Complex32>,
-    sensitivities: Option<Vec<Complex32>>,
+    sensitivities: Option<Shared<Complex32>>,
     /// Full chunks, and the last, smaller one if L is not a multiple.
     chunks: Vec<Arc<Executors>>,
     nufft: NufftChoice,
@@ -251,10 +251,11 @@ pub struct FastOperator {
 
 impl FastOperator {
     /// The operator of `separation` with NUFFTs of relative tolerance
-    /// `nufft_tolerance` (float64 arithmetic when `double`) on `backend`.
+    /// `nufft_tolerance` (float64 arithmetic when `double`) on `backend`;
+    /// `sensitivities` are held as shared, not copied.
     pub fn new(
         separation: &Separation,
-        sensitivities: Option<&[Complex32]>,
+        sensitivities: Option<Shared<Complex32>>,
         sizes: Sizes,
         (tolerance, double): (f64, bool),
         backend: (BackendKind, usize),
@@ -288,9 +289,7 @@ impl FastOperator {
             index: lattice.index.clone().map(Arc::new),
             temporal,
             spatial,
-            sensitivities: sensitivities
-                .map(|s| crate::error::try_copy(s, "sensitivities"))
-                .transpose()?,
+            sensitivities,
             chunks,
             nufft,
             pool,
