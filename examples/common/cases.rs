@@ -250,8 +250,8 @@ impl Case {
 /// float64 direct sums at a subset of outputs, from the plan's features.
 pub struct Reference<'a> {
     pub plan: &'a Plan,
-    pub voxel: Vec<f64>,
-    pub sample: Vec<f64>,
+    pub voxel: horecon::model::Shared<f64>,
+    pub sample: horecon::model::Shared<f64>,
     pub terms: usize,
 }
 

@@ -381,8 +381,8 @@ impl Model {
         self.check_complete()?;
         Ok(Features {
             terms: self.feature_terms()?,
-            voxel: self.voxel_features()?,
-            sample: self.sample_features()?,
+            voxel: self.voxel_features()?.into(),
+            sample: self.sample_features()?.into(),
             sensitivities: self.sensitivities.clone(),
         })
     }
@@ -394,10 +394,10 @@ impl Model {
 pub struct Features {
     /// F = B (+1 with off-resonance).
     pub terms: usize,
-    /// v_f(n): F×N, voxel index fastest.
-    pub voxel: Vec<f64>,
-    /// a_f(j) in cycles: F×M, sample index fastest.
-    pub sample: Vec<f64>,
+    /// v_f(n): F×N, voxel index fastest (shared by the parts of a split operator).
+    pub voxel: Shared<f64>,
+    /// a_f(j) in cycles: F×M, sample index fastest (shared likewise).
+    pub sample: Shared<f64>,
     /// N×L, or `None` for S ≡ 1 (the plan's own array, shared).
     pub sensitivities: Option<Shared<Complex32>>,
 }

@@ -203,8 +203,8 @@ pub fn build_toeplitz(
             sensitivities: sens
                 .map(|s| crate::error::try_copy(s, "a part's sensitivities").map(Into::into))
                 .transpose()?,
-            voxel: crate::error::try_copy(&features.voxel, "a part's voxel features")?,
-            sample: crate::error::try_copy(&features.sample, "a part's sample features")?,
+            voxel: features.voxel.clone(),
+            sample: features.sample.clone(),
             terms: features.terms,
         };
         let exact = operator::CudaOperator::new(device, &coils, part, precision)?;

@@ -33,7 +33,7 @@ use super::phase_sum::shared_reduction;
 use super::space::DeviceNormal;
 use super::vectors::CudaCore;
 use super::work::{Work, WorkGuard};
-use crate::error::{Error, Result};
+use crate::error::{try_collect, Error, Result};
 use crate::model::{Features, Sizes};
 use crate::op::Precision;
 use crate::progress::Progress;
@@ -74,21 +74,18 @@ pub(super) fn part_ranges(count: usize, parts: usize) -> Vec<(usize, usize)> {
         .collect()
 }
 
-/// The features of samples [first, first + len): each term's row sliced.
-fn sample_slice(features: &Features, samples: usize, first: usize, len: usize) -> Features {
-    let sample = (0..features.terms)
-        .flat_map(|f| {
-            features.sample[f * samples + first..f * samples + first + len]
-                .iter()
-                .copied()
-        })
-        .collect();
-    Features {
+/// The features of samples [first, first + len): each term's row sliced;
+/// the voxel features and sensitivities shared.
+fn sample_slice(features: &Features, samples: usize, first: usize, len: usize) -> Result<Features> {
+    let part = len.max(1);
+    let rows =
+        (0..features.terms * len).map(|i| features.sample[(i / part) * samples + first + i % part]);
+    Ok(Features {
         terms: features.terms,
         voxel: features.voxel.clone(),
-        sample,
+        sample: try_collect(rows, "a part's sample features")?.into(),
         sensitivities: features.sensitivities.clone(),
-    }
+    })
 }
 
 impl CudaMulti {
@@ -115,7 +112,7 @@ impl CudaMulti {
                     samples: len,
                     ..sizes
                 };
-                let slice = sample_slice(features, sizes.samples, first, len);
+                let slice = sample_slice(features, sizes.samples, first, len)?;
                 Ok(Part {
                     op: CudaOperator::new(device.clone(), &slice, part_sizes, precision)?,
                     first,

@@ -796,8 +796,8 @@ pub fn estimate(
     let sub_model = |voxels: &[usize], samples: &[usize]| -> Result<(Features, Sizes)> {
         let model = Features {
             terms: features.terms,
-            voxel: gather(&features.voxel, n, voxels, "probe voxel features")?,
-            sample: gather(&features.sample, m, samples, "probe sample features")?,
+            voxel: gather(&features.voxel, n, voxels, "probe voxel features")?.into(),
+            sample: gather(&features.sample, m, samples, "probe sample features")?.into(),
             sensitivities: match &features.sensitivities {
                 Some(s) => Some(gather(s, n, voxels, "probe sensitivities")?.into()),
                 None => None,

@@ -265,8 +265,8 @@ mod tests {
         let sample = vec![0.1, -0.2, 0.05, 0.02, 0.0, 0.01];
         let features = Features {
             terms: 3,
-            voxel,
-            sample,
+            voxel: voxel.into(),
+            sample: sample.into(),
             sensitivities: None,
         };
         let s = Split::new(&features, &lattice, n).unwrap();
