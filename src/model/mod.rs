@@ -22,9 +22,10 @@ use crate::error::{try_copy, try_vec, Error, Result};
 use num_complex::Complex32;
 use std::sync::Arc;
 
-/// A read-only array that the plan, its features and its operators hold
-/// at once without copying it (the coil sensitivities: N×L complex values,
-/// 737 MB for ho3d-1mm).
+/// A read-only array that the plan, its features and its operators (or
+/// an operator's parts) hold at once without copying it: the coil
+/// sensitivities (N×L complex values, 737 MB for ho3d-1mm) and the phase's
+/// voxel and sample features.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Shared<T>(Arc<Vec<T>>);
 
