@@ -63,7 +63,7 @@ fn main() {
         let (operator, t_operator) = timed(|| {
             FastOperator::new(
                 &separation,
-                model.sensitivities.clone(),
+                (model.sensitivities.clone(), None),
                 sizes,
                 nufft_tolerance(tolerance, options.precision),
                 (BackendKind::Cpu, 0),

@@ -82,6 +82,24 @@ extern "C" __global__ void fast_gather(const REAL2* __restrict__ grid, const flo
     }
 }
 
+// Coil compression (src/backend/fast/coils.rs), A = conj(V_R) (L x R): to[o*M + j] = Σ_i W(o, i) * from[i*M + j]
+// with W(o, i) = A[o*inputs + i] (the plan's L coils from the R virtual coils' data, o < L, i < R) or,
+// `adjoint`, W(o, i) = conj(A[i*outputs + o]) (the virtual coils' from the plan's, o < R, i < L).
+extern "C" __global__ void fast_mix(const double2* __restrict__ from, const double2* __restrict__ A, long long M,
+                                    int outputs, int inputs, int adjoint, double2* __restrict__ to) {
+    GRID_STRIDE(q, M * outputs) {
+        const long long o = q / M, j = q - o * M;
+        double2 s = make_double2(0.0, 0.0);
+        for (int i = 0; i < inputs; ++i) {
+            const double2 x = from[(long long)i * M + j];
+            const double2 t = adjoint ? cmulc(A[(long long)i * outputs + o], x) : cmul(A[o * inputs + i], x);
+            s.x += t.x;
+            s.y += t.y;
+        }
+        to[q] = s;
+    }
+}
+
 // One factor of the expansion at `count` points (src/model/separation: Factor, Skeleton):
 //   out[l*count + i] = exp(2πi·o_i) · Σ_s exp(i Σ_p x[p*count + i]·f[p*S + s]) · c[s*K + l],  l < K,
 // x P×count and f P×S float64 (point fastest), c S×K double2, o (cycles) NULL meaning 0;

@@ -13,7 +13,8 @@ mod common;
 
 use common::{
     assert_honest, case_count, higher_order_problem, inner, normal_f64,
-    random_higher_order_problem, rel_error, to_c64, Kind, PooledError, Problem, Rng,
+    random_higher_order_problem, redundant_coils, rel_error, to_c64, Kind, PooledError, Problem,
+    Rng,
 };
 use horecon::{BackendKind, CgOptions, Complex32, Options, Precision, Regularizer};
 use std::sync::{Mutex, MutexGuard};
@@ -183,6 +184,32 @@ fn the_device_fast_path_equals_the_cpu_one_and_meets_the_tolerance() {
         let p = problem(&mut rng, dims, coils, samples, masked);
         let name =
             format!("{dims:?} L {coils} M {samples} masked {masked} {precision:?} tol {tol:.0e}");
+        let rank = device_matches_cpu(&mut rng, &p, precision, tol, &name);
+        assert!(rank.is_some(), "{name}: inactive");
+    }
+}
+
+/// Redundant coils (12 of numerical rank ~4): both backends run the NUFFTs
+/// on the same virtual coils and agree as [`device_matches_cpu`] asks (E,
+/// Eᴴ, EᴴE and EᴴWE, where the device keeps the virtual coils).
+#[test]
+fn compressed_coils_on_the_device_match_the_cpu() {
+    let Some((_env, mut rng)) = on_the_device("compressed_coils_on_the_device_match_the_cpu")
+    else {
+        return;
+    };
+    for (dims, masked, precision, tol, small) in [
+        ([17, 15, 1], false, Precision::Accurate, 1e-3, 1e-4),
+        ([9, 8, 6], true, Precision::Accurate, 1e-2, 1e-3),
+        ([11, 9, 3], false, Precision::Double, 1e-4, 1e-5),
+    ] {
+        let samples = rng.int(300, 700);
+        let four = problem(&mut rng, dims, 4, samples, masked);
+        let p = redundant_coils(&mut rng, &four, 12, small);
+        let name = format!("{dims:?} L 12 M {samples} masked {masked} {precision:?} tol {tol:.0e}");
+        let gpu = fast_plan(&p, BackendKind::Cuda, precision, tol);
+        let backend = gpu.operator().unwrap().backend_name();
+        assert!(backend.contains("virtual coils of 12"), "{name}: {backend}");
         let rank = device_matches_cpu(&mut rng, &p, precision, tol, &name);
         assert!(rank.is_some(), "{name}: inactive");
     }

@@ -9,7 +9,8 @@ mod common;
 
 use common::{
     assert_honest, case_count, higher_order_problem as problem, inner, normal_f64,
-    random_higher_order_problem, rel_error, to_c64, Kind, PooledError, Problem, Rng,
+    random_higher_order_problem, redundant_coils, rel_error, to_c64, Kind, PooledError, Problem,
+    Rng,
 };
 use horecon::{CgOptions, Complex32, Precision, Regularizer, Status};
 use num_complex::Complex64;
@@ -80,6 +81,17 @@ fn assert_meets_tolerance(
     assert_honest(info.estimated_error, errors[0].max(errors[1]), name);
 }
 
+/// <E x, d> = <x, Eᴴ d> for random x and d, relative to ‖Ex‖·‖d‖.
+fn assert_adjoint(rng: &mut Rng, p: &Problem, plan: &horecon::Plan, name: &str) {
+    let (x, d, y, z) = applied(rng, p, plan);
+    let (a, b) = (inner(&y, &d), inner(&x, &z));
+    let scale = (inner(&y, &y).re * inner(&d, &d).re).sqrt();
+    assert!(
+        (a - b).norm() <= 1e-5 * scale,
+        "{name}: <Ex,d> {a} vs <x,EHd> {b}, ‖Ex‖‖d‖ {scale:.3e}"
+    );
+}
+
 #[test]
 fn fast_operators_meet_the_tolerance_and_the_certificate_is_honest() {
     let mut rng = Rng::fresh("fast_operators_meet_the_tolerance");
@@ -134,13 +146,7 @@ fn random_plans_meet_the_tolerance() {
             continue;
         }
         assert_meets_tolerance(&mut rng, &p, &plan, (tolerance, 4), &name);
-        let (x, d, y, z) = applied(&mut rng, &p, &plan);
-        let (a, b) = (inner(&y, &d), inner(&x, &z));
-        let scale = (inner(&y, &y).re * inner(&d, &d).re).sqrt();
-        assert!(
-            (a - b).norm() <= 1e-5 * scale,
-            "{name}: <Ex,d> {a} vs <x,EHd> {b}, ‖Ex‖‖d‖ {scale:.3e}"
-        );
+        assert_adjoint(&mut rng, &p, &plan, &name);
     }
 }
 
@@ -165,6 +171,34 @@ fn the_fast_pair_is_adjoint() {
             (a - b).norm() <= 1e-5 * scale,
             "{kind:?}: <Ex,d> {a} vs <x,EHd> {b}, ‖Ex‖‖d‖ {scale:.3e}"
         );
+    }
+}
+
+/// Redundant coils compress (12 into fewer virtual ones): the plan says
+/// so, and E, Eᴴ and EᴴE meet the tolerance with the compression's error
+/// included, the certificate honest and the pair adjoint.
+#[test]
+fn compressed_coils_meet_the_tolerance() {
+    let mut rng = Rng::fresh("compressed_coils_meet_the_tolerance");
+    let cases: [(Kind, [usize; 3]); 3] = [
+        (Kind::Grid, [19, 17, 1]),
+        (Kind::Masked, [11, 10, 7]),
+        (Kind::Oblique, [9, 9, 6]),
+    ];
+    for (kind, dims) in cases {
+        let samples = rng.int(600, 900);
+        let four = problem(&mut rng, kind, dims, 4, samples);
+        for (tolerance, small) in [(1e-2, 1e-3), (1e-3, 1e-4), (1e-4, 1e-5)] {
+            let p = redundant_coils(&mut rng, &four, 12, small);
+            let plan = fast_plan(&p, tolerance);
+            let info = plan.approximation_info().unwrap();
+            assert!(info.active, "{kind:?}: inactive: {}", info.reason);
+            let backend = plan.operator().unwrap().backend_name();
+            let name = format!("{kind:?} {dims:?} tol {tolerance:.0e} ({backend})");
+            assert!(backend.contains("virtual coils of 12"), "{name}");
+            assert_meets_tolerance(&mut rng, &p, &plan, (tolerance, 2), &name);
+            assert_adjoint(&mut rng, &p, &plan, &name);
+        }
     }
 }
 
@@ -563,7 +597,7 @@ fn the_certificates_entries_are_the_operators() {
         let separation = Separation::new(model, &features, 4.5e-4).unwrap();
         let fast = FastOperator::new(
             &separation,
-            model.sensitivities.clone(),
+            (model.sensitivities.clone(), None),
             sizes,
             nufft_tolerance(1e-3, Precision::Accurate),
             (horecon::BackendKind::Cpu, 0),
@@ -588,7 +622,7 @@ fn the_certificates_entries_are_the_operators() {
                 Some(s) => {
                     whole_op = FastOperator::new(
                         &separation,
-                        Some(s.to_vec().into()),
+                        (Some(s.to_vec().into()), None),
                         whole_sizes,
                         nufft_tolerance(1e-3, Precision::Accurate),
                         (horecon::BackendKind::Cpu, 0),

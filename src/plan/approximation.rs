@@ -6,6 +6,7 @@
 
 use super::Plan;
 use crate::backend::cuda;
+use crate::backend::fast::coils::CoilCompression;
 use crate::backend::fast::{certificate, nufft_tolerance, FastOperator};
 use crate::error::{Error, Result, Status};
 use crate::model::separation::expansion::{SAMPLE_VOXELS, WIDER_SAMPLE};
@@ -21,6 +22,13 @@ fn device_resident() -> bool {
     crate::backend::cuda::memory::setting("HORECON_CUDA_FAST_DEVICE") != Some(0)
 }
 
+/// Whether the fast path may compress the coils ([`CoilCompression`]): yes
+/// unless `HORECON_COIL_COMPRESSION=0` (a benchmark knob: the plan's coils
+/// as they are).
+fn coil_compression() -> bool {
+    crate::backend::cuda::memory::setting("HORECON_COIL_COMPRESSION") != Some(0)
+}
+
 /// The smallest tolerance accepted (float32 data and NUFFTs).
 pub const MIN_APPROXIMATION: f64 = 1e-5;
 /// The largest tolerance accepted.
@@ -30,6 +38,10 @@ pub const MAX_APPROXIMATION: f64 = 0.1;
 /// E and Eᴴ then stay near half the tolerance, and EᴴE, which carries both
 /// errors, within it.
 const EXPANSION_SHARE: f64 = 0.45;
+/// The share of the tolerance the coil compression may take
+/// ([`CoilCompression`]): its error adds to the expansion's in quadrature
+/// (0.45 and 0.15 make 0.47), and it is known exactly.
+const COIL_SHARE: f64 = 0.15;
 /// The largest certificate, as a share of the tolerance, with which the fast
 /// path is used. A first build above it is built once more from
 /// [`WIDER_SAMPLE`] times the drawn voxels, its expansion's aim scaled by
@@ -203,14 +215,22 @@ impl Plan {
             Err(e) if e.status == Status::InvalidArgument => return Ok(inactive(e.message)),
             Err(e) => return Err(e),
         };
+        let sizes = self.sizes();
+        let compression = match self.model.sensitivities.as_deref() {
+            Some(s) if coil_compression() => {
+                CoilCompression::new(s, sizes.voxels, COIL_SHARE * tolerance)?.map(Arc::new)
+            }
+            _ => None,
+        };
         let separated = started.elapsed().as_secs_f64();
-        let (sensitivities, sizes) = (self.model.sensitivities.as_deref(), self.sizes());
+        let sensitivities = self.model.sensitivities.as_deref();
         // The certificate, with sparse probes: through the plan's operator,
         // or on the CPU (an application ∝ L·M, a build cheap) through the
         // probed rows of a few coils.
         let cpu = match self.backend {
             BackendKind::Cpu => Some(Arc::new(self.cpu_operator(
                 &separation,
+                compression.clone(),
                 tolerance,
                 sizes,
             )?)),
@@ -218,12 +238,14 @@ impl Plan {
         };
         let operator: Arc<dyn EncodingOperator> = match &cpu {
             Some(fast) => fast.clone(),
-            None => self.separated_operator(&separation, tolerance, sizes)?,
+            None => self.separated_operator(&separation, compression.clone(), tolerance, sizes)?,
         };
         let built = started.elapsed().as_secs_f64();
         let probes =
             certificate::probe_count(separation.rank, separation.lattice.grid_points(), sizes);
         let estimated_error = match &cpu {
+            // The entries probe the expansion and the NUFFTs on the plan's
+            // coils; the compression's known error adds in quadrature.
             Some(fast) => certificate::estimate_by_entries(
                 fast,
                 &separation,
@@ -231,7 +253,8 @@ impl Plan {
                 probes,
                 &self.options,
                 self.pool.clone(),
-            )?,
+            )?
+            .hypot(compression.as_ref().map_or(0.0, |c| c.error)),
             None => certificate::estimate(
                 &certificate::Whole(operator.as_ref(), sizes),
                 (&features, sizes),
@@ -264,31 +287,39 @@ impl Plan {
         })
     }
 
-    /// The fast operator of `separation` with the plan's coils (`sizes`) on
-    /// the plan's backend (device-resident on CUDA when possible), with
-    /// NUFFTs for `tolerance`.
+    /// The fast operator of `separation` with the plan's coils (`sizes`),
+    /// on the virtual coils of `compression` when given, on the plan's
+    /// backend (device-resident on CUDA when possible), with NUFFTs for
+    /// `tolerance`.
     fn separated_operator(
         &self,
         separation: &Separation,
+        compression: Option<Arc<CoilCompression>>,
         tolerance: f64,
         sizes: crate::model::Sizes,
     ) -> Result<Arc<dyn EncodingOperator>> {
         let nufft = nufft_tolerance(tolerance, self.options.precision);
         if self.backend == BackendKind::Cuda && device_resident() {
-            let sensitivities = self.model.sensitivities.as_deref();
-            match cuda::build_fast(separation, sensitivities, sizes, nufft, &self.options) {
+            let coils = (self.model.sensitivities.as_deref(), compression.as_deref());
+            match cuda::build_fast(separation, coils, sizes, nufft, &self.options) {
                 Err(e) if e.status == Status::BackendUnavailable => {}
                 built => return Ok(Arc::from(built?)),
             }
         }
-        Ok(Arc::new(self.cpu_operator(separation, tolerance, sizes)?))
+        Ok(Arc::new(self.cpu_operator(
+            separation,
+            compression,
+            tolerance,
+            sizes,
+        )?))
     }
 
     /// The fast operator with host arrays (NUFFTs on the plan's backend),
-    /// sharing the plan's sensitivities.
+    /// sharing the plan's sensitivities (or `compression`'s virtual maps).
     fn cpu_operator(
         &self,
         separation: &Separation,
+        compression: Option<Arc<CoilCompression>>,
         tolerance: f64,
         sizes: crate::model::Sizes,
     ) -> Result<FastOperator> {
@@ -297,7 +328,7 @@ impl Plan {
         })?;
         FastOperator::new(
             separation,
-            self.model.sensitivities.clone(),
+            (self.model.sensitivities.clone(), compression),
             sizes,
             nufft_tolerance(tolerance, self.options.precision),
             (self.backend, device),

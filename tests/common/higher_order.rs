@@ -5,6 +5,7 @@
 use super::{Problem, Rng};
 use horecon::model::harmonics::ORDER;
 use horecon::Complex32;
+use num_complex::Complex64;
 use std::f64::consts::{PI, TAU};
 
 pub const FOV: f64 = 0.22;
@@ -294,4 +295,35 @@ pub fn random_higher_order_problem(rng: &mut Rng) -> (Kind, Problem, f64) {
     }
     let problem = anisotropic_problem(rng, kind, dims, coils, samples, aspect);
     (kind, problem, tolerance)
+}
+
+/// `coils` maps of numerical rank about 4: random combinations of the four
+/// maps of `p` plus `small` (relative) times a coil-dependent phase ramp
+/// of them, so that the plan's coils compress with an error of that order.
+pub fn redundant_coils(rng: &mut Rng, p: &Problem, coils: usize, small: f64) -> Problem {
+    let n = p.voxels();
+    let base = p.sensitivities.as_ref().expect("maps");
+    let mut maps = Vec::with_capacity(n * coils);
+    for c in 0..coils {
+        let weights: Vec<Complex64> = (0..4)
+            .map(|_| Complex64::new(rng.normal(), rng.normal()) * 0.5)
+            .collect();
+        let ramp = 40.0 * rng.normal();
+        for v in 0..n {
+            let s = |k: usize| {
+                let z = base[k * n + v];
+                Complex64::new(z.re as f64, z.im as f64)
+            };
+            let mixed: Complex64 = (0..4).map(|k| weights[k] * s(k)).sum();
+            let x = p.positions[3 * v];
+            let extra = s(c % 4) * Complex64::from_polar(small, ramp * x);
+            let z = mixed + extra;
+            maps.push(Complex32::new(z.re as f32, z.im as f32));
+        }
+    }
+    Problem {
+        coils,
+        sensitivities: Some(maps),
+        ..p.clone()
+    }
 }

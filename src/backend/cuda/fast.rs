@@ -13,6 +13,11 @@
 //! type 1, `fast_gather`). EᴴWE = Eᴴ(W·E x) on the device and CG runs on the
 //! device ([`super::space`]), so only CG's data go up and its image comes down.
 //!
+//! With coil compression ([`CoilCompression`]) the NUFFTs run on the R
+//! virtual coils: E's data are expanded to the plan's L coils
+//! (`fast_mix`), Eᴴ's reduced to the virtual ones first (its adjoint), and
+//! EᴴWE stays on the virtual coils (V_Rᴴ V_R = I).
+//!
 //! Coils are chunked so that the K·B grids and non-uniform vectors take at
 //! most a third of the free device memory (`HORECON_CUDA_FAST_COILS` caps B:
 //! a test hook); every allocation failure is `OutOfMemory`.
@@ -27,7 +32,8 @@ use super::operator::{check_index_range, DeviceOperator};
 use super::space::DeviceNormal;
 use super::vectors::{upload_sensitivities, CudaCore};
 use super::work::{take, Work};
-use crate::backend::fast::{coil_chunks, pair_specs, SPATIAL, TEMPORAL};
+use crate::backend::fast::coils::CoilCompression;
+use crate::backend::fast::{coil_chunks, compressed_name, pair_specs, SPATIAL, TEMPORAL};
 use crate::error::{try_collect, Error, Result};
 use crate::model::separation::{Factor, Separation};
 use crate::model::Sizes;
@@ -51,6 +57,7 @@ struct Kernels {
     spread_data: CudaFunction,
     gather: CudaFunction,
     factor: CudaFunction,
+    mix: CudaFunction,
 }
 
 /// The NUFFT pair of a chunk of `coils` coils (K·coils transforms).
@@ -60,10 +67,18 @@ struct Transforms {
     adjoint: CudaNufft,
 }
 
-/// The K·B grids and K·B non-uniform vectors of one call.
+/// The K·B grids and K·B non-uniform vectors of one call, and the virtual
+/// coils' data (M×R double2) when compressed.
 struct Buffers {
     grids: DeviceBuffer,
     samples: DeviceBuffer,
+    virtual_data: Option<DeviceBuffer>,
+}
+
+/// The coil compression on the device: conj(V_R) (L×R double2) and R.
+struct Mixing {
+    matrix: DeviceBuffer,
+    virtual_coils: usize,
 }
 
 /// The separated E, Eᴴ and EᴴWE on one GPU, everything on the device.
@@ -80,7 +95,9 @@ pub struct CudaFast {
     temporal: DeviceBuffer,
     /// b_l(r_n), K×N REAL2.
     spatial: DeviceBuffer,
+    /// The transformed coils' maps: the plan's, or the virtual ones.
     sensitivities: Option<DeviceBuffer>,
+    mixing: Option<Mixing>,
     /// Coils per full chunk.
     chunk: usize,
     /// The full chunks' pair, and the last, smaller chunk's when L is not a multiple.
@@ -139,11 +156,12 @@ fn evaluate_factor(
 impl CudaFast {
     /// The operator of `separation` on device `ordinal` with NUFFTs of
     /// relative tolerance `tolerance` (float64 arithmetic when `double`);
-    /// CG's vector kernels in `precision`. `BackendUnavailable` without a
-    /// GPU, NVRTC or cuFFT.
+    /// CG's vector kernels in `precision`; on the virtual coils of
+    /// `compression` when given, else with `sensitivities`.
+    /// `BackendUnavailable` without a GPU, NVRTC or cuFFT.
     pub fn new(
         separation: &Separation,
-        sensitivities: Option<&[Complex32]>,
+        (sensitivities, compression): (Option<&[Complex32]>, Option<&CoilCompression>),
         sizes: Sizes,
         (tolerance, double): (f64, bool),
         precision: Precision,
@@ -157,7 +175,8 @@ impl CudaFast {
         let sizes_i64: Vec<i64> = lattice.modes[..ndims].iter().map(|&m| m as i64).collect();
         let modes = Modes::new(ndims as i32, &sizes_i64)?;
         let k = separation.rank;
-        let (m, coils) = (sizes.samples, sizes.coils);
+        // The coils the NUFFTs run on.
+        let (m, coils) = (sizes.samples, compression.map_or(sizes.coils, |c| c.rank));
         let g = lattice.grid_points();
         if g > i32::MAX as usize {
             return Err(Error::invalid(format!(
@@ -185,6 +204,7 @@ impl CudaFast {
             spread_data: source("fast_spread_data")?,
             gather: source("fast_gather")?,
             factor: source("fast_factor")?,
+            mix: source("fast_mix")?,
         };
         let index = match &lattice.index {
             Some(idx) => {
@@ -209,8 +229,23 @@ impl CudaFast {
             SPATIAL,
         )?;
         let factored = started.elapsed().as_secs_f64();
-        let sensitivities = upload_sensitivities(&device, sensitivities)?;
-        let buffers = Self::make_buffers(&device, k, g, m, chunk, complex_bytes)?;
+        let sensitivities = upload_sensitivities(
+            &device,
+            compression.map_or(sensitivities, |c| Some(&c.maps[..])),
+        )?;
+        let mixing = match compression {
+            Some(c) => {
+                let matrix =
+                    try_collect(c.mix.iter().map(|z| [z.re, z.im]), "coil mixing (L x R)")?;
+                Some(Mixing {
+                    matrix: DeviceBuffer::from_host(&device, &matrix, "coil mixing (L x R)")?,
+                    virtual_coils: c.rank,
+                })
+            }
+            None => None,
+        };
+        let virtual_coils = mixing.as_ref().map(|x| x.virtual_coils);
+        let buffers = Self::make_buffers(&device, (k, g, m), chunk, complex_bytes, virtual_coils)?;
         let uploaded = started.elapsed().as_secs_f64();
 
         let upsampling = choose_upsampling(&modes, m, tolerance, double);
@@ -226,10 +261,11 @@ impl CudaFast {
         let (full, chunks) = coil_chunks(coils, chunk, make)?;
         let name = format!(
             "cuda:{ordinal} (fast path on the device, K = {k}, NUFFT tolerance {tolerance:.1e} \
-             sigma {} {}, {} chunk(s) of {chunk} coil(s))",
+             sigma {} {}, {} chunk(s) of {chunk} coil(s){})",
             full.forward.spec().kernel.upsampling.factor(),
             if double { "float64" } else { "float32" },
-            chunks.len()
+            chunks.len(),
+            compressed_name(compression)
         );
         if setting("HORECON_CUDA_FAST_VERBOSE") == Some(1) {
             eprintln!(
@@ -252,6 +288,7 @@ impl CudaFast {
             temporal,
             spatial,
             sensitivities,
+            mixing,
             chunk,
             chunks,
             buffers: Mutex::new(Some(buffers)),
@@ -260,13 +297,15 @@ impl CudaFast {
         })
     }
 
+    /// The buffers of one call for K terms, G lattice points and M samples
+    /// (`(k, g, m)`), chunks of `chunk` coils and, when compressed, R
+    /// `virtual_coils`.
     fn make_buffers(
         device: &Arc<super::context::Device>,
-        k: usize,
-        g: usize,
-        m: usize,
+        (k, g, m): (usize, usize, usize),
         chunk: usize,
         complex_bytes: usize,
+        virtual_coils: Option<usize>,
     ) -> Result<Buffers> {
         let bytes = |count: usize, what: &str| {
             k.checked_mul(chunk)
@@ -285,6 +324,16 @@ impl CudaFast {
                 bytes(m, "fast-path samples")?,
                 &format!("fast-path samples (K x {chunk} coils x {m})"),
             )?,
+            virtual_data: match virtual_coils {
+                Some(r) => Some(DeviceBuffer::new::<u8>(
+                    device,
+                    r.checked_mul(m)
+                        .and_then(|v| v.checked_mul(16))
+                        .ok_or_else(|| Error::out_of_memory("virtual coil data: size overflows"))?,
+                    &format!("virtual coil data ({m} x {r} double2)"),
+                )?),
+                None => None,
+            },
         })
     }
 
@@ -308,11 +357,10 @@ impl CudaFast {
         take(&self.buffers, || {
             Self::make_buffers(
                 &self.core.device,
-                self.rank,
-                self.grid_points,
-                self.core.sizes.samples,
+                (self.rank, self.grid_points, self.core.sizes.samples),
                 self.chunk,
                 self.complex_bytes,
+                self.mixing.as_ref().map(|x| x.virtual_coils),
             )
         })
     }
@@ -326,9 +374,68 @@ impl CudaFast {
         Ok(())
     }
 
-    /// out (M×L double2) = W·E x for device x (N double2); `weights` M float64.
+    /// out (M×L double2) = W·E x for device x (N double2); `weights` M
+    /// float64. With virtual coils, their data expanded to the plan's.
     fn forward_with(
         &self,
+        x: &DeviceBuffer,
+        out: &DeviceBuffer,
+        weights: Option<&DeviceBuffer>,
+        s: Stream,
+    ) -> Result<()> {
+        let buf = self.buffers()?;
+        let (Some(mixing), Some(virtual_data)) = (&self.mixing, &buf.virtual_data) else {
+            return self.forward_transformed(&buf, x, out, weights, s);
+        };
+        self.forward_transformed(&buf, x, virtual_data, weights, s)?;
+        self.mix(true, mixing, (virtual_data, out), s)
+    }
+
+    /// out (N double2) = Eᴴ d for device d (M×L double2): with virtual
+    /// coils, d reduced to theirs first.
+    fn adjoint_with(&self, d: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
+        let buf = self.buffers()?;
+        let (Some(mixing), Some(virtual_data)) = (&self.mixing, &buf.virtual_data) else {
+            return self.adjoint_transformed(&buf, d, out, s);
+        };
+        self.mix(false, mixing, (d, virtual_data), s)?;
+        self.adjoint_transformed(&buf, virtual_data, out, s)
+    }
+
+    /// `fast_mix` from `from` into `to`: the virtual coils' data to the
+    /// plan's coils (`expand`) or back.
+    fn mix(
+        &self,
+        expand: bool,
+        mixing: &Mixing,
+        (from, to): (&DeviceBuffer, &DeviceBuffer),
+        s: Stream,
+    ) -> Result<()> {
+        let Sizes {
+            samples: m, coils, ..
+        } = self.core.sizes;
+        let r = mixing.virtual_coils;
+        let (outputs, inputs) = if expand { (coils, r) } else { (r, coils) };
+        launch_over(
+            &self.kernels.mix,
+            m * outputs,
+            s,
+            Args::default()
+                .ptr(from.ptr)
+                .ptr(mixing.matrix.ptr)
+                .int(m as i64)
+                .i32(outputs as i32)
+                .i32(inputs as i32)
+                .i32(i32::from(!expand))
+                .ptr(to.ptr),
+        )
+    }
+
+    /// out (M × the transformed coils, double2) = W·E x for device x (N
+    /// double2) on the transformed coils; `weights` M float64.
+    fn forward_transformed(
+        &self,
+        buf: &Buffers,
         x: &DeviceBuffer,
         out: &DeviceBuffer,
         weights: Option<&DeviceBuffer>,
@@ -339,7 +446,6 @@ impl CudaFast {
             samples: m,
             ..
         } = self.core.sizes;
-        let buf = self.buffers()?;
         let mut c0 = 0;
         for (i, t) in self.chunks.iter().enumerate() {
             if self.index.is_some() {
@@ -383,14 +489,20 @@ impl CudaFast {
         Ok(())
     }
 
-    /// out (N double2) = Eᴴ d for device d (M×L double2).
-    fn adjoint_with(&self, d: &DeviceBuffer, out: &DeviceBuffer, s: Stream) -> Result<()> {
+    /// out (N double2) = Eᴴ d for device d (M × the transformed coils,
+    /// double2).
+    fn adjoint_transformed(
+        &self,
+        buf: &Buffers,
+        d: &DeviceBuffer,
+        out: &DeviceBuffer,
+        s: Stream,
+    ) -> Result<()> {
         let Sizes {
             voxels: n,
             samples: m,
             ..
         } = self.core.sizes;
-        let buf = self.buffers()?;
         let mut c0 = 0;
         for (i, t) in self.chunks.iter().enumerate() {
             launch_over(
@@ -445,8 +557,10 @@ impl DeviceNormal for CudaFast {
         scratch: &DeviceBuffer,
         stream: Stream,
     ) -> Result<()> {
-        self.forward_with(x, scratch, weights, stream)?;
-        self.adjoint_with(scratch, y, stream)
+        // On the transformed coils (V_Rᴴ V_R = I; W is the same for every coil).
+        let buf = self.buffers()?;
+        self.forward_transformed(&buf, x, scratch, weights, stream)?;
+        self.adjoint_transformed(&buf, scratch, y, stream)
     }
 }
 

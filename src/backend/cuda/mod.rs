@@ -220,10 +220,14 @@ pub fn build_toeplitz(
 /// Builds the fast path's operator ([`fast`]) of `separation` on the
 /// devices of [`placement`] (split by coils over several, [`coil_split`]),
 /// NUFFTs of relative tolerance `tolerance` (float64 arithmetic when
-/// `double`).
+/// `double`); on one device with the virtual coils of `compression` when
+/// given.
 pub fn build_fast(
     separation: &crate::model::separation::Separation,
-    sensitivities: Option<&[num_complex::Complex32]>,
+    (sensitivities, compression): (
+        Option<&[num_complex::Complex32]>,
+        Option<&crate::backend::fast::coils::CoilCompression>,
+    ),
     sizes: Sizes,
     nufft: (f64, bool),
     options: &Options,
@@ -234,9 +238,11 @@ pub fn build_fast(
         sensitivities,
         "the fast path",
         |device, part, sens| {
+            // Virtual coils on one device; parts of a split keep their own coils.
+            let compression = compression.filter(|_| part.coils == sizes.coils);
             Ok(Box::new(fast::CudaFast::new(
                 separation,
-                sens,
+                (sens, compression),
                 part,
                 nufft,
                 options.precision,

@@ -11,9 +11,12 @@
 //! transform's input is written as the NUFFT reads it and its output used as
 //! the NUFFT gives it (`run_each`), so no array of all K·L transforms exists
 //! and all coils form one chunk; elsewhere chunks keep the arrays within
-//! [`BUFFER_BYTES`].
+//! [`BUFFER_BYTES`]. Where the plan's coil maps compress ([`coils`]), the
+//! transforms run on R < L virtual coils and E's data are mixed to the
+//! plan's coils (Eᴴ's back), which divides the K·L transforms by L/R.
 
 pub mod certificate;
+pub mod coils;
 pub mod executor;
 
 use crate::backend::cpu::{complex_zeros, CpuNormal};
@@ -27,6 +30,7 @@ use crate::nufft::{
 use crate::op::{CgReport, EncodingOperator, Precision};
 use crate::plan::BackendKind;
 use crate::solver::CgProblem;
+use coils::CoilCompression;
 use num_complex::Complex32;
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -241,8 +245,13 @@ pub struct FastOperator {
     temporal: Vec<Complex32>,
     /// b_l(r_n), K×N.
     spatial: Vec<Complex32>,
+    /// The plan's S_c (N×L).
     sensitivities: Option<Shared<Complex32>>,
-    /// Full chunks, and the last, smaller one if L is not a multiple.
+    /// The virtual coils the NUFFTs run on, when the maps compress
+    /// ([`coils`]); `None`: the plan's coils.
+    compression: Option<Arc<CoilCompression>>,
+    /// Full chunks (of virtual coils when compressed), and the last,
+    /// smaller one if the coils are not a multiple.
     chunks: Vec<Arc<Executors>>,
     nufft: NufftChoice,
     pool: Arc<rayon::ThreadPool>,
@@ -252,10 +261,11 @@ pub struct FastOperator {
 impl FastOperator {
     /// The operator of `separation` with NUFFTs of relative tolerance
     /// `nufft_tolerance` (float64 arithmetic when `double`) on `backend`;
-    /// `sensitivities` are held as shared, not copied.
+    /// `sensitivities` are held as shared, not copied; with `compression`
+    /// the NUFFTs run on its virtual coils.
     pub fn new(
         separation: &Separation,
-        sensitivities: Option<Shared<Complex32>>,
+        (sensitivities, compression): (Option<Shared<Complex32>>, Option<Arc<CoilCompression>>),
         sizes: Sizes,
         (tolerance, double): (f64, bool),
         backend: (BackendKind, usize),
@@ -272,15 +282,20 @@ impl FastOperator {
             backend,
         };
         let (k, grid_points) = (separation.rank, lattice.grid_points());
+        let transformed = Sizes {
+            coils: compression.as_ref().map_or(sizes.coils, |c| c.rank),
+            ..sizes
+        };
         let (chunks, backend_name) =
-            nufft.executors(k, sizes, grid_points, &separation.points, &pool)?;
+            nufft.executors(k, transformed, grid_points, &separation.points, &pool)?;
         let temporal = separation.temporal.values_f32(TEMPORAL)?;
         let spatial = separation.spatial.values_f32(SPATIAL)?;
         let kernel = KernelParams::new(tolerance, nufft.upsampling, double)?;
         let name = format!(
-            "{backend_name} (fast path, K = {k}, NUFFT tolerance {tolerance:.1e} sigma {} w {})",
+            "{backend_name} (fast path, K = {k}, NUFFT tolerance {tolerance:.1e} sigma {} w {}{})",
             kernel.upsampling.factor(),
-            kernel.width
+            kernel.width,
+            compressed_name(compression.as_deref())
         );
         Ok(FastOperator {
             sizes,
@@ -290,6 +305,7 @@ impl FastOperator {
             temporal,
             spatial,
             sensitivities,
+            compression,
             chunks,
             nufft,
             pool,
@@ -302,20 +318,56 @@ impl FastOperator {
         self.rank
     }
 
+    /// The map of transformed coil c (virtual when compressed) at voxel v.
     fn sensitivity(&self, c: usize, v: usize) -> Complex32 {
-        self.sensitivities
+        let maps = match &self.compression {
+            Some(compression) => Some(&compression.maps),
+            None => self.sensitivities.as_ref(),
+        };
+        maps.map_or(Complex32::new(1.0, 0.0), |s| s[c * self.sizes.voxels + v])
+    }
+
+    /// The coils the NUFFTs run on: R virtual ones, or the plan's L.
+    fn transformed_coils(&self) -> usize {
+        self.compression
             .as_ref()
-            .map_or(Complex32::new(1.0, 0.0), |s| s[c * self.sizes.voxels + v])
+            .map_or(self.sizes.coils, |c| c.rank)
+    }
+
+    /// d = E x (M×L): the transformed coils' data, expanded to the plan's
+    /// coils when they are virtual ([`CoilCompression::expand`]).
+    fn forward_into(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
+        let Some(compression) = &self.compression else {
+            return self.forward_transformed(image, data);
+        };
+        let m = self.sizes.samples;
+        let mut virtual_data =
+            complex_zeros::<f32>(m * compression.rank, "virtual coil data (M x R)")?;
+        self.forward_transformed(image, &mut virtual_data)?;
+        compression.expand(&virtual_data, data, m);
+        Ok(())
+    }
+
+    /// x = Eᴴ d (N): the plan's coils' data reduced to the virtual coils'
+    /// when compressed ([`CoilCompression::reduce`]), then transformed.
+    fn adjoint_into(&self, data: &[Complex32], image: &mut [Complex32]) -> Result<()> {
+        match &self.compression {
+            None => self.adjoint_transformed(data, image),
+            Some(compression) => {
+                let virtual_data = compression.reduce(data, self.sizes.samples)?;
+                self.adjoint_transformed(&virtual_data, image)
+            }
+        }
     }
 
     fn grid_index(&self, v: usize) -> usize {
         self.index.as_ref().map_or(v, |i| i[v])
     }
 
-    /// d = E x (M×L): per transform t = (coil, l), the modes b_l ⊙ S_c ⊙ x
-    /// written as the NUFFT places them and its values added as ã_l ⊙ y to
-    /// d_c as it gives them ([`run_each`]).
-    fn forward_into(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
+    /// d = E x (M × the transformed coils): per transform t = (coil, l), the
+    /// modes b_l ⊙ S_c ⊙ x written as the NUFFT places them and its values
+    /// added as ã_l ⊙ y to d_c as it gives them ([`run_each`]).
+    fn forward_transformed(&self, image: &[Complex32], data: &mut [Complex32]) -> Result<()> {
         let Sizes {
             voxels: n,
             samples: m,
@@ -359,10 +411,11 @@ impl FastOperator {
         Ok(())
     }
 
-    /// x = Eᴴ d (N): per transform t = (coil, l), the values ã_l* ⊙ d_c
-    /// written as the NUFFT sorts them and its modes summed as
-    /// Σ_l b_l* ⊙ (modes), then S_c* ⊙ that added to x, as it gives them.
-    fn adjoint_into(&self, data: &[Complex32], image: &mut [Complex32]) -> Result<()> {
+    /// x = Eᴴ d (N) for the transformed coils' d: per transform t = (coil,
+    /// l), the values ã_l* ⊙ d_c written as the NUFFT sorts them and its
+    /// modes summed as Σ_l b_l* ⊙ (modes), then S_c* ⊙ that added to x, as
+    /// it gives them.
+    fn adjoint_transformed(&self, data: &[Complex32], image: &mut [Complex32]) -> Result<()> {
         let Sizes {
             voxels: n,
             samples: m,
@@ -418,14 +471,24 @@ impl FastOperator {
         out: &mut [Complex32],
         weights: Option<&[f32]>,
     ) -> Result<()> {
-        let s = self.sizes;
-        let mut data = complex_zeros::<f32>(s.samples * s.coils, "intermediate data (M x L)")?;
-        self.forward_into(image, &mut data)?;
+        // On the transformed coils: with virtual ones, V_Rᴴ V_R = I and the
+        // weights are the same for every coil, so W commutes with the mixing.
+        let m = self.sizes.samples;
+        let coils = self.transformed_coils();
+        let mut data = complex_zeros::<f32>(m * coils, "intermediate data (M x coils)")?;
+        self.forward_transformed(image, &mut data)?;
         if let Some(w) = weights {
-            crate::backend::cpu::apply_sample_weights(&mut data, s.samples, w);
+            crate::backend::cpu::apply_sample_weights(&mut data, m, w);
         }
-        self.adjoint_into(&data, out)
+        self.adjoint_transformed(&data, out)
     }
+}
+
+/// ", R virtual coils of L" for an operator's name ("" uncompressed).
+pub fn compressed_name(compression: Option<&CoilCompression>) -> String {
+    compression.map_or_else(String::new, |c| {
+        format!(", {} virtual coils of {}", c.rank, c.coils)
+    })
 }
 
 impl CpuNormal<f32> for FastOperator {
