@@ -191,7 +191,9 @@ fn the_device_fast_path_equals_the_cpu_one_and_meets_the_tolerance() {
 
 /// Redundant coils (12 of numerical rank ~4): both backends run the NUFFTs
 /// on the same virtual coils and agree as [`device_matches_cpu`] asks (E,
-/// Eᴴ, EᴴE and EᴴWE, where the device keeps the virtual coils).
+/// Eᴴ, EᴴE and EᴴWE, where the device keeps the virtual coils); then
+/// `HORECON_TEST_CASES` (3 by default) random kinds, sizes, tolerances and
+/// 6–16 such coils.
 #[test]
 fn compressed_coils_on_the_device_match_the_cpu() {
     let Some((_env, mut rng)) = on_the_device("compressed_coils_on_the_device_match_the_cpu")
@@ -212,6 +214,18 @@ fn compressed_coils_on_the_device_match_the_cpu() {
         assert!(backend.contains("virtual coils of 12"), "{name}: {backend}");
         let rank = device_matches_cpu(&mut rng, &p, precision, tol, &name);
         assert!(rank.is_some(), "{name}: inactive");
+    }
+    for case in 0..case_count(3) {
+        let (kind, drawn, tol) = random_higher_order_problem(&mut rng);
+        let four = higher_order_problem(&mut rng, kind, drawn.dims, 4, drawn.samples);
+        let coils = rng.int(6, 16);
+        let small = tol * 10f64.powf(-rng.range(0.5, 1.5));
+        let p = redundant_coils(&mut rng, &four, coils, small);
+        let name = format!(
+            "case {case}: {kind:?} {:?} L {coils} M {} tol {tol:.1e}",
+            p.dims, p.samples
+        );
+        device_matches_cpu(&mut rng, &p, Precision::Accurate, tol, &name);
     }
 }
 

@@ -202,6 +202,37 @@ fn compressed_coils_meet_the_tolerance() {
     }
 }
 
+/// Random kinds, sizes and tolerances (`common::random_higher_order_problem`)
+/// with 6–16 coils of numerical rank ~4 plus a part 3–30× below the
+/// tolerance (`HORECON_TEST_CASES` of them, 8 by default): compressed or
+/// not, E, Eᴴ and EᴴE within the tolerance, the certificate honest, the
+/// pair adjoint.
+#[test]
+fn random_compressed_plans_meet_the_tolerance() {
+    let mut rng = Rng::fresh("random_compressed_plans_meet_the_tolerance");
+    for case in 0..case_count(8) {
+        let (kind, drawn, tolerance) = random_higher_order_problem(&mut rng);
+        let four = problem(&mut rng, kind, drawn.dims, 4, drawn.samples);
+        let coils = rng.int(6, 16);
+        let small = tolerance * 10f64.powf(-rng.range(0.5, 1.5));
+        let p = redundant_coils(&mut rng, &four, coils, small);
+        let name = format!(
+            "case {case}: {kind:?} {:?} L {coils} M {} tol {tolerance:.1e}",
+            p.dims, p.samples
+        );
+        let plan = fast_plan(&p, tolerance);
+        let info = plan.approximation_info().unwrap();
+        if !info.active {
+            eprintln!("{name}: inactive: {}", info.reason);
+            assert!(!info.reason.contains("lattice"), "{name}: {}", info.reason);
+            continue;
+        }
+        let name = format!("{name} ({})", plan.operator().unwrap().backend_name());
+        assert_meets_tolerance(&mut rng, &p, &plan, (tolerance, 4), &name);
+        assert_adjoint(&mut rng, &p, &plan, &name);
+    }
+}
+
 #[test]
 fn linear_phase_plans_are_a_single_nufft() {
     // Issue 14: a trajectory with a k0 term on a lattice: K = 1, E, Eᴴ and Fᴴd by NUFFT.
