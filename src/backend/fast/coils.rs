@@ -18,6 +18,7 @@
 //! exactly from the eigenvalues. Smooth arrays compress well (cases.py's 16
 //! coils: R = 11 at 1.5e-4); arrays that do not keep their coils.
 
+use crate::backend::cpu::kernel::on_widest_isa;
 use crate::error::{try_vec, Result};
 use crate::model::Shared;
 use faer::{c64, Mat, Side};
@@ -83,13 +84,13 @@ impl CoilCompression {
             .flat_map(|c| (0..rank).map(move |p| (c, p)))
             .map(|(c, p)| v(c, p).conj())
             .collect();
-        let weights: Vec<Vec<Complex64>> = (0..rank)
-            .map(|p| (0..coils).map(|c| v(c, p)).collect())
+        // s_p = Σ_c S_c·V_{c,p}: weights R×L.
+        let weights: Vec<Complex64> = (0..rank)
+            .flat_map(|p| (0..coils).map(move |c| (c, p)))
+            .map(|(c, p)| v(c, p))
             .collect();
         let mut maps = try_vec(n * rank, Complex32::default(), "virtual coil maps (N x R)")?;
-        maps.par_chunks_mut(n)
-            .zip(&weights)
-            .for_each(|(map, w)| virtual_map(sensitivities, n, w, map));
+        combine(sensitivities, n, &weights, &mut maps);
         Ok(Some(CoilCompression {
             coils,
             rank,
@@ -102,10 +103,7 @@ impl CoilCompression {
     /// The plan's coils' data (M×L) from the virtual coils' `virtual_data`
     /// (M×R): d_c = Σ_p conj(V_{c,p})·d̃_p.
     pub fn expand(&self, virtual_data: &[Complex32], data: &mut [Complex32], samples: usize) {
-        let r = self.rank;
-        data.par_chunks_mut(samples.max(1))
-            .enumerate()
-            .for_each(|(c, d)| combine(virtual_data, samples, &self.mix[c * r..(c + 1) * r], d));
+        combine(virtual_data, samples, &self.mix, data);
     }
 
     /// The virtual coils' data (M×R) from the plan's coils' `data` (M×L):
@@ -117,37 +115,62 @@ impl CoilCompression {
             Complex32::default(),
             "virtual coil data (M x R)",
         )?;
-        out.par_chunks_mut(samples.max(1))
-            .enumerate()
-            .for_each(|(p, d)| {
-                let w: Vec<Complex64> = (0..self.coils)
-                    .map(|c| self.mix[c * r + p].conj())
-                    .collect();
-                combine(data, samples, &w, d);
-            });
+        // Weights R×L: conj(mix) transposed.
+        let weights: Vec<Complex64> = (0..r)
+            .flat_map(|p| (0..self.coils).map(move |c| (c, p)))
+            .map(|(c, p)| self.mix[c * r + p].conj())
+            .collect();
+        combine(data, samples, &weights, &mut out);
         Ok(out)
     }
 }
 
-/// out = Σ_i w_i · columns_i (columns of `len` values), float64 weights
-/// rounded to float32 once.
+/// Values per block of [`combine`]'s float64 sums.
+const COMBINE_BLOCK: usize = 1024;
+
+/// out_o = Σ_q w[o·Q + q] · column_q for the `columns` (Q of `len` values
+/// each) and the outputs `out` (columns of `len` values): a task per block
+/// of [`COMBINE_BLOCK`] rows reads each input's block once for every
+/// output, sums in float64 (real and imaginary parts apart, so the loop
+/// vectorizes) and rounds to float32 once.
 fn combine(columns: &[Complex32], len: usize, w: &[Complex64], out: &mut [Complex32]) {
-    for (i, o) in out.iter_mut().enumerate() {
-        let s: Complex64 = w
-            .iter()
-            .enumerate()
-            .map(|(q, w)| {
-                let x = columns[q * len + i];
-                w * Complex64::new(x.re as f64, x.im as f64)
-            })
-            .sum();
-        *o = Complex32::new(s.re as f32, s.im as f32);
-    }
+    let inputs = columns.len() / len.max(1);
+    let blocks = crate::backend::cpu::column_blocks(out, len, COMBINE_BLOCK);
+    blocks.into_par_iter().enumerate().for_each(|(b, outputs)| {
+        on_widest_isa(
+            #[inline(always)]
+            || combine_block(columns, len, (inputs, w), b * COMBINE_BLOCK, outputs),
+        )
+    });
 }
 
-/// s(r_n) = Σ_c S_c(r_n)·w_c for all N voxels.
-fn virtual_map(sensitivities: &[Complex32], n: usize, w: &[Complex64], map: &mut [Complex32]) {
-    combine(sensitivities, n, w, map)
+/// [`combine`]'s rows `start..` of every output (`outputs`, one block each).
+#[inline(always)]
+fn combine_block(
+    columns: &[Complex32],
+    len: usize,
+    (inputs, w): (usize, &[Complex64]),
+    start: usize,
+    outputs: Vec<&mut [Complex32]>,
+) {
+    let (mut re, mut im) = ([0.0f64; COMBINE_BLOCK], [0.0f64; COMBINE_BLOCK]);
+    for (o, block) in outputs.into_iter().enumerate() {
+        let count = block.len();
+        let (re, im) = (&mut re[..count], &mut im[..count]);
+        re.fill(0.0);
+        im.fill(0.0);
+        for (q, w) in w[o * inputs..(o + 1) * inputs].iter().enumerate() {
+            let column = &columns[q * len + start..q * len + start + count];
+            for ((r, i), x) in re.iter_mut().zip(im.iter_mut()).zip(column) {
+                let (xr, xi) = (x.re as f64, x.im as f64);
+                *r += w.re * xr - w.im * xi;
+                *i += w.re * xi + w.im * xr;
+            }
+        }
+        for ((o, r), i) in block.iter_mut().zip(re.iter()).zip(im.iter()) {
+            *o = Complex32::new(*r as f32, *i as f32);
+        }
+    }
 }
 
 /// SᴴS (L×L) in float64, summed over blocks of [`GRAM_BLOCK`] voxels in order.
