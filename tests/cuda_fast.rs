@@ -12,7 +12,7 @@
 mod common;
 
 use common::{
-    assert_honest, case_count, higher_order_problem, inner, normal_f64,
+    assert_honest, case_count, higher_order_problem, inner, normal_f64, random_compressed_problem,
     random_higher_order_problem, redundant_coils, rel_error, to_c64, Kind, PooledError, Problem,
     Rng,
 };
@@ -216,15 +216,7 @@ fn compressed_coils_on_the_device_match_the_cpu() {
         assert!(rank.is_some(), "{name}: inactive");
     }
     for case in 0..case_count(3) {
-        let (kind, drawn, tol) = random_higher_order_problem(&mut rng);
-        let four = higher_order_problem(&mut rng, kind, drawn.dims, 4, drawn.samples);
-        let coils = rng.int(6, 16);
-        let small = tol * 10f64.powf(-rng.range(0.5, 1.5));
-        let p = redundant_coils(&mut rng, &four, coils, small);
-        let name = format!(
-            "case {case}: {kind:?} {:?} L {coils} M {} tol {tol:.1e}",
-            p.dims, p.samples
-        );
+        let (p, tol, name) = random_compressed_problem(&mut rng, case);
         device_matches_cpu(&mut rng, &p, Precision::Accurate, tol, &name);
     }
 }

@@ -9,8 +9,8 @@ mod common;
 
 use common::{
     assert_honest, case_count, higher_order_problem as problem, inner, normal_f64,
-    random_higher_order_problem, redundant_coils, rel_error, to_c64, Kind, PooledError, Problem,
-    Rng,
+    random_compressed_problem, random_higher_order_problem, redundant_coils, rel_error, to_c64,
+    Kind, PooledError, Problem, Rng,
 };
 use horecon::{CgOptions, Complex32, Precision, Regularizer, Status};
 use num_complex::Complex64;
@@ -211,15 +211,7 @@ fn compressed_coils_meet_the_tolerance() {
 fn random_compressed_plans_meet_the_tolerance() {
     let mut rng = Rng::fresh("random_compressed_plans_meet_the_tolerance");
     for case in 0..case_count(8) {
-        let (kind, drawn, tolerance) = random_higher_order_problem(&mut rng);
-        let four = problem(&mut rng, kind, drawn.dims, 4, drawn.samples);
-        let coils = rng.int(6, 16);
-        let small = tolerance * 10f64.powf(-rng.range(0.5, 1.5));
-        let p = redundant_coils(&mut rng, &four, coils, small);
-        let name = format!(
-            "case {case}: {kind:?} {:?} L {coils} M {} tol {tolerance:.1e}",
-            p.dims, p.samples
-        );
+        let (p, tolerance, name) = random_compressed_problem(&mut rng, case);
         let plan = fast_plan(&p, tolerance);
         let info = plan.approximation_info().unwrap();
         if !info.active {

@@ -327,3 +327,19 @@ pub fn redundant_coils(rng: &mut Rng, p: &Problem, coils: usize, small: f64) -> 
         ..p.clone()
     }
 }
+
+/// [`random_higher_order_problem`]'s kind, size, samples and tolerance with
+/// 6–16 [`redundant_coils`] whose small part lies 3–30× below the
+/// tolerance (they compress), and its name for case `case`.
+pub fn random_compressed_problem(rng: &mut Rng, case: usize) -> (Problem, f64, String) {
+    let (kind, drawn, tolerance) = random_higher_order_problem(rng);
+    let four = higher_order_problem(rng, kind, drawn.dims, 4, drawn.samples);
+    let coils = rng.int(6, 16);
+    let small = tolerance * 10f64.powf(-rng.range(0.5, 1.5));
+    let p = redundant_coils(rng, &four, coils, small);
+    let name = format!(
+        "case {case}: {kind:?} {:?} L {coils} M {} tol {tolerance:.1e}",
+        p.dims, p.samples
+    );
+    (p, tolerance, name)
+}
