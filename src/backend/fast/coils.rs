@@ -40,6 +40,9 @@ pub struct CoilCompression {
     pub maps: Shared<Complex32>,
     /// conj(V_{c,p}) at c·R + p: d_c = Σ_p mix[c·R + p]·d̃_p.
     pub mix: Vec<Complex64>,
+    /// V_{c,p} at p·L + c, its conjugate transpose: s_p = Σ_c S_c·V_{c,p}
+    /// and d̃_p = Σ_c V_{c,p}·d_c.
+    unmix: Vec<Complex64>,
     /// ‖S − S̃‖_F / ‖S‖_F.
     pub error: f64,
 }
@@ -84,18 +87,18 @@ impl CoilCompression {
             .flat_map(|c| (0..rank).map(move |p| (c, p)))
             .map(|(c, p)| v(c, p).conj())
             .collect();
-        // s_p = Σ_c S_c·V_{c,p}: weights R×L.
-        let weights: Vec<Complex64> = (0..rank)
+        let unmix: Vec<Complex64> = (0..rank)
             .flat_map(|p| (0..coils).map(move |c| (c, p)))
             .map(|(c, p)| v(c, p))
             .collect();
         let mut maps = try_vec(n * rank, Complex32::default(), "virtual coil maps (N x R)")?;
-        combine(sensitivities, n, &weights, &mut maps);
+        combine(sensitivities, n, &unmix, &mut maps);
         Ok(Some(CoilCompression {
             coils,
             rank,
             maps: maps.into(),
             mix,
+            unmix,
             error: tail(rank),
         }))
     }
@@ -109,18 +112,12 @@ impl CoilCompression {
     /// The virtual coils' data (M×R) from the plan's coils' `data` (M×L):
     /// d̃_p = Σ_c V_{c,p}·d_c, the adjoint of [`CoilCompression::expand`].
     pub fn reduce(&self, data: &[Complex32], samples: usize) -> Result<Vec<Complex32>> {
-        let r = self.rank;
         let mut out = try_vec(
-            samples * r,
+            samples * self.rank,
             Complex32::default(),
             "virtual coil data (M x R)",
         )?;
-        // Weights R×L: conj(mix) transposed.
-        let weights: Vec<Complex64> = (0..r)
-            .flat_map(|p| (0..self.coils).map(move |c| (c, p)))
-            .map(|(c, p)| self.mix[c * r + p].conj())
-            .collect();
-        combine(data, samples, &weights, &mut out);
+        combine(data, samples, &self.unmix, &mut out);
         Ok(out)
     }
 }
