@@ -9,7 +9,7 @@
 //! Transforms run in batches of as many as fit [`BATCH_BYTES`] of fine
 //! grids; inside a batch,
 //! spreading and interpolation share each point's kernel weights among the
-//! transforms whose tiles fit [`super::tile::TILE_BUDGET`]. Every buffer
+//! transforms whose tiles fit [`super::tile::tile_budget`]. Every buffer
 //! is allocated before the first output is written, so a failing call
 //! leaves the outputs as they were. Streamed calls
 //! ([`NufftExecutor::execute_each`]) take each transform's input as a batch

@@ -62,12 +62,7 @@ fn interpolate_points<T: Real, const L: usize, const FMA: bool, const WIDE: usiz
             count: [rows_y, rows_z],
         };
         for (tile, value) in tiles.chunks_exact(tile_len).zip(&mut values[first..]) {
-            let acc = tile_sum::<T, L, FMA, WIDE>(tile, &rows, &ky, &kz);
-            let (mut re, mut im) = (T::default(), T::default());
-            for k in 0..L / 2 {
-                re = acc[2 * k].madd::<FMA>(kx[2 * k], re);
-                im = acc[2 * k + 1].madd::<FMA>(kx[2 * k + 1], im);
-            }
+            let (re, im) = tile_sum::<T, L, FMA, WIDE>(tile, &rows, [&kx, &ky, &kz]);
             *value = Complex::new(re, im);
         }
     }

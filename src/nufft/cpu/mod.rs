@@ -72,7 +72,7 @@ pub fn memory_bytes(spec: &NufftSpec, npoints: usize, threads: usize) -> u64 {
     // A thread's tiles (tile::TileBuffers): a tile spans the widest bin of
     // each spread axis (sort::AxisBins) plus the kernel's reach (x: the row
     // padded to the vector width), and transforms are grouped as far as
-    // TILE_BUDGET allows (tile::transform_group), at least one.
+    // tile::tile_budget allows (tile::transform_group), at least one.
     let spread = spec.fine.iter().filter(|&&f| f > 1).count();
     let target = sort::target_width(spread);
     let half_lanes = lanes(spec.kernel.width) / 2;
@@ -87,7 +87,7 @@ pub fn memory_bytes(spec: &NufftSpec, npoints: usize, threads: usize) -> u64 {
         };
         bytes.saturating_mul(cells as u64)
     });
-    let group = (tile::TILE_BUDGET as u64 / tile.max(1)).clamp(1, batch);
+    let group = (tile::tile_budget() as u64 / tile.max(1)).clamp(1, batch);
     // With several transform groups, each task keeps its points' kernel
     // weights (tile::PointWeights): 3 axes × lanes per point of a subproblem.
     let points = m.min(sort::MAX_SUBPROBLEM as u64) as usize;

@@ -51,17 +51,20 @@ impl Rows {
     }
 }
 
-/// a of the module documentation; `wy[2·r]`, `wz[2·r]` are the y and z
-/// weights of row r (the kernel's lanes hold each weight twice, for re and im).
-/// `WIDE` is the vector width in bytes of the instruction set the caller was
-/// compiled for (64 AVX-512, 32 AVX2, 0 none); from 32 on, AVX2 registers.
+/// The point's value (re, im) = (Σ_k a_{2k} w_x[2k], Σ_k a_{2k+1} w_x[2k+1])
+/// for a of the module documentation; `wy[2·r]`, `wz[2·r]` are the y and z
+/// weights of row r (the kernel's lanes hold each weight twice, for re and
+/// im), `wx` the x weights lane by lane. `WIDE` is the vector width in bytes
+/// of the instruction set the caller was compiled for (64 AVX-512, 32 AVX2, 0
+/// none); from 32 on, AVX2 registers, and the x weights meet a in them (the
+/// lanes' products summed as a tree: its rounding differs from the plain
+/// path's chain).
 #[inline(always)]
 pub fn tile_sum<T: Real, const L: usize, const FMA: bool, const WIDE: usize>(
     tile: &[T],
     rows: &Rows,
-    wy: &[T; L],
-    wz: &[T; L],
-) -> [T; L] {
+    [wx, wy, wz]: [&[T; L]; 3],
+) -> (T, T) {
     let tile = &tile[..rows.end::<L>()];
     #[cfg(target_arch = "x86_64")]
     if WIDE >= 32 {
@@ -72,21 +75,15 @@ pub fn tile_sum<T: Real, const L: usize, const FMA: bool, const WIDE: usize>(
         unsafe {
             if TypeId::of::<T>() == TypeId::of::<f32>() {
                 let tile = &*(tile as *const [T] as *const [f32]);
-                let (wy, wz) = (
-                    &*(wy as *const [T; L] as *const [f32; L]),
-                    &*(wz as *const [T; L] as *const [f32; L]),
-                );
-                let a = x86::sum_f32::<L>(tile, rows, wy, wz);
-                return *(&a as *const [f32; L] as *const [T; L]);
+                let w = [wx, wy, wz].map(|v| &*(v as *const [T; L] as *const [f32; L]));
+                let (re, im) = x86::sum_f32::<L>(tile, rows, w);
+                return (T::from_f64(re as f64), T::from_f64(im as f64));
             }
             if TypeId::of::<T>() == TypeId::of::<f64>() {
                 let tile = &*(tile as *const [T] as *const [f64]);
-                let (wy, wz) = (
-                    &*(wy as *const [T; L] as *const [f64; L]),
-                    &*(wz as *const [T; L] as *const [f64; L]),
-                );
-                let a = x86::sum_f64::<L>(tile, rows, wy, wz);
-                return *(&a as *const [f64; L] as *const [T; L]);
+                let w = [wx, wy, wz].map(|v| &*(v as *const [T; L] as *const [f64; L]));
+                let (re, im) = x86::sum_f64::<L>(tile, rows, w);
+                return (T::from_f64(re), T::from_f64(im));
             }
         }
     }
@@ -100,7 +97,12 @@ pub fn tile_sum<T: Real, const L: usize, const FMA: bool, const WIDE: usize>(
             }
         }
     }
-    acc
+    let (mut re, mut im) = (T::default(), T::default());
+    for k in 0..L / 2 {
+        re = acc[2 * k].madd::<FMA>(wx[2 * k], re);
+        im = acc[2 * k + 1].madd::<FMA>(wx[2 * k + 1], im);
+    }
+    (re, im)
 }
 
 /// The update of the module documentation: `c` the L values added per row
@@ -156,15 +158,14 @@ mod x86 {
     /// The sum ([`super::tile_sum`]) and the update ([`super::tile_add`]) for
     /// one type and its 256-bit intrinsics.
     macro_rules! kernels {
-        ($sum:ident, $update:ident, $t:ty, $v:ty, $lanes:expr, $zero:ident, $load:ident, $set1:ident, $fma:ident, $add:ident, $store:ident) => {
-            /// See the module documentation; L a multiple of the register's lanes.
+        ($sum:ident, $update:ident, $t:ty, $v:ty, $lanes:expr, $zero:ident, $load:ident, $set1:ident, $fma:ident, $add:ident, $store:ident, $pair:ident) => {
+            /// See [`super::tile_sum`]; L a multiple of the register's lanes.
             #[inline(always)]
             pub unsafe fn $sum<const L: usize>(
                 tile: &[$t],
                 rows: &Rows,
-                wy: &[$t; L],
-                wz: &[$t; L],
-            ) -> [$t; L] {
+                [wx, wy, wz]: [&[$t; L]; 3],
+            ) -> ($t, $t) {
                 const MAX: usize = 8;
                 let n = L / $lanes;
                 debug_assert!(n * $lanes == L && n <= MAX);
@@ -190,11 +191,12 @@ mod x86 {
                         ry += 2;
                     }
                 }
-                let mut out = [<$t>::default(); L];
+                // Σ_i (even_i + odd_i) ⊙ w_x,i, then the (re, im) lane pairs added.
+                let mut weighted = $zero();
                 for (i, (e, o)) in even.iter().zip(&odd).enumerate().take(n) {
-                    $store(out.as_mut_ptr().add(i * $lanes), $add(*e, *o));
+                    weighted = $fma($add(*e, *o), $load(wx.as_ptr().add(i * $lanes)), weighted);
                 }
-                out
+                $pair(weighted)
             }
 
             /// See [`super::tile_add`]; L a multiple of the register's lanes.
@@ -229,6 +231,24 @@ mod x86 {
         };
     }
 
+    /// (Σ of the even lanes, Σ of the odd lanes) of (re, im) pairs.
+    #[inline(always)]
+    unsafe fn pairs_f32(v: __m256) -> (f32, f32) {
+        let half = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let pair = _mm_add_ps(half, _mm_movehl_ps(half, half));
+        (_mm_cvtss_f32(pair), _mm_cvtss_f32(_mm_movehdup_ps(pair)))
+    }
+
+    /// As [`pairs_f32`], for float64 lanes.
+    #[inline(always)]
+    unsafe fn pairs_f64(v: __m256d) -> (f64, f64) {
+        let pair = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd::<1>(v));
+        (
+            _mm_cvtsd_f64(pair),
+            _mm_cvtsd_f64(_mm_unpackhi_pd(pair, pair)),
+        )
+    }
+
     kernels!(
         sum_f32,
         add_f32,
@@ -240,7 +260,8 @@ mod x86 {
         _mm256_set1_ps,
         _mm256_fmadd_ps,
         _mm256_add_ps,
-        _mm256_storeu_ps
+        _mm256_storeu_ps,
+        pairs_f32
     );
     kernels!(
         sum_f64,
@@ -253,7 +274,8 @@ mod x86 {
         _mm256_set1_pd,
         _mm256_fmadd_pd,
         _mm256_add_pd,
-        _mm256_storeu_pd
+        _mm256_storeu_pd,
+        pairs_f64
     );
 }
 
@@ -261,15 +283,15 @@ mod x86 {
 mod tests {
     use super::*;
 
-    /// a (the sum) and the updated tile (tile + c·w_z w_y on the rows) in
-    /// float64 by the formulas (values as f64).
+    /// The point's (re, im) (the sum weighted by w_x) and the updated tile
+    /// (tile + c·w_z w_y on the rows) in float64 by the formulas (values as
+    /// f64).
     fn reference<const L: usize>(
         tile: &[f64],
         rows: &Rows,
         c: &[f64],
-        wy: &[f64],
-        wz: &[f64],
-    ) -> ([f64; L], Vec<f64>) {
+        [wx, wy, wz]: [&[f64]; 3],
+    ) -> ([f64; 2], Vec<f64>) {
         let (mut a, mut updated) = ([0.0; L], tile.to_vec());
         for rz in 0..rows.count[1] {
             for ry in 0..rows.count[0] {
@@ -280,7 +302,11 @@ mod tests {
                 }
             }
         }
-        (a, updated)
+        let mut value = [0.0; 2];
+        for k in 0..L {
+            value[k % 2] += a[k] * wx[k];
+        }
+        (value, updated)
     }
 
     /// The sum and the update of `tile` on one path.
@@ -288,11 +314,12 @@ mod tests {
     fn both<T: Real, const L: usize, const WIDE: usize>(
         tile: &[T],
         rows: &Rows,
-        [c, y, z]: [&[T; L]; 3],
-    ) -> ([T; L], Vec<T>) {
+        [c, x, y, z]: [&[T; L]; 4],
+    ) -> ([T; 2], Vec<T>) {
         let mut updated = tile.to_vec();
         tile_add::<T, L, true, WIDE>(&mut updated, rows, c, y, z);
-        (tile_sum::<T, L, true, WIDE>(tile, rows, y, z), updated)
+        let (re, im) = tile_sum::<T, L, true, WIDE>(tile, rows, [x, y, z]);
+        ([re, im], updated)
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -300,8 +327,8 @@ mod tests {
     unsafe fn wide512<T: Real, const L: usize>(
         t: &[T],
         r: &Rows,
-        w: [&[T; L]; 3],
-    ) -> ([T; L], Vec<T>) {
+        w: [&[T; L]; 4],
+    ) -> ([T; 2], Vec<T>) {
         both::<T, L, 64>(t, r, w)
     }
 
@@ -310,8 +337,8 @@ mod tests {
     unsafe fn wide256<T: Real, const L: usize>(
         t: &[T],
         r: &Rows,
-        w: [&[T; L]; 3],
-    ) -> ([T; L], Vec<T>) {
+        w: [&[T; L]; 4],
+    ) -> ([T; 2], Vec<T>) {
         both::<T, L, 32>(t, r, w)
     }
 
@@ -341,13 +368,15 @@ mod tests {
             let len = rows.end::<L>() + (next() * 3.0) as usize;
             let tile: Vec<f64> = (0..len).map(|_| next() - 0.5).collect();
             let (wy, wz): (Vec<f64>, Vec<f64>) = (0..L).map(|_| (next(), next())).unzip();
+            let wx: Vec<f64> = (0..L).map(|_| next()).collect();
             let c: Vec<f64> = (0..L).map(|_| next() - 0.5).collect();
-            let (want, want_tile) = reference::<L>(&tile, &rows, &c, &wy, &wz);
+            let (want, want_tile) = reference::<L>(&tile, &rows, &c, [&wx, &wy, &wz]);
             let tile_t: Vec<T> = tile.iter().map(|&v| T::from_f64(v)).collect();
-            let [c_t, wy_t, wz_t] =
-                [&c, &wy, &wz].map(|v| std::array::from_fn::<T, L, _>(|k| T::from_f64(v[k])));
-            let w = [&c_t, &wy_t, &wz_t];
-            let scale = want.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+            let [c_t, wx_t, wy_t, wz_t] =
+                [&c, &wx, &wy, &wz].map(|v| std::array::from_fn::<T, L, _>(|k| T::from_f64(v[k])));
+            let w = [&c_t, &wx_t, &wy_t, &wz_t];
+            // The value's scale: Σ over the rows and lanes of |tile|·w.
+            let scale = want.iter().fold(1.0f64, |m, v| m.max(v.abs())) * L as f64;
             let mut results = vec![("plain", both::<T, L, 0>(&tile_t, &rows, w))];
             #[cfg(target_arch = "x86_64")]
             {
@@ -367,11 +396,11 @@ mod tests {
             }
             for (name, (got, got_tile)) in results {
                 let bytes = std::mem::size_of::<T>();
-                for k in 0..L {
+                for k in 0..2 {
                     let error = (got[k].to_f64() - want[k]).abs() / scale;
                     assert!(
                         error <= tolerance,
-                        "{name} sum L={L} {bytes} bytes, rows {count:?}, value {k}: {error:e}"
+                        "{name} sum L={L} {bytes} bytes, rows {count:?}, part {k}: {error:e}"
                     );
                 }
                 for (i, (g, w)) in got_tile.iter().zip(&want_tile).enumerate() {
