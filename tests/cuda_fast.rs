@@ -214,6 +214,24 @@ fn compressed_coils_on_the_device_match_the_cpu() {
         assert!(backend.contains("virtual coils of 12"), "{name}: {backend}");
         let rank = device_matches_cpu(&mut rng, &p, precision, tol, &name);
         assert!(rank.is_some(), "{name}: inactive");
+        // Split by coils over two parts (on this GPU), the parts keep the
+        // plan's coils: no compression, and E within the tolerance of the
+        // compressed plan's.
+        std::env::set_var("HORECON_CUDA_TEST_PARTS", "2");
+        let split = fast_plan(&p, BackendKind::Cuda, precision, tol);
+        let split_name = split.operator().unwrap().backend_name();
+        std::env::remove_var("HORECON_CUDA_TEST_PARTS");
+        assert!(
+            split_name.contains("by coils") && !split_name.contains("virtual"),
+            "{name}: {split_name}"
+        );
+        let x = rng.complex(p.voxels());
+        let mut y = [vec![Complex32::default(); p.samples * p.coils], vec![]];
+        y[1] = y[0].clone();
+        gpu.forward(&x, &mut y[0]).unwrap();
+        split.forward(&x, &mut y[1]).unwrap();
+        let e = rel_error(&y[1], &to_c64(&y[0]));
+        assert!(e <= tol, "{name}: split E vs compressed {e:.3e}");
     }
     for case in 0..case_count(3) {
         let (p, tol, name) = random_compressed_problem(&mut rng, case);

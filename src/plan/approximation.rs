@@ -217,7 +217,7 @@ impl Plan {
         };
         let sizes = self.sizes();
         let compression = match self.model.sensitivities.as_deref() {
-            Some(s) if coil_compression() => {
+            Some(s) if coil_compression() && !self.split_by_coils() => {
                 CoilCompression::new(s, sizes.voxels, COIL_SHARE * tolerance)?.map(Arc::new)
             }
             _ => None,
@@ -285,6 +285,16 @@ impl Plan {
                 reason: String::new(),
             },
         })
+    }
+
+    /// Whether the fast operator will be split by coils over several CUDA
+    /// devices ([`cuda::build_fast`]), whose parts keep the plan's coils: no
+    /// coil compression is computed for it.
+    fn split_by_coils(&self) -> bool {
+        self.backend == BackendKind::Cuda
+            && device_resident()
+            && self.sizes().coils > 1
+            && cuda::placement(&self.options).is_ok_and(|devices| devices.len() > 1)
     }
 
     /// The fast operator of `separation` with the plan's coils (`sizes`),

@@ -188,8 +188,11 @@ impl CudaFast {
             .checked_mul(g + m)
             .and_then(|v| v.checked_mul(complex_bytes))
             .ok_or_else(|| Error::out_of_memory("fast-path buffers: size overflows"))?;
+        // A third of the free memory, less the virtual coils' data (M×R
+        // double2, when compressed), for the chunk's grids and samples.
+        let virtual_bytes = compression.map_or(0, |c| c.rank.saturating_mul(m).saturating_mul(16));
         let (free, _) = device.memory()?;
-        let mut chunk = ((free / 3) / per_coil.max(1)).clamp(1, coils);
+        let mut chunk = (free.saturating_sub(virtual_bytes) / 3 / per_coil.max(1)).clamp(1, coils);
         if let Some(cap) = knob("HORECON_CUDA_FAST_COILS") {
             chunk = chunk.min(cap);
         }
