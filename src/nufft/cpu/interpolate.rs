@@ -9,8 +9,11 @@
 //! so all subproblems run at once.
 //!
 //! Per point and transform, each tile row takes one vector FMA,
-//! a ← row·(w_y w_z) + a ([`super::tile_sum`]), and the row sums meet the x
-//! weights once at the end. A point's kernel weights are evaluated once per
+//! a ← row·(w_y w_z) + a ([`super::tile_sum`]), with the rows' weights
+//! w_y w_z formed once per point for all its transforms
+//! ([`super::tile_sum::row_weights`]: ho3d-77k's type 2 ~15 % faster than
+//! forming them per row and transform), and the row sums meet the x weights
+//! once at the end. A point's kernel weights are evaluated once per
 //! task and kept ([`PointWeights`]) for the task's later transform groups:
 //! with one transform per group (3D tiles of ~100 KB) Horner's evaluation
 //! otherwise cost ~40 % on top of the row sums.
@@ -18,7 +21,7 @@
 use super::horner::HornerKernel;
 use super::sort::{Placed, SortedPoints, Subproblem};
 use super::tile::{as_reals, task_buffers, transform_group, PointWeights, TileBuffers, TileShape};
-use super::tile_sum::{tile_sum, Rows};
+use super::tile_sum::{row_weights, tile_sum, Rows, ROW_WEIGHTS};
 use crate::backend::cpu::real::Real;
 use crate::error::Result;
 use num_complex::Complex;
@@ -48,6 +51,7 @@ fn interpolate_points<T: Real, const L: usize, const FMA: bool, const WIDE: usiz
     let [rows_y, rows_z] = shape.rows();
     let (row, tile_len) = (shape.row(), shape.values());
     let (ey, batch) = (shape.extent[1], job.batch);
+    let mut per_row = [T::default(); ROW_WEIGHTS];
     for (i, (p, values)) in job.placed[sub.start..sub.end]
         .iter()
         .zip(out.chunks_exact_mut(batch))
@@ -61,8 +65,9 @@ fn interpolate_points<T: Real, const L: usize, const FMA: bool, const WIDE: usiz
             extent_y: ey,
             count: [rows_y, rows_z],
         };
+        row_weights(&rows, &ky, &kz, &mut per_row);
         for (tile, value) in tiles.chunks_exact(tile_len).zip(&mut values[first..]) {
-            let (re, im) = tile_sum::<T, L, FMA, WIDE>(tile, &rows, [&kx, &ky, &kz]);
+            let (re, im) = tile_sum::<T, L, FMA, WIDE>(tile, &rows, &kx, &per_row);
             *value = Complex::new(re, im);
         }
     }

@@ -51,46 +51,75 @@ impl Rows {
     }
 }
 
+/// The row weights ψ_z(r_z)·ψ_y(r_y) of a point written to `out`, row
+/// (r_y, r_z) at r_y + count_y·r_z (`wy[2·r]`, `wz[2·r]` the y and z weights
+/// of row r: the kernel's lanes hold each weight twice, for re and im), for
+/// every tile the point reads ([`tile_sum`]). (Spreading computes each row's
+/// weight as it goes: read from such a buffer between its stores into the
+/// tiles, the weights made ho3d-77k's type 1 ~10 % slower.)
+#[inline(always)]
+pub fn row_weights<T: Real, const L: usize>(
+    rows: &Rows,
+    wy: &[T; L],
+    wz: &[T; L],
+    out: &mut [T; ROW_WEIGHTS],
+) {
+    let [count_y, count_z] = rows.count;
+    for rz in 0..count_z {
+        for ry in 0..count_y {
+            out[ry + count_y * rz] = wz[2 * rz] * wy[2 * ry];
+        }
+    }
+}
+
+/// Rows per point at most: the widest kernel's, squared.
+pub const ROW_WEIGHTS: usize = crate::nufft::params::MAX_WIDTH * crate::nufft::params::MAX_WIDTH;
+
 /// The point's value (re, im) = (Σ_k a_{2k} w_x[2k], Σ_k a_{2k+1} w_x[2k+1])
-/// for a of the module documentation; `wy[2·r]`, `wz[2·r]` are the y and z
-/// weights of row r (the kernel's lanes hold each weight twice, for re and
-/// im), `wx` the x weights lane by lane. `WIDE` is the vector width in bytes
-/// of the instruction set the caller was compiled for (64 AVX-512, 32 AVX2, 0
-/// none); from 32 on, AVX2 registers, and the x weights meet a in them (the
-/// lanes' products summed as a tree: its rounding differs from the plain
-/// path's chain).
+/// for a of the module documentation, `weights` the point's
+/// [`row_weights`] and `wx` its x weights lane by lane. `WIDE` is the vector
+/// width in bytes of the instruction set the caller was compiled for (64
+/// AVX-512, 32 AVX2, 0 none); from 32 on, AVX2 registers, and the x weights
+/// meet a in them (the lanes' products summed as a tree: its rounding
+/// differs from the plain path's chain).
 #[inline(always)]
 pub fn tile_sum<T: Real, const L: usize, const FMA: bool, const WIDE: usize>(
     tile: &[T],
     rows: &Rows,
-    [wx, wy, wz]: [&[T; L]; 3],
+    wx: &[T; L],
+    weights: &[T; ROW_WEIGHTS],
 ) -> (T, T) {
     let tile = &tile[..rows.end::<L>()];
+    assert!(rows.count[0] * rows.count[1] <= ROW_WEIGHTS);
     #[cfg(target_arch = "x86_64")]
     if WIDE >= 32 {
         // SAFETY: the caller runs with AVX2 and FMA (`isa_kernel!`: WIDE ≥
         // 32); every row read lies in `tile` (checked above: rows start at
-        // `Rows::start` ≤ the last row's start and span L values); the casts
-        // only reinterpret T as the type it is (TypeId).
+        // `Rows::start` ≤ the last row's start and span L values) and every
+        // row's weight in `weights` (checked above); the casts only
+        // reinterpret T as the type it is (TypeId).
         unsafe {
             if TypeId::of::<T>() == TypeId::of::<f32>() {
                 let tile = &*(tile as *const [T] as *const [f32]);
-                let w = [wx, wy, wz].map(|v| &*(v as *const [T; L] as *const [f32; L]));
-                let (re, im) = x86::sum_f32::<L>(tile, rows, w);
+                let wx = &*(wx as *const [T; L] as *const [f32; L]);
+                let weights = &*(weights as *const [T; ROW_WEIGHTS] as *const [f32; ROW_WEIGHTS]);
+                let (re, im) = x86::sum_f32::<L>(tile, rows, wx, weights);
                 return (T::from_f64(re as f64), T::from_f64(im as f64));
             }
             if TypeId::of::<T>() == TypeId::of::<f64>() {
                 let tile = &*(tile as *const [T] as *const [f64]);
-                let w = [wx, wy, wz].map(|v| &*(v as *const [T; L] as *const [f64; L]));
-                let (re, im) = x86::sum_f64::<L>(tile, rows, w);
+                let wx = &*(wx as *const [T; L] as *const [f64; L]);
+                let weights = &*(weights as *const [T; ROW_WEIGHTS] as *const [f64; ROW_WEIGHTS]);
+                let (re, im) = x86::sum_f64::<L>(tile, rows, wx, weights);
                 return (T::from_f64(re), T::from_f64(im));
             }
         }
     }
     let mut acc = [T::default(); L];
+    let count_y = rows.count[0];
     for rz in 0..rows.count[1] {
-        for ry in 0..rows.count[0] {
-            let weight = wz[2 * rz] * wy[2 * ry];
+        for ry in 0..count_y {
+            let weight = weights[ry + count_y * rz];
             let cells = &tile[rows.start(ry, rz)..][..L];
             for (a, &v) in acc.iter_mut().zip(cells) {
                 *a = v.madd::<FMA>(weight, *a);
@@ -164,7 +193,8 @@ mod x86 {
             pub unsafe fn $sum<const L: usize>(
                 tile: &[$t],
                 rows: &Rows,
-                [wx, wy, wz]: [&[$t; L]; 3],
+                wx: &[$t; L],
+                weights: &[$t; super::ROW_WEIGHTS],
             ) -> ($t, $t) {
                 const MAX: usize = 8;
                 let n = L / $lanes;
@@ -177,13 +207,13 @@ mod x86 {
                     let mut ry = 0;
                     while ry < count_y {
                         let row = ptr.add(rows.start(ry, rz));
-                        let weight = $set1(wz[2 * rz] * wy[2 * ry]);
+                        let weight = $set1(*weights.get_unchecked(ry + count_y * rz));
                         for (i, a) in even.iter_mut().enumerate().take(n) {
                             *a = $fma($load(row.add(i * $lanes)), weight, *a);
                         }
                         if ry + 1 < count_y {
                             let row = ptr.add(rows.start(ry + 1, rz));
-                            let weight = $set1(wz[2 * rz] * wy[2 * (ry + 1)]);
+                            let weight = $set1(*weights.get_unchecked(ry + 1 + count_y * rz));
                             for (i, a) in odd.iter_mut().enumerate().take(n) {
                                 *a = $fma($load(row.add(i * $lanes)), weight, *a);
                             }
@@ -318,7 +348,9 @@ mod tests {
     ) -> ([T; 2], Vec<T>) {
         let mut updated = tile.to_vec();
         tile_add::<T, L, true, WIDE>(&mut updated, rows, c, y, z);
-        let (re, im) = tile_sum::<T, L, true, WIDE>(tile, rows, [x, y, z]);
+        let mut weights = [T::default(); ROW_WEIGHTS];
+        row_weights(rows, y, z, &mut weights);
+        let (re, im) = tile_sum::<T, L, true, WIDE>(tile, rows, x, &weights);
         ([re, im], updated)
     }
 
