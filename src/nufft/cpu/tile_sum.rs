@@ -4,8 +4,9 @@
 //! $$a_k = \sum_{r_z < w_z} \sum_{r_y < w_y} \psi_z(r_z)\,\psi_y(r_y)\; \mathrm{tile}[b + s\,(r_y + e_y r_z) + k],\qquad k < L,$$
 //!
 //! (b the point's first cell, s the tile's row stride, e_y its y extent; the
-//! L values of a row are the x cells' re/im pairs, summed against the x
-//! weights by the caller), and type 1's update, its transpose ([`tile_add`]):
+//! L values of a row are the x cells' re/im pairs, then summed against the x
+//! weights into the point's value), and type 1's update, its transpose
+//! ([`tile_add`]):
 //!
 //! $$\mathrm{tile}[b + s\,(r_y + e_y r_z) + k] \mathrel{+}= c_k\,\psi_z(r_z)\,\psi_y(r_y)$$
 //!
