@@ -220,9 +220,9 @@ const ENTRY_BLOCK: usize = 1 << 18;
 /// G the matrix of its NUFFT ([`NufftMatrix`]) at the compared samples;
 /// `points` are the separation's (ndims×M), `sensitivities` the probed
 /// coils' (N×C; `None` = the plan's maps the operator holds, which are its
-/// own unless it runs on compressed virtual coils: one-coil plans never do). Blocks of whole columns of G,
-/// about [`ENTRY_BLOCK`] entries each, meet the factors in matrix products
-/// (faer).
+/// own unless it runs on compressed virtual coils: one-coil plans never do).
+/// Blocks of whole columns of G, about [`ENTRY_BLOCK`] entries each, meet
+/// the factors in matrix products (faer).
 pub struct Entries<'a> {
     pub operator: &'a FastOperator,
     pub points: &'a [f64],
